@@ -1,0 +1,82 @@
+"""Routing policies (pure): a fabric in, per-switch forwarding tables out.
+
+Forwarding is by destination host: every switch has one output port per
+destination. A policy only decides which of the equal-cost next hops a
+switch uses; the paths are always shortest. The flow model follows the
+same tables, so model and emulation route every flow identically.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from emulator.fabric import HOST_PORT, Fabric
+
+POLICIES = {
+    "shortest": "shortest paths; among equal-cost next hops the lowest-numbered port "
+                "(one fixed middle switch per switch pair)",
+    "spread": "shortest paths; equal-cost next hops chosen by destination host "
+              "(dst index mod choices), spreading destinations over middle switches",
+}
+
+# ForwardingTable: switch name -> {destination host name -> output port}
+ForwardingTable = dict[str, dict[str, int]]
+
+
+def check_policy(policy: str) -> None:
+    if policy not in POLICIES:
+        raise ValueError(f"unknown routing policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+
+
+def _hops_to(fabric: Fabric, target: str) -> dict[str, int]:
+    """Switch-to-switch hop count from every switch to `target` (BFS)."""
+    dist = {target: 0}
+    queue = deque([target])
+    while queue:
+        s = queue.popleft()
+        for _, nb in fabric.switch_neighbours(s):
+            if nb not in dist:
+                dist[nb] = dist[s] + 1
+                queue.append(nb)
+    return dist
+
+
+def forwarding_table(fabric: Fabric, policy: str = "shortest") -> ForwardingTable:
+    """Output port of every switch for every destination host."""
+    check_policy(policy)
+    table: ForwardingTable = {s.name: {} for s in fabric.switches}
+    for target in fabric.switches:
+        hops = _hops_to(fabric, target.name)
+        for s in fabric.switches:
+            if s.name == target.name:
+                for dst in fabric.hosts_on(s.name):
+                    table[s.name][dst.name] = dst.port
+                continue
+            if s.name not in hops:
+                raise ValueError(f"{fabric.topology}: switch {s.name} cannot reach {target.name}")
+            closer = [port for port, nb in fabric.switch_neighbours(s.name)
+                      if hops.get(nb) == hops[s.name] - 1]
+            for dst in fabric.hosts_on(target.name):
+                pick = 0 if policy == "shortest" else dst.index % len(closer)
+                table[s.name][dst.name] = closer[pick]
+    return table
+
+
+def path(fabric: Fabric, table: ForwardingTable, src: str, dst: str) -> list[tuple[str, int]]:
+    """Directed links a packet from host `src` to host `dst` leaves through,
+    as (node, egress port): the source NIC first, then one per switch."""
+    hops = [(src, HOST_PORT)]
+    node = fabric.host(src).switch
+    while True:
+        port = table[node][dst]
+        hops.append((node, port))
+        nxt, _, _ = fabric.peer(node, port)
+        if nxt == dst:
+            return hops
+        if len(hops) > len(fabric.switches) + 1:
+            raise RuntimeError(f"routing loop from {src} to {dst}")
+        node = nxt
+
+
+def switch_path(fabric: Fabric, table: ForwardingTable, src: str, dst: str) -> list[str]:
+    """The switches a packet from `src` to `dst` crosses, in order."""
+    return [node for node, _ in path(fabric, table, src, dst)[1:]]

@@ -1,0 +1,209 @@
+"""Collective schedules (pure): what every rank sends and receives, step by step.
+
+A `Schedule` lists, for each rank, its ordered steps. In a step a rank sends
+some bytes to some peers and receives some bytes from some peers, all at
+once; it starts step k+1 only after step k's sends and receives are done
+(the data dependency of a real collective). The host agents replay exactly
+this over TCP and the flow model predicts it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Transfer:
+    peer: int      # the other rank
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Step:
+    sends: tuple[Transfer, ...] = ()
+    recvs: tuple[Transfer, ...] = ()
+    phase: str = ""    # e.g. "reduce-scatter", "allgather", "push"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    collective: str
+    algorithm: str
+    ranks: int
+    size_bytes: int
+    steps: tuple[tuple[Step, ...], ...]   # steps[rank] = that rank's steps
+
+    def bytes_sent(self, rank: int) -> int:
+        return sum(t.nbytes for s in self.steps[rank] for t in s.sends)
+
+    def bytes_received(self, rank: int) -> int:
+        return sum(t.nbytes for s in self.steps[rank] for t in s.recvs)
+
+
+COLLECTIVES = ("allreduce", "reduce-scatter", "allgather", "broadcast", "all-to-all", "parameter-server")
+ALGORITHMS = ("ring", "halving-doubling")
+
+# nccl-tests' busbw = algbw * factor(n): the traffic each rank's link must carry,
+# relative to S, for a bandwidth-optimal algorithm.
+def busbw_factor(collective: str, ranks: int) -> float:
+    n = ranks
+    if collective == "allreduce":
+        return 2 * (n - 1) / n
+    if collective in ("reduce-scatter", "allgather", "all-to-all"):
+        return (n - 1) / n
+    if collective == "broadcast":
+        return 1.0
+    if collective == "parameter-server":
+        # Push S to the server and pull S back: like allreduce through one
+        # rank, each worker link carries S each way; the server's link is the
+        # bottleneck, so busbw is reported per worker link.
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r}; choose one of: {', '.join(COLLECTIVES)}")
+
+
+def chunks(size: int, parts: int) -> list[int]:
+    """Split `size` bytes into `parts` chunks whose sizes differ by at most 1."""
+    base, extra = divmod(size, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def _exchange(peer_send: int, nsend: int, peer_recv: int, nrecv: int, phase: str) -> Step:
+    return Step((Transfer(peer_send, nsend),), (Transfer(peer_recv, nrecv),), phase)
+
+
+# --- ring ------------------------------------------------------------------
+
+def _ring_phase(p: int, rank: int, sizes: list[int], phase: str, shift: int) -> list[Step]:
+    """p-1 steps: send chunk (rank+shift-k) to rank+1, receive chunk
+    (rank+shift-k-1) from rank-1."""
+    nxt, prev = (rank + 1) % p, (rank - 1) % p
+    return [_exchange(nxt, sizes[(rank + shift - k) % p], prev, sizes[(rank + shift - k - 1) % p], phase)
+            for k in range(p - 1)]
+
+
+def ring_reduce_scatter(p: int, rank: int, size: int) -> list[Step]:
+    return _ring_phase(p, rank, chunks(size, p), "reduce-scatter", 0)
+
+
+def ring_allgather(p: int, rank: int, size: int) -> list[Step]:
+    # After reduce-scatter, rank r owns chunk r+1; allgather circulates it.
+    return _ring_phase(p, rank, chunks(size, p), "allgather", 1)
+
+
+# --- recursive halving-doubling -------------------------------------------
+
+def _hd_core(p: int, rank: int, size: int, halving: bool, doubling: bool) -> list[Step]:
+    """Halving-doubling on p = 2^d ranks (Rabenseifner).
+
+    Reduce-scatter: at step k partner = rank ^ 2^k; the current segment is
+    split in two, the lower-bit rank keeps the low half and sends the high
+    half. Allgather: the same partners in reverse order, segments doubling.
+    """
+    d = p.bit_length() - 1
+    lo, hi = 0, size
+    segments = []
+    for k in range(d):
+        mid = (lo + hi) // 2
+        keep_low = not (rank >> k) & 1
+        segments.append((lo, hi, mid, keep_low))
+        lo, hi = (lo, mid) if keep_low else (mid, hi)
+    steps = []
+    if halving:
+        for k, (lo_k, hi_k, mid, keep_low) in enumerate(segments):
+            give, keep = (hi_k - mid, mid - lo_k) if keep_low else (mid - lo_k, hi_k - mid)
+            steps.append(_exchange(rank ^ (1 << k), give, rank ^ (1 << k), keep, "reduce-scatter"))
+    if doubling:
+        for k in reversed(range(d)):
+            lo_k, hi_k, mid, keep_low = segments[k]
+            mine, theirs = (mid - lo_k, hi_k - mid) if keep_low else (hi_k - mid, mid - lo_k)
+            steps.append(_exchange(rank ^ (1 << k), mine, rank ^ (1 << k), theirs, "allgather"))
+    return steps
+
+
+def _halving_doubling(p: int, rank: int, size: int, halving: bool, doubling: bool) -> list[Step]:
+    """Halving-doubling for any p: when p is not a power of two, the first
+    2r ranks (r = p - 2^floor(log2 p)) pair up, even ranks hand their data to
+    the odd neighbour before the core and get the result back after it
+    (the standard pre/post step)."""
+    core = 1 << (p.bit_length() - 1)
+    extra = p - core
+    if rank < 2 * extra and rank % 2 == 0:   # sits out the core
+        steps = []
+        if halving:
+            steps.append(Step((Transfer(rank + 1, size),), (), "pre"))
+        if doubling:
+            steps.append(Step((), (Transfer(rank + 1, size),), "post"))
+        return steps
+    virtual = rank // 2 if rank < 2 * extra else rank - extra
+    real = (lambda v: 2 * v + 1 if v < extra else v + extra)
+    steps = []
+    if halving and rank < 2 * extra:
+        steps.append(Step((), (Transfer(rank - 1, size),), "pre"))
+    for s in _hd_core(core, virtual, size, halving, doubling):
+        steps.append(Step(tuple(Transfer(real(t.peer), t.nbytes) for t in s.sends),
+                          tuple(Transfer(real(t.peer), t.nbytes) for t in s.recvs), s.phase))
+    if doubling and rank < 2 * extra:
+        steps.append(Step((Transfer(rank - 1, size),), (), "post"))
+    return steps
+
+
+# --- the other collectives -------------------------------------------------
+
+def _broadcast(p: int, rank: int, size: int) -> list[Step]:
+    """Pipelined ring broadcast from rank 0 in p chunks (as NCCL's ring):
+    rank r forwards chunk c to r+1 after receiving it."""
+    if p == 1:
+        return []
+    parts = chunks(size, p)
+    steps = []
+    for c, nbytes in enumerate(parts):
+        recv = (Transfer(rank - 1, nbytes),) if rank > 0 else ()
+        send = (Transfer(rank + 1, nbytes),) if rank < p - 1 else ()
+        steps.append(Step(send, recv, "broadcast"))
+    return steps
+
+
+def _all_to_all(p: int, rank: int, size: int) -> list[Step]:
+    """Every rank sends S/p to every other rank at once (the MoE dispatch)."""
+    part = chunks(size, p)
+    others = [r for r in range(p) if r != rank]
+    return [Step(tuple(Transfer(r, part[r]) for r in others),
+                 tuple(Transfer(r, part[rank]) for r in others), "all-to-all")]
+
+
+def _parameter_server(p: int, rank: int, size: int) -> list[Step]:
+    """Rank 0 is the server: every worker pushes S bytes of gradients, the
+    server answers each with S bytes of parameters after all pushes arrived."""
+    if rank == 0:
+        workers = range(1, p)
+        return [Step((), tuple(Transfer(w, size) for w in workers), "push"),
+                Step(tuple(Transfer(w, size) for w in workers), (), "pull")]
+    return [Step((Transfer(0, size),), (), "push"), Step((), (Transfer(0, size),), "pull")]
+
+
+def _rank_steps(collective: str, algorithm: str, p: int, rank: int, size: int) -> list[Step]:
+    if collective in ("allreduce", "reduce-scatter", "allgather"):
+        halving = collective in ("allreduce", "reduce-scatter")
+        doubling = collective in ("allreduce", "allgather")
+        if algorithm == "ring":
+            return ((ring_reduce_scatter(p, rank, size) if halving else [])
+                    + (ring_allgather(p, rank, size) if doubling else []))
+        return _halving_doubling(p, rank, size, halving, doubling)
+    return {"broadcast": _broadcast, "all-to-all": _all_to_all,
+            "parameter-server": _parameter_server}[collective](p, rank, size)
+
+
+def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Schedule:
+    """The schedule of one collective call of `size_bytes` on `ranks` ranks.
+
+    `algorithm` matters for allreduce, reduce-scatter and allgather; the
+    other collectives have one algorithm each and ignore it."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}; choose one of: {', '.join(COLLECTIVES)}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of: {', '.join(ALGORITHMS)}")
+    if ranks < 2:
+        raise ValueError(f"a collective needs at least 2 ranks, got {ranks}")
+    if size_bytes < 1:
+        raise ValueError(f"message size must be >= 1 byte, got {size_bytes}")
+    steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes)) for r in range(ranks))
+    return Schedule(collective, algorithm, ranks, size_bytes, steps)

@@ -1,0 +1,81 @@
+#!/bin/sh
+# Set up a machine for bigraph-emu: system packages, Open vSwitch running,
+# the project's virtual environment with its Python dependencies.
+# Idempotent; run as root on Debian 12 or Ubuntu 22.04/24.04.
+#   vm/provision.sh            set up everything
+# Environment: BIGRAPH_VENV (default: <project>/.venv)
+set -eu
+
+PROJECT_DIR=$(cd "$(dirname "$0")/.." && pwd)
+VENV=${BIGRAPH_VENV:-$PROJECT_DIR/.venv}
+PACKAGES="mininet openvswitch-switch iperf3 ethtool iproute2 iputils-ping procps tcpdump python3-venv"
+
+say() { echo "provision: $*"; }
+
+if [ "$(id -u)" != 0 ]; then
+    echo "provision: must run as root (Mininet and Open vSwitch need it); try: sudo $0" >&2
+    exit 1
+fi
+
+install_packages() {
+    missing=""
+    for p in $PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+    done
+    if [ -z "$missing" ]; then
+        say "system packages already installed"
+        return
+    fi
+    say "installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    # shellcheck disable=SC2086
+    apt-get install -y -q --no-install-recommends $missing
+}
+
+start_ovs() {
+    if ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
+        say "Open vSwitch is running"
+        return
+    fi
+    say "starting Open vSwitch"
+    if [ -d /run/systemd/system ]; then
+        systemctl start openvswitch-switch
+    else
+        # No init system (containers, CI): start the daemons directly.
+        # ovs-ctl prints a harmless ulimit error on such machines.
+        /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random || true
+    fi
+    ovs-vsctl --timeout=10 show >/dev/null
+}
+
+# The packaged test controller would grab port 6653 on some systems.
+stop_testcontroller() {
+    if [ -d /run/systemd/system ] && systemctl is-active -q openvswitch-testcontroller 2>/dev/null; then
+        say "stopping openvswitch-testcontroller (it holds port 6653)"
+        systemctl disable --now openvswitch-testcontroller
+    fi
+}
+
+make_venv() {
+    # System Python with system site packages: the venv sees Debian's Mininet.
+    if [ ! -x "$VENV/bin/python" ]; then
+        say "creating virtual environment $VENV"
+        /usr/bin/python3 -m venv --system-site-packages "$VENV"
+    fi
+    stamp="$VENV/.bigraph-installed"
+    if [ -f "$stamp" ] && [ "$stamp" -nt "$PROJECT_DIR/setup.cfg" ] \
+        && "$VENV/bin/python" -c "import emulator, controller, os_ken, mininet.net" 2>/dev/null; then
+        say "project already installed in $VENV"
+        return
+    fi
+    say "installing the project and its Python dependencies"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$PROJECT_DIR[test]"
+    touch "$stamp"
+}
+
+install_packages
+start_ovs
+stop_testcontroller
+make_venv
+say "ready: $VENV/bin/bigraph-emu"
