@@ -46,19 +46,35 @@ def forwarding_table(fabric: Fabric, policy: str = "shortest") -> ForwardingTabl
     table: ForwardingTable = {s.name: {} for s in fabric.switches}
     for target in fabric.switches:
         hops = _hops_to(fabric, target.name)
+        closer = {}
         for s in fabric.switches:
-            if s.name == target.name:
-                for dst in fabric.hosts_on(s.name):
-                    table[s.name][dst.name] = dst.port
-                continue
             if s.name not in hops:
                 raise ValueError(f"{fabric.topology}: switch {s.name} cannot reach {target.name}")
-            closer = [port for port, nb in fabric.switch_neighbours(s.name)
-                      if hops.get(nb) == hops[s.name] - 1]
-            for dst in fabric.hosts_on(target.name):
-                pick = 0 if policy == "shortest" else dst.index % len(closer)
-                table[s.name][dst.name] = closer[pick]
+            if s.name != target.name:
+                closer[s.name] = [port for port, nb in fabric.switch_neighbours(s.name)
+                                  if hops.get(nb) == hops[s.name] - 1]
+        weight = _digit_weights(closer, hops)
+        for dst in fabric.hosts_on(target.name):
+            table[target.name][dst.name] = dst.port
+            for name, ports in closer.items():
+                pick = 0 if policy == "shortest" else (dst.index // weight[hops[name]]) % len(ports)
+                table[name][dst.name] = ports[pick]
     return table
+
+
+def _digit_weights(closer: dict[str, list[int]], hops: dict[str, int]) -> dict[int, int]:
+    """For "spread": switches at different distances from the destination
+    must use different digits of the destination index, or they all make the
+    same choice (a fat-tree would use only its diagonal cores). Switches at
+    distance d use digit weight = product of the choice counts farther out."""
+    most = {}
+    for name, ports in closer.items():
+        most[hops[name]] = max(most.get(hops[name], 1), len(ports))
+    weight, w = {}, 1
+    for d in sorted(most, reverse=True):
+        weight[d] = w
+        w *= most[d]
+    return weight
 
 
 def path(fabric: Fabric, table: ForwardingTable, src: str, dst: str) -> list[tuple[str, int]]:

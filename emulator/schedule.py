@@ -149,17 +149,17 @@ def _halving_doubling(p: int, rank: int, size: int, halving: bool, doubling: boo
 # --- the other collectives -------------------------------------------------
 
 def _broadcast(p: int, rank: int, size: int) -> list[Step]:
-    """Pipelined ring broadcast from rank 0 in p chunks (as NCCL's ring):
-    rank r forwards chunk c to r+1 after receiving it."""
-    if p == 1:
-        return []
-    parts = chunks(size, p)
-    steps = []
-    for c, nbytes in enumerate(parts):
-        recv = (Transfer(rank - 1, nbytes),) if rank > 0 else ()
-        send = (Transfer(rank + 1, nbytes),) if rank < p - 1 else ()
-        steps.append(Step(send, recv, "broadcast"))
-    return steps
+    """Pipelined chain broadcast from rank 0 in 4p chunks (NCCL's ring
+    broadcast): rank r forwards chunk c to r+1 in the step after it
+    received it, while receiving chunk c+1."""
+    parts = chunks(size, 4 * p)
+    recv = [(Transfer(rank - 1, n),) for n in parts] if rank > 0 else [()] * len(parts)
+    send = [(Transfer(rank + 1, n),) for n in parts] if rank < p - 1 else [()] * len(parts)
+    if rank == 0:
+        return [Step(s, (), "broadcast") for s in send]
+    # step i receives chunk i and sends chunk i-1 (chunk -1 and chunk C are empty)
+    return [Step(send[i - 1] if i > 0 else (), recv[i] if i < len(parts) else (), "broadcast")
+            for i in range(len(parts) + (1 if rank < p - 1 else 0))]
 
 
 def _all_to_all(p: int, rank: int, size: int) -> list[Step]:
@@ -192,6 +192,10 @@ def _rank_steps(collective: str, algorithm: str, p: int, rank: int, size: int) -
             "parameter-server": _parameter_server}[collective](p, rank, size)
 
 
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Schedule:
     """The schedule of one collective call of `size_bytes` on `ranks` ranks.
 
@@ -201,9 +205,13 @@ def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int)
         raise ValueError(f"unknown collective {collective!r}; choose one of: {', '.join(COLLECTIVES)}")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose one of: {', '.join(ALGORITHMS)}")
-    if ranks < 2:
-        raise ValueError(f"a collective needs at least 2 ranks, got {ranks}")
-    if size_bytes < 1:
-        raise ValueError(f"message size must be >= 1 byte, got {size_bytes}")
+    if not _is_int(ranks) or ranks < 2:
+        raise ValueError(f"a collective needs at least 2 ranks (an integer), got {ranks!r}")
+    if not _is_int(size_bytes) or size_bytes < 1:
+        raise ValueError(f"message size must be >= 1 byte (an integer), got {size_bytes!r}")
+    power_of_two = ranks & (ranks - 1) == 0
+    if algorithm == "halving-doubling" and collective in ("reduce-scatter", "allgather") and not power_of_two:
+        raise ValueError(f"halving-doubling {collective} needs a power-of-two rank count, got {ranks} "
+                         "(allreduce handles any count with pre/post steps; or use algorithm ring)")
     steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes)) for r in range(ranks))
     return Schedule(collective, algorithm, ranks, size_bytes, steps)

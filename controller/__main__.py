@@ -1,0 +1,53 @@
+"""Start the controller: python -m controller --fabric F --ready-file R [--port P].
+
+os-ken 4 has no osken-manager command, so this is the project's own entry
+point. It listens on loopback only.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+from controller.routing import POLICIES
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m controller", description=__doc__)
+    p.add_argument("--fabric", required=True, help="fabric JSON written by the emulator")
+    p.add_argument("--policy", default="shortest", choices=sorted(POLICIES))
+    p.add_argument("--ready-file", required=True)
+    p.add_argument("--port", type=int, default=6653, help="OpenFlow TCP port on 127.0.0.1")
+    return p.parse_args(argv)
+
+
+def _exit_now(*_):
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(asctime)s %(name)s %(message)s")
+    from os_ken import cfg
+    from os_ken.base import app_manager
+    from os_ken.lib import hub
+    import controller.app  # registers the --bigraph-* options
+
+    cfg.CONF(["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(args.port),
+              "--bigraph-fabric", args.fabric, "--bigraph-policy", args.policy,
+              "--bigraph-ready-file", args.ready_file], project="os_ken")
+    # os-ken 4's run_apps fails on shutdown (HubThread has no kill()):
+    # start the apps ourselves and leave on SIGTERM without its cleanup.
+    signal.signal(signal.SIGTERM, _exit_now)
+    manager = app_manager.AppManager.get_instance()
+    manager.load_apps(["controller.app"])
+    services = manager.instantiate_apps(**manager.create_contexts())
+    hub.joinall(services)
+
+
+if __name__ == "__main__":
+    main()

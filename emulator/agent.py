@@ -1,0 +1,167 @@
+"""The host agent: one process per emulated host, replaying its rank's
+schedule over real TCP. Standard library only; runs inside the host's
+network namespace.
+
+It talks to the emulator over stdin/stdout, one line per message:
+  agent -> emulator: LISTENING | READY | DONE <call> <json> | ERROR <text>
+  emulator -> agent: CONNECT | GO <call> <start time> | EXIT
+Times are time.monotonic(), one clock shared by every process of the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+
+from emulator.schedule import Step, build_schedule
+
+CHUNK = 1 << 20   # bytes per send/recv system call
+
+
+def say(*words) -> None:
+    print(*words, flush=True)
+
+
+class Peers:
+    """One TCP connection to every rank we send to, one from every rank we
+    receive from, opened once and reused by every step (as NCCL does)."""
+
+    def __init__(self, rank: int, addresses: list[tuple[str, int]]):
+        self.rank = rank
+        self.addresses = addresses
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(addresses[rank])
+        self.listener.listen(len(addresses))
+        self.to: dict[int, socket.socket] = {}
+        self.frm: dict[int, socket.socket] = {}
+
+    def connect(self, send_to: set[int], recv_from: set[int]) -> None:
+        acceptor = threading.Thread(target=self._accept, args=(set(recv_from),))
+        acceptor.start()
+        for peer in sorted(send_to):
+            s = socket.create_connection(self.addresses[peer], timeout=30)
+            s.settimeout(None)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.sendall(struct.pack("!I", self.rank))
+            self.to[peer] = s
+        acceptor.join()
+
+    def _accept(self, expected: set[int]) -> None:
+        self.listener.settimeout(30)
+        while expected - set(self.frm):
+            s, _ = self.listener.accept()
+            s.settimeout(None)
+            (peer,) = struct.unpack("!I", _recv_exact(s, 4))
+            self.frm[peer] = s
+
+    def close(self) -> None:
+        for s in list(self.to.values()) + list(self.frm.values()) + [self.listener]:
+            s.close()
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionError("peer closed the connection")
+        got += k
+    return bytes(buf)
+
+
+def send_bytes(sock: socket.socket, n: int, payload: memoryview) -> int:
+    sent = 0
+    while sent < n:
+        k = min(CHUNK, n - sent)
+        sock.sendall(payload[:k])
+        sent += k
+    return sent
+
+
+def recv_bytes(sock: socket.socket, n: int) -> int:
+    scratch = memoryview(bytearray(min(CHUNK, max(n, 1))))
+    got = 0
+    while got < n:
+        k = sock.recv_into(scratch, min(CHUNK, n - got))
+        if k == 0:
+            raise ConnectionError("peer closed the connection mid-step")
+        got += k
+    return got
+
+
+def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
+    """Send and receive everything of one step at once; returns its record."""
+    counts = {"sent": 0, "received": 0}
+    errors = []
+    lock = threading.Lock()
+
+    def do(kind, fn, sock, n):
+        try:
+            k = fn(sock, n, payload) if kind == "sent" else fn(sock, n)
+            with lock:
+                counts[kind] += k
+        except Exception as e:   # reported, the step then fails
+            errors.append(f"{kind}: {e}")
+
+    jobs = [("sent", send_bytes, peers.to[t.peer], t.nbytes) for t in step.sends]
+    jobs += [("received", recv_bytes, peers.frm[t.peer], t.nbytes) for t in step.recvs]
+    start = time.monotonic()
+    threads = [threading.Thread(target=do, args=job) for job in jobs[1:]]
+    for t in threads:
+        t.start()
+    if jobs:
+        do(*jobs[0])
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return {"start": start, "end": time.monotonic(), "sent": counts["sent"], "received": counts["received"]}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="bigraph-emu host agent (started by the emulator)")
+    p.add_argument("--plan", required=True, help="JSON: ranks' addresses and the calls to replay")
+    p.add_argument("--rank", type=int, required=True)
+    args = p.parse_args(argv)
+    with open(args.plan) as f:
+        plan = json.load(f)
+    rank = args.rank
+    addresses = [tuple(a) for a in plan["addresses"]]
+    calls = plan["calls"]
+    schedules = [build_schedule(c["collective"], c["algorithm"], len(addresses), c["size_bytes"]).steps[rank]
+                 for c in calls]
+    send_to = {t.peer for steps in schedules for s in steps for t in s.sends}
+    recv_from = {t.peer for steps in schedules for s in steps for t in s.recvs}
+    largest = max((t.nbytes for steps in schedules for s in steps for t in s.sends), default=0)
+    payload = memoryview(bytes(min(CHUNK, max(largest, 1))))
+    peers = Peers(rank, addresses)
+    try:
+        say("LISTENING")
+        for line in sys.stdin:
+            cmd = line.split()
+            if cmd[0] == "CONNECT":
+                peers.connect(send_to, recv_from)
+                say("READY")
+            elif cmd[0] == "GO":
+                call, start_at = int(cmd[1]), float(cmd[2])
+                time.sleep(max(0.0, start_at - time.monotonic()))
+                steps = [run_step(s, peers, payload) for s in schedules[call]]
+                say("DONE", call, json.dumps(steps))
+            elif cmd[0] == "EXIT":
+                return 0
+    except Exception as e:
+        say("ERROR", f"rank {rank}: {type(e).__name__}: {e}")
+        return 1
+    finally:
+        peers.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Bandwidth arithmetic and the nccl-tests style table (pure)."""
+from __future__ import annotations
+
+from emulator.schedule import busbw_factor
+
+
+def algbw_mbps(size_bytes: int, time_s: float) -> float:
+    """nccl-tests algbw = S / t, here in Mbit/s (10^6 bit/s)."""
+    return size_bytes * 8 / time_s / 1e6
+
+
+def busbw_mbps(collective: str, ranks: int, size_bytes: int, time_s: float) -> float:
+    """busbw = algbw * factor: comparable with the link rate for any rank count."""
+    return algbw_mbps(size_bytes, time_s) * busbw_factor(collective, ranks)
+
+
+def payload_efficiency(mtu: int) -> float:
+    """Share of the wire rate HTB grants that is TCP payload: HTB counts
+    Ethernet frames (14 B header + MTU); TCP with timestamps carries
+    MTU - 20 (IP) - 32 (TCP) bytes of data per frame."""
+    return (mtu - 52) / (mtu + 14)
+
+
+def format_size(nbytes: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return str(nbytes)
+
+
+def parse_size(text) -> int:
+    """'64K', '1M', '2G' (binary units, as nccl-tests) or a plain integer."""
+    if isinstance(text, int):
+        value = text
+    else:
+        t = str(text).strip().upper().removesuffix("B")
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+        digits = t[:-1] if scale > 1 else t
+        try:
+            value = int(float(digits) * scale)
+        except ValueError:
+            raise ValueError(f"size {text!r} is not a byte count like 65536, 64K, 1M or 1G") from None
+    if value < 1:
+        raise ValueError(f"size {text!r} must be at least 1 byte")
+    return value
+
+
+def size_sweep(begin: int, end: int, factor: float) -> list[int]:
+    """nccl-tests -b/-e/-f: begin, begin*f, ... up to end."""
+    if begin > end:
+        raise ValueError(f"sweep begins at {begin} bytes, after its end {end}")
+    if factor <= 1 and begin != end:
+        raise ValueError(f"sweep factor must be > 1, got {factor}")
+    sizes, s = [], begin
+    while s <= end:
+        sizes.append(int(s))
+        if factor <= 1:
+            break
+        s *= factor
+    return sizes
+
+
+TABLE_HEADER = ("#       size    time(ms)   algbw(Mb/s)   busbw(Mb/s)   model(ms)  meas/model")
+
+
+def table_row(size_bytes: int, time_s: float, algbw: float, busbw: float, model_s: float | None) -> str:
+    model = f"{model_s * 1e3:11.1f}  {time_s / model_s:10.2f}" if model_s else f"{'-':>11}  {'-':>10}"
+    return f"{size_bytes:12d}  {time_s * 1e3:10.1f}  {algbw:12.2f}  {busbw:12.2f}  {model}"

@@ -1,0 +1,121 @@
+"""Start the host agents in their namespaces and drive them call by call."""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+
+from emulator.net import processes
+
+AGENT_PORT = 5201
+START_DELAY_S = 0.05   # GO is sent this far ahead so every agent is waiting
+
+
+class AgentError(RuntimeError):
+    pass
+
+
+class AgentFleet:
+    """One agent per rank. `hosts[rank]` is the Mininet host object."""
+
+    def __init__(self, hosts, ips: list[str], calls: list[dict], run_dir: str):
+        self.hosts = hosts
+        self.plan_path = os.path.join(run_dir, "agent-plan.json")
+        with open(self.plan_path, "w") as f:
+            json.dump({"addresses": [[ip, AGENT_PORT] for ip in ips], "calls": calls}, f)
+        self.procs: list[subprocess.Popen] = []
+        self.selector = selectors.DefaultSelector()
+        self._pending: dict[int, list[str]] = {}   # complete lines not yet consumed
+        self._partial: dict[int, bytes] = {}       # an incomplete last line
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        for rank, host in enumerate(self.hosts):
+            proc = host.popen([sys.executable, "-m", "emulator.agent", "--plan", self.plan_path, "--rank", str(rank)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              bufsize=0)
+            processes.record(proc.pid)
+            self.procs.append(proc)
+            self.selector.register(proc.stdout, selectors.EVENT_READ, rank)
+        self._expect_all("LISTENING", timeout_s)
+        self._send_all("CONNECT")
+        self._expect_all("READY", timeout_s)
+
+    def run_call(self, call: int, timeout_s: float) -> list[list[dict]]:
+        """Start call `call` on every agent at one instant; returns the step
+        records of every rank (times relative to that instant)."""
+        start_at = time.monotonic() + START_DELAY_S
+        self._send_all(f"GO {call} {start_at:.6f}")
+        replies = self._expect_all("DONE", timeout_s)
+        records = []
+        for rank in range(len(self.procs)):
+            _, got_call, body = replies[rank].split(" ", 2)
+            assert int(got_call) == call, f"rank {rank} answered call {got_call}, expected {call}"
+            steps = json.loads(body)
+            for s in steps:
+                s["start"] -= start_at
+                s["end"] -= start_at
+            records.append(steps)
+        return records
+
+    def _send_all(self, line: str) -> None:
+        for rank, proc in enumerate(self.procs):
+            try:
+                proc.stdin.write((line + "\n").encode())
+            except BrokenPipeError:
+                raise AgentError(f"agent of rank {rank} has exited ({proc.poll()})") from None
+
+    def _expect_all(self, word: str, timeout_s: float) -> dict[int, str]:
+        """Wait for one line starting with `word` from every agent."""
+        replies: dict[int, str] = {}
+        deadline = time.monotonic() + timeout_s
+        while len(replies) < len(self.procs):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = sorted(set(range(len(self.procs))) - set(replies))
+                raise AgentError(f"no {word} from ranks {missing[:10]} within {timeout_s:.0f}s")
+            for key, _ in self.selector.select(timeout=left):
+                self._read(key.data, word)
+            for rank, lines in self._pending.items():
+                while lines and rank not in replies:
+                    line = lines.pop(0)
+                    if line.startswith("ERROR"):
+                        raise AgentError(line)
+                    if line.startswith(word):
+                        replies[rank] = line
+        return replies
+
+    def _read(self, rank: int, waiting_for: str) -> None:
+        """Read what agent `rank` wrote, without blocking, split into lines."""
+        data = os.read(self.procs[rank].stdout.fileno(), 1 << 16)
+        if not data:
+            self.selector.unregister(self.procs[rank].stdout)
+            raise AgentError(f"agent of rank {rank} exited (code {self.procs[rank].wait()}) "
+                             f"while the emulator waited for {waiting_for}; it said: "
+                             f"{' | '.join(self._pending.get(rank, []))[-500:]}")
+        text = self._partial.get(rank, b"") + data
+        *lines, self._partial[rank] = text.split(b"\n")
+        self._pending.setdefault(rank, []).extend(l.decode(errors="replace").strip() for l in lines)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    proc.stdin.write(b"EXIT\n")
+                except (BrokenPipeError, ValueError):
+                    pass
+        deadline = time.monotonic() + 3
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                processes.stop_pid(proc.pid)
+        self.selector.close()
+        for proc in self.procs:
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except (BrokenPipeError, OSError):
+                    pass

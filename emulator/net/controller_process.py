@@ -1,0 +1,66 @@
+"""Start the os-ken controller (python -m controller) and wait for routes."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from emulator.net import processes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ControllerProcess:
+    def __init__(self, fabric_json: str, policy: str, run_dir: str):
+        self.fabric_json = fabric_json
+        self.policy = policy
+        self.ready_file = os.path.join(run_dir, "controller-ready.json")
+        self.log_path = os.path.join(run_dir, "controller.log")
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        """Start the controller and return once it listens."""
+        if os.path.exists(self.ready_file):
+            os.remove(self.ready_file)
+        log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "controller", "--fabric", self.fabric_json, "--policy", self.policy,
+             "--ready-file", self.ready_file, "--port", str(self.port)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        processes.record(self.proc.pid)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._check_alive()
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError(f"controller did not listen on 127.0.0.1:{self.port} within {timeout_s}s; see {self.log_path}")
+
+    def wait_routes(self, timeout_s: float = 60.0) -> dict:
+        """Block until every switch has connected and confirmed its rules."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if os.path.exists(self.ready_file):
+                with open(self.ready_file) as f:
+                    return json.load(f)
+            time.sleep(0.1)
+        raise RuntimeError(f"not every switch got its routes within {timeout_s}s; see {self.log_path}")
+
+    def _check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"controller exited with code {self.proc.returncode}; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            processes.stop_pid(self.proc.pid)

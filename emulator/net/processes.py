@@ -1,0 +1,122 @@
+"""Processes the emulator starts, and the sweep that removes what a crashed
+run left behind: only the project's own bridges and veths (by name prefix)
+and only processes whose ids this project recorded."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+
+from emulator.fabric import HOST_PREFIX, SWITCH_PREFIX
+
+STATE_DIR = "/run/bigraph-emu"
+LOCK_FILE = f"{STATE_DIR}/lock"
+PIDS_FILE = f"{STATE_DIR}/pids.json"
+
+
+class RunLock:
+    """One emulation at a time per machine: switches, names and the one
+    ovs-vswitchd thread are shared. Held for the whole run."""
+
+    def __init__(self):
+        self._fd = None
+
+    def __enter__(self):
+        os.makedirs(STATE_DIR, exist_ok=True)
+        self._fd = os.open(LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise RuntimeError("another bigraph-emu emulation is running on this machine; "
+                               "wait for it to finish") from None
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self._fd)
+
+
+def _cmdline(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return None
+
+
+def record(pid: int) -> None:
+    """Remember a process we started, with its command line (guards against
+    killing an unrelated process that later reuses the id)."""
+    pids = _recorded()
+    pids[str(pid)] = _cmdline(pid)
+    os.makedirs(STATE_DIR, exist_ok=True)
+    with open(PIDS_FILE, "w") as f:
+        json.dump(pids, f)
+
+
+def _recorded() -> dict:
+    try:
+        with open(PIDS_FILE) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def stop_pid(pid: int, grace_s: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_s`, one process by id."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 1.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                    return
+            except ChildProcessError:   # not our child: poll /proc instead
+                if _cmdline(pid) in (None, ""):
+                    return
+            time.sleep(0.05)
+
+
+def _ours(name: str) -> bool:
+    return name.startswith(SWITCH_PREFIX) or name.startswith(HOST_PREFIX)
+
+
+def leftover_bridges() -> list[str]:
+    out = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout
+    return [b for b in out.split() if _ours(b)]
+
+
+def leftover_links() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
+    return [n for n in names if _ours(n)]
+
+
+def leftover_processes() -> list[int]:
+    return [int(pid) for pid, cmd in _recorded().items() if cmd and _cmdline(int(pid)) == cmd]
+
+
+def sweep() -> list[str]:
+    """Remove what earlier runs of this project left behind; returns what
+    was removed (empty on a clean machine)."""
+    removed = []
+    for pid in leftover_processes():
+        stop_pid(pid)
+        removed.append(f"process {pid}")
+    for bridge in leftover_bridges():
+        subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", bridge], check=False)
+        removed.append(f"bridge {bridge}")
+    for link in leftover_links():
+        subprocess.run(["ip", "link", "delete", link], stderr=subprocess.DEVNULL, check=False)
+        removed.append(f"link {link}")
+    try:
+        os.remove(PIDS_FILE)
+    except FileNotFoundError:
+        pass
+    return removed

@@ -1,0 +1,25 @@
+"""Link shaping with Linux tc: an HTB class at the link rate and a packet
+FIFO of the configured depth under it (the queue a switch port would have).
+
+HTB is used rather than TCLink's defaults because TCLink caps rates at
+1000 Mbit/s, fixes a 15 KB burst and needs netem for queue depth.
+"""
+from __future__ import annotations
+
+# The burst HTB may send at line speed: at least two full frames, and about
+# one millisecond of traffic at the link rate (timer granularity).
+def burst_bytes(rate_mbps: float, mtu: int) -> int:
+    return max(2 * (mtu + 14), int(rate_mbps * 1e6 / 8 / 1000))
+
+
+def tc_commands(dev: str, rate_mbps: float, queue_packets: int, mtu: int) -> list[list[str]]:
+    """tc argument lists that shape egress of `dev` (root handle 1:)."""
+    rate = f"{rate_mbps}mbit"
+    burst = str(burst_bytes(rate_mbps, mtu))
+    return [
+        ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
+        ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+         "rate", rate, "ceil", rate, "burst", burst, "cburst", burst],
+        ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo",
+         "limit", str(queue_packets)],
+    ]

@@ -1,0 +1,84 @@
+"""Turn agent records into tidy tables: collectives.csv (one row per
+counted call, nccl-tests columns plus the model beside the measurement),
+steps.csv (every step of every rank) and the printed table."""
+from __future__ import annotations
+
+import csv
+import os
+
+from emulator.metrics import algbw_mbps, busbw_mbps
+
+COLLECTIVE_COLUMNS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
+                      "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
+                      "bytes_ok", "host_rate_mbps", "switch_rate_mbps", "mtu", "datapath", "label"]
+STEP_COLUMNS = ["topology", "policy", "algorithm", "mapping", "size_bytes", "repetition", "rank", "host",
+                "step", "phase", "start_s", "end_s", "bytes_sent", "bytes_received", "model_end_s"]
+
+
+def call_time(records: list[list[dict]]) -> float:
+    """A collective ends when its last rank finishes its last step."""
+    return max((steps[-1]["end"] for steps in records if steps), default=0.0)
+
+
+def bytes_ok(plan, size: int, records: list[list[dict]]) -> bool:
+    """Every rank moved exactly the bytes its schedule says, step by step."""
+    sched = plan.schedules[size]
+    for rank, steps in enumerate(records):
+        want = sched.steps[rank]
+        if len(steps) != len(want):
+            return False
+        for got, step in zip(steps, want):
+            if got["sent"] != sum(t.nbytes for t in step.sends) or \
+               got["received"] != sum(t.nbytes for t in step.recvs):
+                return False
+    return True
+
+
+def collective_rows(plan, records_by_call, datapath: str) -> list[dict]:
+    s = plan.spec
+    rows = []
+    for call, records in zip(plan.calls, records_by_call):
+        if call.repetition < 0:
+            continue   # warm-up
+        t = call_time(records)
+        model = plan.predictions[call.size_bytes].time_s
+        rows.append({
+            "topology": plan.fabric.topology, "policy": s.policy, "collective": s.collective,
+            "algorithm": s.algorithm, "mapping": s.mapping, "ranks": plan.ranks,
+            "size_bytes": call.size_bytes, "repetition": call.repetition, "time_s": t,
+            "algbw_mbps": algbw_mbps(call.size_bytes, t),
+            "busbw_mbps": busbw_mbps(s.collective, plan.ranks, call.size_bytes, t),
+            "model_time_s": model, "time_over_model": t / model if model else "",
+            "bytes_ok": bytes_ok(plan, call.size_bytes, records),
+            "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,
+            "mtu": s.mtu, "datapath": datapath, "label": s.label})
+    return rows
+
+
+def step_rows(plan, records_by_call) -> list[dict]:
+    s = plan.spec
+    rows = []
+    for call, records in zip(plan.calls, records_by_call):
+        if call.repetition < 0:
+            continue
+        sched = plan.schedules[call.size_bytes]
+        model_ends = plan.predictions[call.size_bytes].step_end_s
+        for rank, steps in enumerate(records):
+            for k, rec in enumerate(steps):
+                rows.append({
+                    "topology": plan.fabric.topology, "policy": s.policy, "algorithm": s.algorithm,
+                    "mapping": s.mapping, "size_bytes": call.size_bytes, "repetition": call.repetition,
+                    "rank": rank, "host": plan.hosts[rank], "step": k, "phase": sched.steps[rank][k].phase,
+                    "start_s": rec["start"], "end_s": rec["end"], "bytes_sent": rec["sent"],
+                    "bytes_received": rec["received"], "model_end_s": model_ends[rank][k]})
+    return rows
+
+
+def append_csv(path: str, columns: list[str], rows: list[dict]) -> None:
+    """Append rows, writing the header when the file is new."""
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        if new:
+            w.writeheader()
+        w.writerows(rows)

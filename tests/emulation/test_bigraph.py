@@ -1,0 +1,88 @@
+"""The 8-host BiGraph for real: it comes up, routes are in OVS, every host
+reaches every other, collectives move exactly the scheduled bytes over TCP,
+and teardown leaves nothing behind, also when something fails."""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from emulator.emulation import Emulation
+from emulator.net import processes
+from emulator.net.agents import AgentError
+from emulator.plan import plan_run
+from emulator.results import bytes_ok, call_time
+from emulator.spec import make_run
+
+pytestmark = pytest.mark.emulation
+
+SMALL = {"topology": "bigraph:m=2,n=4", "sizes": [256 * 1024], "repetitions": 1, "warmup": 0}
+
+
+def test_fabric_comes_up_with_routes_and_full_reachability(tmp_path, clean_machine):
+    plan = plan_run(make_run(SMALL))
+    with Emulation(plan.fabric, plan.spec, str(tmp_path), log=lambda *_: None) as emu:
+        # one route per host plus the drop rule, read back from OVS itself
+        assert emu.network.flow_counts() == {s.name: 9 for s in plan.fabric.switches}
+        assert emu.network.ping_all() == []
+        host_pids = emu.network.host_pids()
+        assert all(os.path.exists(f"/proc/{pid}") for pid in host_pids)
+    # the hosts' shells (and with them their network namespaces) are gone
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in host_pids)
+
+
+@pytest.mark.parametrize("algorithm,mapping", [("ring", "naive"), ("halving-doubling", "naive"),
+                                               ("halving-doubling", "hdrm"), ("halving-doubling", "random")])
+def test_allreduce_moves_exactly_the_scheduled_bytes(tmp_path, clean_machine, algorithm, mapping):
+    plan = plan_run(make_run({**SMALL, "algorithm": algorithm, "mapping": mapping}))
+    with Emulation(plan.fabric, plan.spec, str(tmp_path), log=lambda *_: None) as emu:
+        records = emu.replay(plan)[0]
+    size = plan.calls[0].size_bytes
+    assert bytes_ok(plan, size, records)
+    p = plan.ranks
+    for rank, steps in enumerate(records):
+        assert len(steps) == len(plan.schedules[size].steps[rank])
+        sent = sum(s["sent"] for s in steps)
+        assert sent == plan.schedules[size].bytes_sent(rank)
+        assert abs(sent - 2 * (p - 1) / p * size) <= 2 * p   # chunk rounding only
+        # step k+1 starts only after step k ended
+        assert all(b["start"] >= a["end"] for a, b in zip(steps, steps[1:]))
+    assert call_time(records) > 0
+
+
+def test_teardown_after_an_error_inside_the_run(tmp_path, clean_machine):
+    plan = plan_run(make_run(SMALL))
+    with pytest.raises(ZeroDivisionError):
+        with Emulation(plan.fabric, plan.spec, str(tmp_path), log=lambda *_: None):
+            1 / 0
+    assert processes.leftover_bridges() == [] and processes.leftover_links() == []
+
+
+def test_a_dying_agent_fails_the_run_and_is_cleaned_up(tmp_path, clean_machine):
+    plan = plan_run(make_run({**SMALL, "sizes": [64 << 20], "host_rate_mbps": 10, "switch_rate_mbps": 10}))
+    with Emulation(plan.fabric, plan.spec, str(tmp_path), log=lambda *_: None) as emu:
+        # kill rank 3's agent (by its own pid) while the call is under way
+        killer = threading.Timer(3.0, lambda: os.kill(emu.fleet.procs[3].pid, signal.SIGKILL))
+        killer.start()
+        with pytest.raises(AgentError):
+            emu.replay(plan)
+        killer.join()
+
+
+def test_cli_run_writes_the_results_table(tmp_path, clean_machine):
+    out = tmp_path / "res"
+    proc = subprocess.run([sys.executable, "-m", "emulator.cli", "run", "-b", "128K", "-e", "256K",
+                           "-n", "2", "-w", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "busbw(Mb/s)" in proc.stdout
+    assert "userspace datapath" in proc.stdout or "kernel datapath" in proc.stdout
+    with open(out / "collectives.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["size_bytes"]) for r in rows] == [131072, 131072, 262144, 262144]
+    for col in ("topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
+                "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s"):
+        assert col in rows[0]
+    assert all(r["bytes_ok"] == "True" and float(r["busbw_mbps"]) > 0 for r in rows)
