@@ -3,6 +3,7 @@
   bigraph-emu demo                 8-host BiGraph, ring allreduce, about a minute
   bigraph-emu run [flags]          one run from flags, or --experiment FILE
   bigraph-emu model [flags]        the flow model only: no root, no network
+  bigraph-emu report FOLDER        summary table, busbw plot, link loads of a results folder
   bigraph-emu cleanup              remove what a crashed run left behind
 """
 from __future__ import annotations
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--experiment", help="TOML experiment file; flags given override its keys")
         sp.add_argument("--out", help="results folder (default: results/<time>-<name>)")
     sub.add_parser("cleanup", help="remove bridges, links and processes a crashed run left behind")
+    sub.add_parser("report", help="summary, plot and link loads of a results folder").add_argument("folder")
     return p
 
 
@@ -139,8 +141,30 @@ def cmd_run(args, experiment: Experiment | None = None) -> int:
                 if not all(r["bytes_ok"] for r in rows):
                     print("# ERROR: some agent moved a wrong number of bytes; see steps.csv")
                     ok = False
-    print(f"# results: {out}/collectives.csv, steps.csv, fabric.json, controller.log")
+    _report(out, plans)
+    print(f"# results: {out}/ collectives.csv, steps.csv, summary.txt, busbw.png, link_loads.csv, fabric.json")
     return 0 if ok else 1
+
+
+def _report(out: str, plans) -> None:
+    from emulator.report import write_report
+    text = write_report(out, plans)
+    if len(plans) > 1:
+        print("# summary (median busbw in Mbit/s; model: the flow model's busbw)")
+        print(text)
+
+
+def cmd_report(args) -> int:
+    """Rebuild summary.txt, busbw.png and link_loads.csv of a results folder."""
+    from emulator.plan import plan_run
+    try:
+        with open(os.path.join(args.folder, "spec.json")) as f:
+            runs = json.load(f)["runs"]
+    except (OSError, ValueError, KeyError) as e:
+        raise SpecError(f"{args.folder} is not a results folder with a readable spec.json: {e}") from None
+    plans = [plan_run(make_run(r)) for r in runs]
+    _report(args.folder, plans)
+    return 0
 
 
 def _by_fabric(plans):
@@ -178,7 +202,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         _needs_root(args.command)
-        return {"demo": cmd_demo, "run": cmd_run, "model": cmd_model, "cleanup": cmd_cleanup}[args.command](args)
+        commands = {"demo": cmd_demo, "run": cmd_run, "model": cmd_model, "cleanup": cmd_cleanup, "report": cmd_report}
+        return commands[args.command](args)
     except SpecError as e:
         print(f"bigraph-emu: error: {e}", file=sys.stderr)
         return 2

@@ -51,10 +51,19 @@ def hosts_for_ranks(fabric: Fabric, mapping: str, ranks: int | None = None, seed
 
 
 def _hdrm_hosts(fabric: Fabric, ranks: int) -> list[str]:
-    if fabric.params.get("kind") != "bigraph":
-        raise ValueError(f"rank mapping 'hdrm' is defined for BiGraph only, not {fabric.topology}")
-    m, n = fabric.params["m"], fabric.params["n"]
+    """On BiGraph as in EFLOPS. On a leaf-spine with an even number of
+    leaves, the same placement with leaves as switches (n = leaves, m = hosts
+    per leaf): each leaf's ranks then talk to distinct leaves at every step,
+    and whether their flows collide is left to the spine routing."""
+    kind = fabric.params.get("kind")
+    if kind == "bigraph":
+        m, n = fabric.params["m"], fabric.params["n"]
+    elif kind == "leafspine" and fabric.params["leaves"] % 2 == 0:
+        m, n = fabric.params["hosts"], fabric.params["leaves"]
+    else:
+        raise ValueError(f"rank mapping 'hdrm' is defined for BiGraph and leaf-spines with an even "
+                         f"number of leaves, not {fabric.topology}")
     if ranks != m * n:
         raise ValueError(f"rank mapping 'hdrm' places one rank on every host: needs {m * n} ranks, got {ranks}")
-    # BiGraph hosts are numbered switch by switch, m per switch.
+    # Hosts are numbered switch (leaf) by switch, m per switch.
     return [fabric.hosts[sw * m + slot].name for sw, slot in map(lambda r: hdrm_switch_slot(r, n), range(ranks))]

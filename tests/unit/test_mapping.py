@@ -222,13 +222,26 @@ def test_default_ranks_is_every_host():
 
 # --- errors ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("make", [lambda: fattree(4), lambda: leafspine(4, 2, 4)])
-def test_hdrm_rejects_non_bigraph(make):
+@pytest.mark.parametrize("make", [lambda: fattree(4), lambda: leafspine(3, 2, 4)])
+def test_hdrm_rejects_fabrics_without_two_parts(make):
     f = make()
-    with pytest.raises(ValueError, match="BiGraph only"):
+    with pytest.raises(ValueError, match="defined for BiGraph and leaf-spines with an even number of leaves"):
         hosts_for_ranks(f, "hdrm")
-    with pytest.raises(ValueError, match="BiGraph only"):
-        hosts_for_ranks(f, "hdrm", 8)
+
+
+def test_hdrm_on_leafspine_puts_partners_on_distinct_leaves():
+    """Leaves play BiGraph's switches: at every halving-doubling step each
+    leaf's ranks talk to ranks on pairwise different leaves."""
+    f = leafspine(8, 4, 4)
+    hosts = hosts_for_ranks(f, "hdrm")
+    assert sorted(hosts) == sorted(h.name for h in f.hosts)
+    leaf = {h.name: h.switch for h in f.hosts}
+    for k in range(5):
+        partners_by_leaf = {}
+        for r in range(32):
+            partners_by_leaf.setdefault(leaf[hosts[r]], []).append(leaf[hosts[r ^ (1 << k)]])
+        for partners in partners_by_leaf.values():
+            assert len(set(partners)) == len(partners)
 
 
 @pytest.mark.parametrize("ranks", [2, 4, 15, 31])
