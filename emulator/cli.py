@@ -67,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _flag_values(args) -> dict:
     values = {key: getattr(args, key) for _, key, _ in FLAGS if getattr(args, key) is not None}
+    if args.stepfactor and not (args.minbytes or args.maxbytes):
+        raise SpecError("sizes: -f/--stepfactor needs -b and/or -e")
     if args.minbytes or args.maxbytes:
         begin = args.minbytes or args.maxbytes
         values["sizes"] = f"{begin}:{args.maxbytes or begin}:{args.stepfactor or 2}"

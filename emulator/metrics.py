@@ -1,6 +1,8 @@
 """Bandwidth arithmetic and the nccl-tests style table (pure)."""
 from __future__ import annotations
 
+import math
+
 from emulator.schedule import busbw_factor
 
 
@@ -30,6 +32,9 @@ def format_size(nbytes: int) -> str:
 
 def parse_size(text) -> int:
     """'64K', '1M', '2G' (binary units, as nccl-tests) or a plain integer."""
+    bad = ValueError(f"size {text!r} is not a whole byte count like 65536, 64K, 1M or 1G")
+    if isinstance(text, bool):
+        raise bad
     if isinstance(text, int):
         value = text
     else:
@@ -37,9 +42,12 @@ def parse_size(text) -> int:
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
         digits = t[:-1] if scale > 1 else t
         try:
-            value = int(float(digits) * scale)
+            exact = float(digits) * scale
         except ValueError:
-            raise ValueError(f"size {text!r} is not a byte count like 65536, 64K, 1M or 1G") from None
+            raise bad from None
+        if not math.isfinite(exact) or exact != int(exact):
+            raise bad
+        value = int(exact)
     if value < 1:
         raise ValueError(f"size {text!r} must be at least 1 byte")
     return value
@@ -47,6 +55,8 @@ def parse_size(text) -> int:
 
 def size_sweep(begin: int, end: int, factor: float) -> list[int]:
     """nccl-tests -b/-e/-f: begin, begin*f, ... up to end."""
+    if not math.isfinite(factor):
+        raise ValueError(f"sweep factor must be a finite number, got {factor}")
     if begin > end:
         raise ValueError(f"sweep begins at {begin} bytes, after its end {end}")
     if factor <= 1 and begin != end:

@@ -84,31 +84,60 @@ def _routes(fabric, table, hosts, pairs, index) -> np.ndarray:
     return out
 
 
-def _match_receives(schedule: Schedule, by_pair: dict, nbytes: list, step_base: list) -> list:
+def _transfers(schedule: Schedule, side: str):
+    """(step_base, first, peer, nbytes) of every rank's sends or recvs, in
+    rank then step order; the transfers of step id s are first[s]..first[s+1]-1."""
+    step_base, first, peer, nbytes = [0], [], [], []
+    for steps in schedule.steps:
+        step_base.append(step_base[-1] + len(steps))
+        for step in steps:
+            first.append(len(peer))
+            for t in getattr(step, side):
+                peer.append(t.peer)
+                nbytes.append(t.nbytes)
+    first.append(len(peer))
+    return (np.array(step_base, dtype=np.int64), np.array(first, dtype=np.int64),
+            np.array(peer, dtype=np.int64), np.array(nbytes, dtype=np.int64))
+
+
+def _owner(step_base: np.ndarray, first: np.ndarray):
+    """Step id and rank of every transfer of a `_transfers` listing."""
+    step = np.repeat(np.arange(len(first) - 1), np.diff(first))
+    rank = np.repeat(np.arange(len(step_base) - 1), np.diff(step_base))
+    return step, rank[step]
+
+
+def _check_matching(send_key, recv_key, send_bytes, recv_bytes, ranks) -> None:
+    """Raise ValueError naming a pair whose sends and receives disagree."""
+    if np.array_equal(send_key, recv_key):
+        bad = np.flatnonzero(send_bytes != recv_bytes)
+        if bad.size:
+            a, b = divmod(int(send_key[bad[0]]), ranks)
+            raise ValueError(f"rank {a} sends {send_bytes[bad[0]]} bytes to rank {b}, "
+                             f"which expects {recv_bytes[bad[0]]}")
+        return
+    sent = dict(zip(*np.unique(send_key, return_counts=True)))
+    got = dict(zip(*np.unique(recv_key, return_counts=True)))
+    key = min(k for k in sent.keys() | got.keys() if sent.get(k, 0) != got.get(k, 0))
+    a, b = divmod(int(key), ranks)
+    raise ValueError(f"rank {a} sends {sent.get(key, 0)} transfers to rank {b}, "
+                     f"which receives {got.get(key, 0)}")
+
+
+def _match_receives(schedule: Schedule, src, dst, send_bytes) -> np.ndarray:
     """Receiver step id of every flow: the n-th transfer a sends to b is the
-    n-th transfer b receives from a."""
-    recv_step = [-1] * len(nbytes)
-    seen: dict[tuple[int, int], int] = {}
-    for b, steps in enumerate(schedule.steps):
-        for k, step in enumerate(steps):
-            for t in step.recvs:
-                key = (t.peer, b)
-                n = seen.get(key, 0)
-                seen[key] = n + 1
-                sent = by_pair.get(key, ())
-                if n >= len(sent):
-                    raise ValueError(f"rank {b} step {k} receives a transfer from rank {t.peer} "
-                                     f"that rank {t.peer} never sends")
-                f = sent[n]
-                if nbytes[f] != t.nbytes:
-                    raise ValueError(f"rank {b} step {k} expects {t.nbytes} bytes from rank {t.peer}, "
-                                     f"which sends {nbytes[f]}")
-                recv_step[f] = step_base[b] + k
-    for (a, b), sent in by_pair.items():
-        if seen.get((a, b), 0) < len(sent):
-            raise ValueError(f"rank {a} sends {len(sent)} transfers to rank {b}, "
-                             f"which receives only {seen.get((a, b), 0)}")
-    return recv_step
+    n-th transfer b receives from a. A stable sort by (src, dst) keeps each
+    side in step order, so equal positions of the two sorts are matches."""
+    step_base, first, peer, nbytes = _transfers(schedule, "recvs")
+    recv_step, receiver = _owner(step_base, first)
+    p = schedule.ranks
+    by_send = np.argsort(src * p + dst, kind="stable")
+    by_recv = np.argsort(peer * p + receiver, kind="stable")
+    _check_matching((src * p + dst)[by_send], (peer * p + receiver)[by_recv],
+                    send_bytes[by_send], nbytes[by_recv], p)
+    matched = np.empty(len(src), dtype=np.int64)
+    matched[by_send] = recv_step[by_recv]
+    return matched
 
 
 def _flows(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) -> _Flows:
@@ -120,57 +149,38 @@ def _flows(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) ->
         except KeyError:
             raise ValueError(f"host {name!r} is not in {fabric.topology}") from None
     links, capacity = _directed_links(fabric)
-    step_base, first, step_index, pair_of, nbytes = [0], [], [], [], []
-    by_pair: dict[tuple[int, int], list[int]] = {}   # (src rank, dst rank) -> flow ids in order
-    pair_id: dict[tuple[int, int], int] = {}
-    for a, steps in enumerate(schedule.steps):
-        step_base.append(step_base[-1] + len(steps))
-        for k, step in enumerate(steps):
-            first.append(len(nbytes))
-            for t in step.sends:
-                key = (a, t.peer)
-                by_pair.setdefault(key, []).append(len(nbytes))
-                pair_of.append(pair_id.setdefault(key, len(pair_id)))
-                step_index.append(k)
-                nbytes.append(t.nbytes)
-    first.append(len(nbytes))
-    recv_step = _match_receives(schedule, by_pair, nbytes, step_base)
+    step_base, first, dst, nbytes = _transfers(schedule, "sends")
+    send_step, src = _owner(step_base, first)
+    recv_step = _match_receives(schedule, src, dst, nbytes)
+    pairs, pair_of = np.unique(src * schedule.ranks + dst, return_inverse=True)
     index = {link: i for i, link in enumerate(links)}
-    pair_route = _routes(fabric, table, hosts, list(pair_id), index)
-    route = pair_route[np.array(pair_of, dtype=np.int64)] if nbytes else np.zeros((0, pair_route.shape[1]), np.int64)
-    first_arr = np.array(first, dtype=np.int64)
-    nbytes_arr = np.array(nbytes, dtype=np.float64)
+    pair_route = _routes(fabric, table, hosts, [divmod(int(k), schedule.ranks) for k in pairs], index)
+    route = pair_route[pair_of.ravel()]
     return _Flows(
-        links=links, capacity_mbps=capacity,
-        step_base=np.array(step_base, dtype=np.int64), first=first_arr,
-        step_index=np.array(step_index, dtype=np.int64),
-        send_step=np.repeat(np.arange(len(first) - 1), np.diff(first_arr)),
-        recv_step=np.array(recv_step, dtype=np.int64), nbytes=nbytes_arr, route=route,
-        on_wire=(nbytes_arr > 0) & (route[:, 0] != len(links)) if nbytes else np.zeros(0, bool))
+        links=links, capacity_mbps=capacity, step_base=step_base, first=first,
+        step_index=send_step - step_base[src], send_step=send_step, recv_step=recv_step,
+        nbytes=nbytes.astype(np.float64), route=route,
+        on_wire=(nbytes > 0) & (route[:, 0] != len(links)))
 
 
 # --- static per-step link loads --------------------------------------------
-
-def _step_link_counts(flows: _Flows):
-    """(step index, link, flow count) for every link some step's flows use."""
-    route = flows.route[flows.on_wire]
-    k = np.repeat(flows.step_index[flows.on_wire], route.shape[1])
-    link = route.ravel()
-    keep = link != flows.pad
-    stride = flows.pad + 1
-    keys, counts = np.unique(k[keep] * stride + link[keep], return_counts=True)
-    return keys // stride, keys % stride, counts
-
 
 def _step_count(schedule: Schedule) -> int:
     return max((len(s) for s in schedule.steps), default=0)
 
 
+def _step_link_counts(flows: _Flows, steps: int):
+    """Yield (k, flows of step index k per directed link) for every k."""
+    wire = np.flatnonzero(flows.on_wire)
+    by_step = wire[np.argsort(flows.step_index[wire], kind="stable")]
+    bounds = np.searchsorted(flows.step_index[by_step], np.arange(steps + 1))
+    for k in range(steps):
+        counts = np.bincount(flows.route[by_step[bounds[k]:bounds[k + 1]]].ravel(), minlength=flows.pad + 1)
+        yield k, counts[:flows.pad]
+
+
 def _max_per_step(flows: _Flows, steps: int) -> list[int]:
-    k, _, counts = _step_link_counts(flows)
-    best = np.zeros(steps, dtype=np.int64)
-    np.maximum.at(best, k, counts)
-    return best.tolist()
+    return [int(counts.max(initial=0)) for _, counts in _step_link_counts(flows, steps)]
 
 
 def link_loads_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) -> list[dict[Link, int]]:
@@ -180,10 +190,8 @@ def link_loads_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedu
     links are included (the source NIC is (host, 0), the last switch's port
     is the destination's downlink)."""
     flows = _flows(fabric, table, schedule, hosts)
-    loads: list[dict[Link, int]] = [{} for _ in range(_step_count(schedule))]
-    for k, link, n in zip(*_step_link_counts(flows)):
-        loads[k][flows.links[link]] = int(n)
-    return loads
+    return [{flows.links[i]: int(counts[i]) for i in np.flatnonzero(counts)}
+            for _, counts in _step_link_counts(flows, _step_count(schedule))]
 
 
 def max_flows_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) -> list[int]:
@@ -224,6 +232,8 @@ def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
 # --- event-driven simulation ------------------------------------------------
 
 class _Simulation:
+    """One run of the event loop over a `_Flows`; step_end holds the result."""
+
     def __init__(self, flows: _Flows, alpha_s: float, efficiency: float):
         self.f = flows
         self.alpha = alpha_s
@@ -245,7 +255,9 @@ class _Simulation:
 
     def run(self) -> None:
         ranks = np.flatnonzero(np.diff(self.f.step_base) > 0)
-        self._enter(self.f.step_base[ranks])
+        first_steps = self.f.step_base[ranks]
+        self._release(first_steps)
+        self._finish(first_steps)
         while self.active.size or self.deliveries:
             self._advance()
 
@@ -262,16 +274,19 @@ class _Simulation:
         self.left[self.active] -= self.rates * (t_next - self.t)
         self.t = t_next
         if drain.size:
-            self._drain(self.left[self.active] <= self.rates * tol, t_drain == t_next, drain)
+            done = self.left[self.active] <= self.rates * tol
+            if t_drain == t_next:
+                done[drain.argmin()] = True   # round-off must not leave the due flow a hair short
+            self._drain(done)
+        # Delivering may start steps whose empty transfers are due at once when alpha is 0.
         while self.deliveries and self.deliveries[0][0] <= self.t + tol:
             batch = [self.deliveries.popleft()[1]]
             while self.deliveries and self.deliveries[0][0] <= self.t + tol:
                 batch.append(self.deliveries.popleft()[1])
             self._deliver(np.concatenate(batch))
 
-    def _drain(self, done: np.ndarray, drain_due: bool, drain: np.ndarray) -> None:
-        if drain_due:
-            done[drain.argmin()] = True   # round-off must not leave the due flow a hair short
+    def _drain(self, done: np.ndarray) -> None:
+        """Retire the active flows marked `done`; they arrive alpha later."""
         if not done.any():
             return
         gone = self.active[done]
@@ -307,10 +322,6 @@ class _Simulation:
             nxt = nxt[nxt < self.f.step_base[ranks + 1]]
             self._release(nxt)
             steps = nxt
-
-    def _enter(self, steps: np.ndarray) -> None:
-        self._release(steps)
-        self._finish(steps)
 
     def _release(self, steps: np.ndarray) -> None:
         """Start the send flows of `steps`; bytes-free and host-local ones

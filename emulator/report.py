@@ -8,19 +8,24 @@ import os
 
 import pandas as pd
 
+from emulator.metrics import busbw_mbps
 from emulator.model import link_loads_per_step
 
 KEYS = ["topology", "policy", "algorithm", "mapping"]
+# runs that differ in any of these are different runs, even on one topology
+RUN_KEYS = KEYS + ["collective", "ranks", "host_rate_mbps", "switch_rate_mbps", "mtu", "label"]
 
 
 def summary(collectives_csv: str) -> pd.DataFrame:
     """Median time and busbw per run and size, the model beside them."""
-    d = pd.read_csv(collectives_csv)
-    g = d.groupby(KEYS + ["collective", "ranks", "size_bytes"], sort=False)
-    out = g.agg(time_s=("time_s", "median"), busbw_mbps=("busbw_mbps", "median"),
-                model_time_s=("model_time_s", "first"), rate_mbps=("host_rate_mbps", "first"),
+    d = pd.read_csv(collectives_csv, keep_default_na=False)
+    g = d.groupby(RUN_KEYS + ["size_bytes"], sort=False)
+    out = g.agg(time_s=("time_s", "median"), model_time_s=("model_time_s", "first"),
                 bytes_ok=("bytes_ok", "all")).reset_index()
-    out["model_busbw_mbps"] = out.busbw_mbps * out.time_s / out.model_time_s
+    out["busbw_mbps"] = [busbw_mbps(r.collective, r.ranks, r.size_bytes, r.time_s) for r in out.itertuples()]
+    out["model_busbw_mbps"] = [busbw_mbps(r.collective, r.ranks, r.size_bytes, r.model_time_s)
+                               for r in out.itertuples()]
+    out["rate_mbps"] = out.host_rate_mbps
     out["meas_over_model"] = out.time_s / out.model_time_s
     return out
 
@@ -40,7 +45,7 @@ def plot(s: pd.DataFrame, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for i, (key, run) in enumerate(s.groupby(KEYS, sort=False)):
+    for i, (key, run) in enumerate(s.groupby(RUN_KEYS, sort=False)):
         color = f"C{i % 10}"
         label = f"{key[0]} {key[2]} {key[3]} ({key[1]})"
         ax.plot(run.size_bytes, run.busbw_mbps, "o-", color=color, label=label)

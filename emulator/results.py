@@ -23,6 +23,8 @@ def call_time(records: list[list[dict]]) -> float:
 def bytes_ok(plan, size: int, records: list[list[dict]]) -> bool:
     """Every rank moved exactly the bytes its schedule says, step by step."""
     sched = plan.schedules[size]
+    if len(records) != sched.ranks:
+        return False
     for rank, steps in enumerate(records):
         want = sched.steps[rank]
         if len(steps) != len(want):
@@ -41,6 +43,8 @@ def collective_rows(plan, records_by_call, datapath: str) -> list[dict]:
         if call.repetition < 0:
             continue   # warm-up
         t = call_time(records)
+        if t <= 0:
+            raise RuntimeError(f"call {call.index} has no step records; the agents reported nothing")
         model = plan.predictions[call.size_bytes].time_s
         rows.append({
             "topology": plan.fabric.topology, "policy": s.policy, "collective": s.collective,

@@ -12,7 +12,7 @@ from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
 from emulator.metrics import parse_size, size_sweep
 from emulator.schedule import ALGORITHMS, COLLECTIVES
-from emulator.topology import LinkProfile, parse_topology
+from emulator.topology import LinkProfile, build
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -81,7 +81,10 @@ def _sizes(value) -> tuple[int, ...]:
     """A list of sizes, or a sweep 'begin:end:factor' like nccl-tests -b/-e/-f."""
     try:
         if isinstance(value, str) and ":" in value:
-            begin, end, factor = (value.split(":") + ["2"])[:3]
+            fields = value.split(":")
+            if len(fields) > 3:
+                raise ValueError(f"sweep {value!r} has more than begin:end:factor")
+            begin, end, factor = (fields + ["2"])[:3]
             return tuple(size_sweep(parse_size(begin), parse_size(end), float(factor)))
         items = value if isinstance(value, (list, tuple)) else [value]
         return tuple(parse_size(v) for v in items)
@@ -104,8 +107,7 @@ def validate(spec: RunSpec) -> None:
         if getattr(spec, key) not in choices:
             raise SpecError(f"{key}: {getattr(spec, key)!r} is not one of: {', '.join(choices)}")
     try:
-        parse_topology(spec.topology)
-        spec.link_profile()
+        build(spec.topology, spec.link_profile())   # pure and quick: checks every parameter
     except ValueError as e:
         raise SpecError(f"topology/link: {e}") from None
     checks = [("repetitions", spec.repetitions >= 1, "at least 1"),
@@ -138,11 +140,15 @@ def load_experiment(path: str, overrides: dict | None = None) -> Experiment:
     extra = sorted(set(doc) - {"name", "defaults", "runs"})
     if extra:
         raise SpecError(f"{path}: unknown top-level key(s) {', '.join(extra)}; use name, [defaults], [[runs]]")
-    runs = doc.get("runs") or [{}]
+    defaults, runs = doc.get("defaults", {}), doc.get("runs") or [{}]
+    if not isinstance(defaults, dict):
+        raise SpecError(f"{path}: [defaults] must be a table of keys")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise SpecError(f"{path}: runs must be [[runs]] tables")
     experiment = Experiment(str(doc.get("name", path.rsplit("/", 1)[-1].removesuffix(".toml"))))
     for i, run in enumerate(runs):
         try:
-            experiment.runs.append(make_run({**doc.get("defaults", {}), **run, **(overrides or {})}))
+            experiment.runs.append(make_run({**defaults, **run, **(overrides or {})}))
         except SpecError as e:
             raise SpecError(f"{path}: run {i + 1}: {e}") from None
     return experiment

@@ -6,6 +6,7 @@ topology as `kind:key=value,...`, e.g. `bigraph:m=4,n=8`, `fattree:k=4`,
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from emulator.fabric import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Host, Link, Switch, host_address
@@ -23,8 +24,9 @@ class LinkProfile:
 
     def __post_init__(self):
         for name in ("host_rate_mbps", "switch_rate_mbps"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value}")
         for name in ("host_queue_packets", "switch_queue_packets"):
             if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")

@@ -36,9 +36,9 @@ def _try_modprobe(name: str) -> bool:
 
 def detect(force: str | None = None) -> Dataplane:
     """Pick the datapath; `force` ("kernel"/"user") overrides detection."""
-    has_netem = _module_loaded("sch_netem") or _try_modprobe("sch_netem")
     if force not in (None, "auto", "kernel", "user"):
         raise ValueError(f"datapath must be auto, kernel or user, got {force!r}")
+    has_netem = _module_loaded("sch_netem") or _try_modprobe("sch_netem")
     if force == "user":
         return Dataplane("user", True, has_netem, "forced by the experiment")
     if _module_loaded("openvswitch") or _try_modprobe("openvswitch"):

@@ -1,0 +1,225 @@
+"""Flow model: hand-checked small cases, then the BiGraph/HDRM claims."""
+import math
+
+import numpy as np
+import pytest
+
+from controller.routing import forwarding_table
+from emulator.mapping import hosts_for_ranks
+from emulator.model import (alpha_beta_time, link_loads_per_step, max_flows_per_step, max_min_rates,
+                            predict)
+from emulator.schedule import Schedule, Step, Transfer, build_schedule
+from emulator.topology import LinkProfile, bigraph, build
+
+MiB = 2 ** 20
+S = 16 * MiB
+ALPHA = 5e-4
+
+
+def bytes_per_s(mbps):
+    return mbps * 1e6 / 8
+
+
+def schedule(*ranks):
+    """A hand-written schedule: ranks[r] = rank r's steps as (sends, recvs),
+    each a list of (peer, nbytes)."""
+    steps = tuple(tuple(Step(tuple(Transfer(p, n) for p, n in sends), tuple(Transfer(p, n) for p, n in recvs))
+                        for sends, recvs in rank) for rank in ranks)
+    return Schedule("custom", "custom", len(ranks), 0, steps)
+
+
+def two_switches(m=3, host_mbps=100.0, switch_mbps=100.0):
+    """bigraph n=2: hosts 0..m-1 on bgs0, m..2m-1 on bgs1, one link between them."""
+    fabric = bigraph(m, 2, LinkProfile(host_rate_mbps=host_mbps, switch_rate_mbps=switch_mbps))
+    return fabric, forwarding_table(fabric, "shortest"), [h.name for h in fabric.hosts]
+
+
+def setup(topology, policy, mapping, algorithm="halving-doubling", size=S):
+    fabric = build(topology)
+    table = forwarding_table(fabric, policy)
+    hosts = hosts_for_ranks(fabric, mapping)
+    return fabric, table, build_schedule("allreduce", algorithm, len(hosts), size), hosts
+
+
+# --- single flows and sharing ------------------------------------------------
+
+def test_one_flow_takes_size_over_rate_plus_alpha():
+    fabric, table, hosts = two_switches(m=1, host_mbps=80.0, switch_mbps=40.0)
+    sched = schedule([([(1, S)], [])], [([], [(0, S)])])
+    pred = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    # The 40 Mbit/s switch link is the bottleneck.
+    assert pred.time_s == pytest.approx(S / bytes_per_s(40) + ALPHA, rel=1e-9)
+    assert pred.step_end_s == ((pred.time_s,), (pred.time_s,))
+
+
+def test_two_flows_on_one_bottleneck_get_half_rate_each():
+    fabric, table, hosts = two_switches(m=2, switch_mbps=50.0)
+    # ranks 0,1 on bgs0 send to ranks 2,3 on bgs1: both cross bgs0 -> bgs1
+    sched = schedule([([(2, S)], [])], [([(3, S)], [])], [([], [(0, S)])], [([], [(1, S)])])
+    pred = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    assert pred.time_s == pytest.approx(S / bytes_per_s(25) + ALPHA, rel=1e-9)
+    assert pred.link_max_flows[("bgs0", 3)] == 2          # port 3: first port after m=2 host ports
+    assert pred.max_flows_per_step == [2]
+
+
+def test_max_min_with_unequal_bottlenecks():
+    # hosts h0,h1,h2 on bgs0 and h3,h4,h5 on bgs1; NICs 100 Mb/s, bgs0->bgs1 60 Mb/s.
+    #   A: h0 -> h3 and B: h1 -> h4 share bgs0->bgs1 (60): 30 each.
+    #   C: h1 -> h2 shares h1's NIC (100) with B, which is held at 30 elsewhere,
+    #   so C gets the remaining 70. Nothing else is shared.
+    # C (S bytes) ends at S/70 Mb/s; A and B stay at 30 (their bottleneck is
+    # unchanged when C leaves) and end at S/30 Mb/s.
+    fabric, table, hosts = two_switches(m=3, host_mbps=100.0, switch_mbps=60.0)
+    sched = schedule([([(3, S)], [])], [([(4, S), (2, S)], [])], [([], [(1, S)])],
+                     [([], [(0, S)])], [([], [(1, S)])], [])
+    pred = predict(fabric, table, sched, hosts)
+    ends = [e[0] if e else None for e in pred.step_end_s]
+    assert ends[2] == pytest.approx(S / bytes_per_s(70), rel=1e-9)   # C's receiver
+    assert ends[0] == pytest.approx(S / bytes_per_s(30), rel=1e-9)   # A
+    assert ends[4] == pytest.approx(S / bytes_per_s(30), rel=1e-9)   # B's receiver
+    assert ends[5] is None
+
+
+def test_max_min_rates_directly():
+    # links 0,1,2 of capacity 10, 4, 10: flow 0 on links 0,1; flow 1 on 0,2; flow 2 on 2.
+    # Link 1 caps flow 0 at 4; link 0 leaves 6 for flow 1, link 2 gives it 5
+    # (shared with flow 2), so flow 1 = 5, flow 2 = 5.
+    route = np.array([[0, 1], [0, 2], [2, 3]])
+    capacity = np.array([10.0, 4.0, 10.0, math.inf])   # link 3 pads short routes
+    assert max_min_rates(route, capacity).tolist() == pytest.approx([4.0, 5.0, 5.0])
+
+
+def test_a_drained_flow_frees_its_share():
+    # X (S) and Y (2S) share one 50 Mb/s link: both at R/2 until X drains at
+    # 2S/R, then Y's last S at R: Y ends at 3S/R.
+    fabric, table, hosts = two_switches(m=2, switch_mbps=50.0)
+    sched = schedule([([(2, S)], [])], [([(3, 2 * S)], [])], [([], [(0, S)])], [([], [(1, 2 * S)])])
+    pred = predict(fabric, table, sched, hosts)
+    r = bytes_per_s(50)
+    assert pred.step_end_s[2][0] == pytest.approx(2 * S / r, rel=1e-9)
+    assert pred.step_end_s[3][0] == pytest.approx(3 * S / r, rel=1e-9)
+
+
+def test_empty_and_host_local_transfers_take_alpha():
+    fabric, table, hosts = two_switches(m=1)
+    empty = schedule([([(1, 0)], [])], [([], [(0, 0)])])
+    assert predict(fabric, table, empty, hosts, alpha_s=ALPHA).time_s == pytest.approx(ALPHA)
+    local = schedule([([(1, S)], [])], [([], [(0, S)])])
+    assert predict(fabric, table, local, [hosts[0], hosts[0]], alpha_s=ALPHA).time_s == pytest.approx(ALPHA)
+    assert max_flows_per_step(fabric, table, local, [hosts[0], hosts[0]]) == [0]
+
+
+# --- step dependencies --------------------------------------------------------
+
+def test_a_receive_that_arrived_early_does_not_wait():
+    # rank 0 sends S to rank 1 at once; rank 1 is busy sending 4S in step 0 and
+    # only then "receives" in step 1, which ends as soon as step 0 does.
+    fabric, table, hosts = two_switches(m=3, host_mbps=50.0, switch_mbps=50.0)
+    sched = schedule([([(1, S)], [])], [([(3, 4 * S)], []), ([], [(0, S)])], [], [([], [(1, 4 * S)])])
+    pred = predict(fabric, table, sched, hosts[:4], alpha_s=ALPHA)
+    step0 = 4 * S / bytes_per_s(50) + ALPHA
+    assert pred.step_end_s[1] == pytest.approx((step0, step0), rel=1e-9)
+    assert pred.step_end_s[0] == pytest.approx((S / bytes_per_s(50) + ALPHA,), rel=1e-9)
+
+
+def test_no_step_starts_before_the_previous_one_ended():
+    fabric, table, sched, hosts = setup("bigraph:m=4,n=8", "shortest", "random")
+    pred = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    rate = bytes_per_s(50)
+    for rank, ends in enumerate(pred.step_end_s):
+        previous = 0.0
+        for step, end in zip(sched.steps[rank], ends):
+            # a send starts with its step, cannot beat its NIC's line rate and costs alpha
+            fastest = max(t.nbytes for t in step.sends) / rate + ALPHA
+            assert end >= previous + fastest * (1 - 1e-9)
+            previous = end
+    assert pred.time_s == max(max(e) for e in pred.step_end_s)
+
+
+def test_efficiency_scales_time():
+    fabric, table, sched, hosts = setup("bigraph:m=4,n=8", "shortest", "naive")
+    full = predict(fabric, table, sched, hosts).time_s
+    assert predict(fabric, table, sched, hosts, efficiency=0.8).time_s == pytest.approx(full / 0.8, rel=1e-9)
+    with pytest.raises(ValueError):
+        predict(fabric, table, sched, hosts, efficiency=0.0)
+
+
+def test_mismatched_schedules_are_refused():
+    fabric, table, hosts = two_switches(m=1)
+    with pytest.raises(ValueError, match="receives 0"):
+        predict(fabric, table, schedule([([(1, S)], [])], [([], [])]), hosts)
+    with pytest.raises(ValueError, match="expects"):
+        predict(fabric, table, schedule([([(1, S)], [])], [([], [(0, S - 1)])]), hosts)
+    # each rank waits for the other's second step before its own first ends
+    deadlock = schedule([([], [(1, 1)]), ([(1, 1)], [])], [([], [(0, 1)]), ([(0, 1)], [])])
+    with pytest.raises(RuntimeError, match="deadlock"):
+        predict(fabric, table, deadlock, hosts)
+
+
+# --- collectives against the alpha-beta model ---------------------------------
+
+def test_alpha_beta_formulas():
+    # p=2, S=1e6 B, 8 Mbit/s -> beta = 1 us/B: 2 alpha + 2 * 1/2 * 1 s
+    assert alpha_beta_time("allreduce", "ring", 2, 1e6, 8.0, 0.01) == pytest.approx(1.02)
+    # p=8: ring 14 alpha, HD 6 alpha, both 2 * 7/8 * S beta
+    assert alpha_beta_time("allreduce", "ring", 8, 8e6, 8.0, 0.01) == pytest.approx(0.14 + 14)
+    assert alpha_beta_time("allreduce", "halving-doubling", 8, 8e6, 8.0, 0.01) == pytest.approx(0.06 + 14)
+    with pytest.raises(ValueError):
+        alpha_beta_time("allreduce", "halving-doubling", 6, 8e6, 8.0, 0.01)
+
+
+def test_ring_on_small_bigraph_matches_alpha_beta():
+    fabric, table, sched, hosts = setup("bigraph:m=2,n=4", "spread", "naive", "ring")
+    pred = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    assert pred.max_flows_per_step == [1] * 14
+    assert pred.time_s == pytest.approx(alpha_beta_time("allreduce", "ring", 8, S, 50.0, ALPHA), rel=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["shortest", "spread"])
+def test_hdrm_is_congestion_free_and_matches_alpha_beta(policy):
+    fabric, table, sched, hosts = setup("bigraph:m=4,n=8", policy, "hdrm")
+    pred = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    loads = link_loads_per_step(fabric, table, sched, hosts)
+    assert len(loads) == 10
+    for step in loads:
+        across = [n for (node, port), n in step.items()
+                  if fabric.is_switch(node) and fabric.is_switch(fabric.peer(node, port)[0])]
+        assert across and max(across) == 1
+    assert pred.max_flows_per_step == [1] * 10
+    assert pred.time_s == pytest.approx(alpha_beta_time("allreduce", "halving-doubling", 32, S, 50.0, ALPHA),
+                                        rel=1e-9)
+
+
+def test_naive_mapping_congests_and_is_slower():
+    fabric, table, sched, hosts = setup("bigraph:m=4,n=8", "shortest", "naive")
+    naive = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    hdrm = predict(fabric, table, sched, hosts_for_ranks(fabric, "hdrm"), alpha_s=ALPHA)
+    assert naive.time_s >= 1.4 * hdrm.time_s
+    # Partners r^4 and r^8 sit on two switches of one part: all their flows
+    # take the lowest-port middle switch, and a middle->switch link carries
+    # the 4 flows arriving from one switch plus the 4 passing on to another
+    # (2m); r^16 puts a switch's 4 flows on its one direct link (m).
+    assert naive.max_flows_per_step == [1, 1, 8, 8, 4, 4, 8, 8, 1, 1]
+    assert max_flows_per_step(fabric, table, sched, hosts) == naive.max_flows_per_step
+    # live counts can exceed the per-step ones: a rank ahead of its neighbours
+    # sends step k+1 while they still send step k; a rank only ever sends one flow
+    assert max(naive.link_max_flows.values()) >= 8
+    assert {n for (node, _), n in naive.link_max_flows.items() if not fabric.is_switch(node)} == {1}
+    # Without latency, every step is a pure bandwidth step at its busiest
+    # link's load: sum(load * bytes) / R.
+    sizes = [S // 2 ** (k + 1) for k in range(5)]
+    sizes += sizes[::-1]
+    bandwidth = sum(n * b for n, b in zip(naive.max_flows_per_step, sizes)) / bytes_per_s(50)
+    assert predict(fabric, table, sched, hosts).time_s == pytest.approx(bandwidth, rel=1e-9)
+    # With latency, ranks ahead fill the shared links while others wait out
+    # alpha, so less than all 10 alphas show.
+    assert bandwidth + ALPHA < naive.time_s <= bandwidth + 10 * ALPHA + 1e-9
+
+
+def test_large_hdrm_stays_exact():
+    # 2048 hosts: the batching of near-simultaneous events must not drift.
+    fabric, table, sched, hosts = setup("bigraph:m=32,n=64", "spread", "hdrm")
+    pred = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    assert max(pred.max_flows_per_step) == 1
+    assert pred.time_s == pytest.approx(alpha_beta_time("allreduce", "halving-doubling", 2048, S, 50.0, ALPHA),
+                                        rel=1e-6)

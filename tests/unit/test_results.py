@@ -1,0 +1,302 @@
+"""Unit tests of agent records -> tables (emulator/results.py) and of the
+analysis of a results folder (emulator/report.py), on synthetic runs."""
+from __future__ import annotations
+
+import csv
+import statistics
+
+import pytest
+
+from emulator.metrics import algbw_mbps, busbw_mbps
+from emulator.plan import plan_run
+from emulator.report import LINK_LOAD_COLUMNS, format_summary, link_load_rows, plot, summary
+from emulator.results import (COLLECTIVE_COLUMNS, STEP_COLUMNS, append_csv, bytes_ok, call_time,
+                              collective_rows, step_rows)
+from emulator.spec import make_run
+
+K = 1 << 10
+
+
+def fake_records(plan, call, time_s: float) -> list[list[dict]]:
+    """Records that match the schedule byte for byte; the last rank ends at
+    exactly `time_s`, every other rank earlier."""
+    sched = plan.schedules[call.size_bytes]
+    out = []
+    for rank, steps in enumerate(sched.steps):
+        finish = time_s * (rank + 1) / plan.ranks
+        dt = finish / len(steps)
+        out.append([{"start": k * dt, "end": (k + 1) * dt if k < len(steps) - 1 else finish,
+                     "sent": sum(t.nbytes for t in step.sends),
+                     "received": sum(t.nbytes for t in step.recvs)}
+                    for k, step in enumerate(steps)])
+    return out
+
+
+def call_times(plan):
+    """A distinct time per call: 0.1 s * (call index + 1)."""
+    return [0.1 * (c.index + 1) for c in plan.calls]
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return plan_run(make_run({"sizes": ["8K", "16K"], "repetitions": 2, "warmup": 1, "label": "unit"}))
+
+
+@pytest.fixture(scope="module")
+def records(plan):
+    return [fake_records(plan, c, t) for c, t in zip(plan.calls, call_times(plan))]
+
+
+# --- the plan the records are fabricated against ------------------------------------------
+
+def test_plan_has_warmup_and_counted_calls(plan):
+    assert plan.ranks == 8
+    assert [(c.size_bytes, c.repetition) for c in plan.calls] == [
+        (8 * K, -1), (8 * K, 0), (8 * K, 1), (16 * K, -1), (16 * K, 0), (16 * K, 1)]
+    assert [c.index for c in plan.calls] == list(range(6))
+
+
+# --- collective_rows ---------------------------------------------------------------------
+
+def test_call_time_is_max_end(plan, records):
+    assert call_time(records[1]) == pytest.approx(0.2)
+    assert call_time([[{"end": 0.3}], [{"end": 0.1}, {"end": 0.7}], []]) == 0.7
+    assert call_time([]) == 0.0
+
+
+def test_collective_rows_values(plan, records):
+    rows = collective_rows(plan, records, "user")
+    counted = [c for c in plan.calls if c.repetition >= 0]
+    assert len(rows) == len(counted) == 4
+    times = call_times(plan)
+    for row, call in zip(rows, counted):
+        t = times[call.index]
+        model = plan.predictions[call.size_bytes].time_s
+        assert row["size_bytes"] == call.size_bytes and row["repetition"] == call.repetition
+        assert row["time_s"] == pytest.approx(t)
+        assert row["algbw_mbps"] == pytest.approx(call.size_bytes * 8 / t / 1e6)
+        assert row["busbw_mbps"] == pytest.approx(row["algbw_mbps"] * 1.75)    # allreduce, 8 ranks
+        assert row["model_time_s"] == model and model > 0
+        assert row["time_over_model"] == pytest.approx(t / model)
+        assert row["bytes_ok"] is True
+        assert (row["topology"], row["policy"], row["collective"], row["algorithm"], row["mapping"]) == \
+            ("bigraph:m=2,n=4", "shortest", "allreduce", "ring", "naive")
+        assert row["ranks"] == 8 and row["datapath"] == "user" and row["label"] == "unit"
+        assert row["host_rate_mbps"] == 50.0 and row["mtu"] == 1500
+        assert list(row) == COLLECTIVE_COLUMNS
+
+
+def test_collective_rows_skip_warmup(plan, records):
+    rows = collective_rows(plan, records, "kernel")
+    assert all(r["repetition"] >= 0 for r in rows)
+    # the warm-up calls (0 and 3) had times 0.1 and 0.4: none of the rows has them
+    assert sorted(round(r["time_s"], 9) for r in rows) == [0.2, 0.3, 0.5, 0.6]
+
+
+def test_wrong_byte_count_makes_bytes_ok_false(plan, records):
+    bad = [[[dict(s) for s in rank] for rank in call] for call in records]
+    bad[1][3][2]["received"] += 1          # call 1, rank 3, step 2: one byte too many
+    rows = collective_rows(plan, bad, "user")
+    assert [r["bytes_ok"] for r in rows] == [False, True, True, True]
+
+
+def test_bytes_ok_checks_sent_and_step_count(plan, records):
+    call = plan.calls[1]
+    good = records[1]
+    assert bytes_ok(plan, call.size_bytes, good)
+    sent = [[dict(s) for s in rank] for rank in good]
+    sent[0][0]["sent"] -= 1
+    assert not bytes_ok(plan, call.size_bytes, sent)
+    short = [list(rank) for rank in good]
+    short[5] = short[5][:-1]               # rank 5 lost its last step
+    assert not bytes_ok(plan, call.size_bytes, short)
+    # records of a 16K call checked against the 8K schedule do not match
+    assert not bytes_ok(plan, 8 * K, records[4])
+
+
+def test_bytes_ok_missing_rank_is_false(plan, records):
+    assert not bytes_ok(plan, plan.calls[1].size_bytes, records[1][:-1])
+
+
+# --- step_rows ---------------------------------------------------------------------------
+
+def test_step_rows(plan, records):
+    rows = step_rows(plan, records)
+    steps = len(plan.schedules[8 * K].steps[0])
+    assert steps == 14                                  # ring allreduce, 8 ranks: 2 * 7
+    counted = sum(1 for c in plan.calls if c.repetition >= 0)
+    assert len(rows) == counted * plan.ranks * steps
+    assert all(r["repetition"] >= 0 for r in rows)
+    assert all(list(r) == STEP_COLUMNS for r in rows)
+    r = next(r for r in rows if r["size_bytes"] == 16 * K and r["repetition"] == 1
+             and r["rank"] == 2 and r["step"] == 9)
+    rec = records[5][2][9]
+    assert (r["start_s"], r["end_s"], r["bytes_sent"], r["bytes_received"]) == \
+        (rec["start"], rec["end"], rec["sent"], rec["received"])
+    assert r["host"] == plan.hosts[2]
+    assert r["phase"] == "allgather"
+    assert r["model_end_s"] == plan.predictions[16 * K].step_end_s[2][9]
+
+
+# --- append_csv --------------------------------------------------------------------------
+
+def test_append_csv_header_once(tmp_path, plan, records):
+    path = str(tmp_path / "collectives.csv")
+    rows = collective_rows(plan, records, "user")
+    append_csv(path, COLLECTIVE_COLUMNS, rows[:1])
+    append_csv(path, COLLECTIVE_COLUMNS, rows[1:])
+    with open(path) as f:
+        lines = f.read().splitlines()
+    assert lines[0] == ",".join(COLLECTIVE_COLUMNS)
+    assert sum(1 for line in lines if line.startswith("topology,")) == 1
+    assert len(lines) == 1 + len(rows)
+    with open(path) as f:
+        back = list(csv.DictReader(f))
+    assert [int(r["size_bytes"]) for r in back] == [r["size_bytes"] for r in rows]
+    assert [float(r["time_s"]) for r in back] == pytest.approx([r["time_s"] for r in rows])
+    assert all(r["bytes_ok"] == "True" for r in back)
+
+
+def test_append_csv_empty_rows_writes_header(tmp_path):
+    path = str(tmp_path / "steps.csv")
+    append_csv(path, STEP_COLUMNS, [])
+    append_csv(path, STEP_COLUMNS, [])
+    with open(path) as f:
+        assert f.read().splitlines() == [",".join(STEP_COLUMNS)]
+
+
+# --- report: summary, format_summary, plot ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def collectives_csv(tmp_path_factory, plan, records):
+    path = str(tmp_path_factory.mktemp("run") / "collectives.csv")
+    rows = collective_rows(plan, records, "user")
+    append_csv(path, COLLECTIVE_COLUMNS, rows[:2])
+    append_csv(path, COLLECTIVE_COLUMNS, rows[2:])
+    return path, rows
+
+
+def test_summary_medians_per_size(plan, collectives_csv):
+    path, rows = collectives_csv
+    s = summary(path)
+    assert list(s.size_bytes) == [8 * K, 16 * K]
+    for size in (8 * K, 16 * K):
+        got = s[s.size_bytes == size].iloc[0]
+        mine = [r for r in rows if r["size_bytes"] == size]
+        t = statistics.median(r["time_s"] for r in mine)
+        model = plan.predictions[size].time_s
+        assert got.time_s == pytest.approx(t)
+        # busbw of the median time, as the printed table reports it
+        assert got.busbw_mbps == pytest.approx(busbw_mbps("allreduce", 8, size, t))
+        assert got.model_time_s == pytest.approx(model)
+        assert got.rate_mbps == 50.0
+        assert bool(got.bytes_ok) is True
+        assert got.meas_over_model == pytest.approx(t / model)
+        assert got.ranks == 8 and got.collective == "allreduce"
+
+
+def test_summary_model_busbw_with_one_repetition(tmp_path):
+    p = plan_run(make_run({"sizes": "8K", "repetitions": 1, "warmup": 0}))
+    path = str(tmp_path / "collectives.csv")
+    append_csv(path, COLLECTIVE_COLUMNS, collective_rows(p, [fake_records(p, c, 0.1) for c in p.calls], "user"))
+    got = summary(path).iloc[0]
+    model = p.predictions[8 * K].time_s
+    assert got.model_busbw_mbps == pytest.approx(busbw_mbps("allreduce", 8, 8 * K, model), rel=1e-9)
+
+
+def test_summary_model_busbw_is_the_models_busbw(plan, collectives_csv):
+    path, _ = collectives_csv
+    s = summary(path)
+    for size in (8 * K, 16 * K):
+        got = s[s.size_bytes == size].iloc[0]
+        model = plan.predictions[size].time_s
+        assert got.model_busbw_mbps == pytest.approx(busbw_mbps("allreduce", 8, size, model), rel=1e-6)
+
+
+def test_summary_bytes_ok_false_if_any_call_wrong(tmp_path, plan, records):
+    bad = [[[dict(s) for s in rank] for rank in call] for call in records]
+    bad[2][0][0]["sent"] = 0
+    path = str(tmp_path / "collectives.csv")
+    append_csv(path, COLLECTIVE_COLUMNS, collective_rows(plan, bad, "user"))
+    s = summary(path)
+    assert [bool(x) for x in s.bytes_ok] == [False, True]
+
+
+def test_format_summary(collectives_csv):
+    path, _ = collectives_csv
+    s = summary(path)
+    text = format_summary(s)
+    lines = text.splitlines()
+    assert len(lines) == 1 + len(s)
+    for col in ("topology", "policy", "algorithm", "mapping", "size", "time(ms)", "busbw", "model", "meas/model"):
+        assert col in lines[0]
+    for line, r in zip(lines[1:], s.itertuples()):
+        fields = line.split()
+        assert fields[:5] == ["bigraph:m=2,n=4", "shortest", "ring", "naive", str(r.size_bytes)]
+        assert fields[5] == f"{r.time_s * 1e3:.1f}"
+        assert fields[6] == f"{r.busbw_mbps:.2f}"
+        assert fields[7] == f"{r.model_busbw_mbps:.2f}"
+        assert fields[8] == f"{r.meas_over_model:.2f}"
+
+
+def test_plot_writes_png(tmp_path, collectives_csv):
+    path, _ = collectives_csv
+    out = tmp_path / "busbw.png"
+    plot(summary(path), str(out))
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 1000
+
+
+def test_summary_keeps_runs_with_different_rates_apart(tmp_path):
+    path = str(tmp_path / "collectives.csv")
+    for rate in (10, 20):
+        p = plan_run(make_run({"sizes": "8K", "repetitions": 1, "warmup": 0, "host_rate_mbps": rate,
+                               "switch_rate_mbps": rate}))
+        append_csv(path, COLLECTIVE_COLUMNS,
+                   collective_rows(p, [fake_records(p, c, 0.1) for c in p.calls], "user"))
+    assert len(summary(path)) == 2
+
+
+# --- report: link loads -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def hd_plans():
+    base = {"topology": "bigraph:m=4,n=8", "algorithm": "halving-doubling", "sizes": "64K"}
+    return {m: plan_run(make_run({**base, "mapping": m})) for m in ("hdrm", "naive")}
+
+
+def test_link_loads_hdrm_one_flow_per_link(hd_plans):
+    rows = link_load_rows(hd_plans["hdrm"])
+    assert len(rows) == 10                      # 32 ranks: 5 halving + 5 doubling steps
+    assert [r["step"] for r in rows] == list(range(10))
+    assert all(r["max_flows_per_link"] == 1 for r in rows)
+    assert all(r["links_with_2plus_flows"] == 0 for r in rows)
+    assert [r["phase"] for r in rows] == ["reduce-scatter"] * 5 + ["allgather"] * 5
+    assert all(list(r) == LINK_LOAD_COLUMNS for r in rows)
+    assert all(r["mapping"] == "hdrm" and r["topology"] == "bigraph:m=4,n=8" for r in rows)
+
+
+def test_link_loads_naive_collides(hd_plans):
+    rows = link_load_rows(hd_plans["naive"])
+    assert len(rows) == 10
+    assert max(r["max_flows_per_link"] for r in rows) > 1
+    busy = [r for r in rows if r["max_flows_per_link"] > 1]
+    assert all(r["links_with_2plus_flows"] >= 1 for r in busy)
+    # the busiest link is a node:port of the fabric
+    fabric = hd_plans["naive"].fabric
+    for r in rows:
+        node, port = r["busiest_link"].rsplit(":", 1)
+        assert int(port) in fabric.ports(node) or (not fabric.is_switch(node) and int(port) == 0)
+
+
+def test_link_loads_agree_with_model_max_flows(hd_plans):
+    for p in hd_plans.values():
+        rows = link_load_rows(p)
+        pred = p.predictions[max(p.predictions)]
+        assert [r["max_flows_per_link"] for r in rows] == pred.max_flows_per_step
+
+
+def test_algbw_in_rows_uses_metrics(plan, records):
+    row = collective_rows(plan, records, "user")[0]
+    assert row["algbw_mbps"] == algbw_mbps(row["size_bytes"], row["time_s"])

@@ -1,0 +1,227 @@
+"""Unit tests of what the network adapters are told to install: flow rules
+(controller/rules.py), tc shaping commands (emulator/net/shaping.py) and the
+datapath choice (emulator/net/dataplane.py). Nothing here touches the kernel."""
+from __future__ import annotations
+
+import pytest
+
+from controller.routing import forwarding_table
+from controller.rules import ROUTE_PRIORITY, FlowRule, switch_rules
+from emulator.net import dataplane, shaping
+from emulator.net.dataplane import Dataplane
+from emulator.topology import bigraph, build, fattree, leafspine
+
+# --- flow rules -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small():
+    fabric = bigraph(2, 4)
+    return fabric, forwarding_table(fabric, "shortest")
+
+
+def test_bigraph_m2_n4_rule_counts(small):
+    fabric, table = small
+    assert len(fabric.switches) == 4 and len(fabric.hosts) == 8
+    for sw in fabric.switches:
+        rules = switch_rules(fabric, table, sw.name)
+        assert len(rules) == 9
+        routes = [r for r in rules if r.ipv4_dst is not None]
+        assert len(routes) == 8
+        assert all(r.priority == ROUTE_PRIORITY and r.priority > 0 for r in routes)
+        assert sorted(r.ipv4_dst for r in routes) == sorted(h.ip for h in fabric.hosts)
+
+
+def test_table_miss_rule_drops_at_priority_0(small):
+    fabric, table = small
+    for sw in fabric.switches:
+        misses = [r for r in switch_rules(fabric, table, sw.name) if r.ipv4_dst is None]
+        assert misses == [FlowRule(0, None, None)]
+
+
+def test_rule_ports_match_forwarding_table(small):
+    fabric, table = small
+    for sw in fabric.switches:
+        for r in switch_rules(fabric, table, sw.name):
+            if r.ipv4_dst is None:
+                continue
+            dst = next(h for h in fabric.hosts if h.ip == r.ipv4_dst)
+            assert r.out_port == table[sw.name][dst.name]
+            assert r.out_port in fabric.ports(sw.name)
+
+
+def test_local_hosts_use_their_host_facing_port(small):
+    fabric, table = small
+    for sw in fabric.switches:
+        by_ip = {r.ipv4_dst: r.out_port for r in switch_rules(fabric, table, sw.name)}
+        local = fabric.hosts_on(sw.name)
+        assert len(local) == 2
+        for h in local:
+            assert by_ip[h.ip] == h.port
+            peer, _, link = fabric.peer(sw.name, h.port)
+            assert peer == h.name and link.kind == "host"
+        for h in fabric.hosts:
+            if h.switch != sw.name:   # remote hosts leave through a switch-switch port
+                peer, _, link = fabric.peer(sw.name, by_ip[h.ip])
+                assert fabric.is_switch(peer) and link.kind == "switch"
+
+
+def test_rules_ordered_by_host_index(small):
+    fabric, table = small
+    ips = [r.ipv4_dst for r in switch_rules(fabric, table, "bgs0")[:-1]]
+    assert ips == [h.ip for h in sorted(fabric.hosts, key=lambda h: h.index)]
+
+
+def test_rules_are_deterministic(small):
+    fabric, table = small
+    for sw in fabric.switches:
+        assert switch_rules(fabric, table, sw.name) == switch_rules(fabric, table, sw.name)
+    # an independently built fabric and table give the same rules
+    f2 = bigraph(2, 4)
+    t2 = forwarding_table(f2, "shortest")
+    for sw in fabric.switches:
+        assert switch_rules(f2, t2, sw.name) == switch_rules(fabric, table, sw.name)
+
+
+@pytest.mark.parametrize("fabric", [fattree(4), leafspine(4, 2, 2), bigraph(4, 8)], ids=lambda f: f.topology)
+@pytest.mark.parametrize("policy", ["shortest", "spread"])
+def test_one_rule_per_host_on_other_fabrics(fabric, policy):
+    table = forwarding_table(fabric, policy)
+    for sw in fabric.switches:
+        rules = switch_rules(fabric, table, sw.name)
+        assert len(rules) == len(fabric.hosts) + 1
+        assert len({r.ipv4_dst for r in rules[:-1]}) == len(fabric.hosts)
+        assert rules[-1] == FlowRule(0, None, None)
+
+
+def test_flow_rule_is_frozen():
+    r = FlowRule(ROUTE_PRIORITY, "198.18.0.1", 1)
+    with pytest.raises(Exception):
+        r.out_port = 2
+
+
+# --- tc shaping ------------------------------------------------------------------
+
+
+def test_tc_commands_htb_class_and_fifo():
+    cmds = shaping.tc_commands("bgs0-eth1", 50.0, 100, 1500)
+    assert len(cmds) == 3
+    root, cls, fifo = cmds
+    assert root[:3] == ["tc", "qdisc", "replace"]
+    assert root[root.index("dev") + 1] == "bgs0-eth1"
+    assert root[root.index("root") + 1:] == ["handle", "1:", "htb", "default", "1"]
+
+    assert cls[:3] == ["tc", "class", "add"] and cls[cls.index("dev") + 1] == "bgs0-eth1"
+    assert cls[cls.index("parent") + 1] == "1:" and cls[cls.index("classid") + 1] == "1:1"
+    assert "htb" in cls
+    assert cls[cls.index("rate") + 1] == "50.0mbit"
+    assert cls[cls.index("ceil") + 1] == "50.0mbit"
+    burst = str(shaping.burst_bytes(50.0, 1500))
+    assert cls[cls.index("burst") + 1] == burst and cls[cls.index("cburst") + 1] == burst
+
+    assert fifo[:3] == ["tc", "qdisc", "add"] and fifo[fifo.index("dev") + 1] == "bgs0-eth1"
+    assert fifo[fifo.index("parent") + 1] == "1:1"   # under the HTB class
+    assert "pfifo" in fifo
+    assert fifo[fifo.index("limit") + 1] == "100"
+
+
+def test_tc_commands_follow_arguments():
+    cls, fifo = shaping.tc_commands("x", 12, 30, 9000)[1:]
+    assert cls[cls.index("rate") + 1] == "12mbit"
+    assert fifo[fifo.index("limit") + 1] == "30"
+    assert all(isinstance(a, str) for cmd in shaping.tc_commands("x", 12.5, 30, 9000) for a in cmd)
+
+
+@pytest.mark.parametrize("rate", [0.5, 1, 12, 50, 100, 1000, 10000])
+@pytest.mark.parametrize("mtu", [576, 1500, 9000])
+def test_burst_at_least_two_frames_and_about_a_millisecond(rate, mtu):
+    b = shaping.burst_bytes(rate, mtu)
+    assert isinstance(b, int)
+    assert b >= 2 * (mtu + 14)
+    one_ms = rate * 1e6 / 8 / 1000
+    assert b >= int(one_ms)
+    assert b == max(2 * (mtu + 14), int(one_ms))
+
+
+def test_burst_hand_values():
+    assert shaping.burst_bytes(50, 1500) == 6250        # 1 ms at 50 Mbit/s
+    assert shaping.burst_bytes(12, 9000) == 18028       # two jumbo frames > 1500 B/ms
+    assert shaping.burst_bytes(1000, 1500) == 125000
+
+
+# --- dataplane detection -----------------------------------------------------------
+
+
+@pytest.fixture
+def no_modules(monkeypatch):
+    """A kernel without openvswitch or netem; records modprobe attempts."""
+    probes = []
+    monkeypatch.setattr(dataplane, "_module_loaded", lambda name: False)
+    monkeypatch.setattr(dataplane, "_try_modprobe", lambda name: probes.append(name) or False)
+    return probes
+
+
+@pytest.fixture
+def ovs_module(monkeypatch):
+    monkeypatch.setattr(dataplane, "_module_loaded", lambda name: name in ("openvswitch", "sch_netem"))
+    monkeypatch.setattr(dataplane, "_try_modprobe", lambda name: False)
+
+
+def test_force_user(no_modules):
+    d = dataplane.detect(force="user")
+    assert d.datapath == "user" and d.tx_offload_off is True and d.has_netem is False
+
+
+def test_force_user_even_with_kernel_module(ovs_module):
+    d = dataplane.detect(force="user")
+    assert d.datapath == "user" and d.tx_offload_off is True
+    assert "forced" in d.reason
+
+
+def test_auto_with_kernel_module(ovs_module):
+    for force in (None, "auto", "kernel"):
+        d = dataplane.detect(force)
+        assert d.datapath == "kernel" and d.tx_offload_off is False and d.has_netem is True
+
+
+def test_auto_without_kernel_module_falls_back_to_user(no_modules):
+    for force in (None, "auto"):
+        d = dataplane.detect(force)
+        assert d.datapath == "user" and d.tx_offload_off is True
+
+
+def test_force_kernel_without_module_raises(no_modules):
+    with pytest.raises(RuntimeError, match="openvswitch"):
+        dataplane.detect("kernel")
+
+
+@pytest.mark.parametrize("bad", ["bogus", "Kernel", "userspace", ""])
+def test_bad_force_value_raises_naming_it(no_modules, bad):
+    with pytest.raises(ValueError) as e:
+        dataplane.detect(force=bad)
+    assert repr(bad) in str(e.value)
+
+
+def test_bad_force_value_refused_before_probing(no_modules):
+    with pytest.raises(ValueError):
+        dataplane.detect(force="bogus")
+    assert no_modules == []
+
+
+def test_real_detection_is_kernel_or_user():
+    d = dataplane.detect()
+    assert d.datapath in ("kernel", "user")
+    assert d.tx_offload_off == (d.datapath == "user")
+    assert isinstance(d.has_netem, bool)
+
+
+def test_describe():
+    assert dataplane.Dataplane("user", True, False, "why").describe() == \
+        "OVS userspace datapath, host tx/TSO/GSO offload off (why)"
+    assert Dataplane("kernel", False, True, "module").describe() == "OVS kernel datapath (module)"
+
+
+def test_build_used_by_rules_matches_named_fabric():
+    # rules are computed on the fabric built from the user-facing name
+    f = build("bigraph:m=2,n=4")
+    assert [h.ip for h in f.hosts] == [h.ip for h in bigraph(2, 4).hosts]
