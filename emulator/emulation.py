@@ -9,17 +9,19 @@ from __future__ import annotations
 import os
 
 from emulator.fabric import Fabric
-from emulator.net import processes
+from emulator.net import counters, processes
 from emulator.net.agents import AgentFleet
 from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
 from emulator.net.network import EmulatedFabric
 from emulator.plan import RunPlan
+from emulator.results import CallRecord
 from emulator.spec import RunSpec
 
 
 class EmulationError(RuntimeError):
     pass
+
 
 
 class Emulation:
@@ -82,8 +84,9 @@ class Emulation:
             self.lock.__exit__(*exc)
 
     # --- workloads -----------------------------------------------------------
-    def replay(self, plan: RunPlan) -> list[list[list[dict]]]:
-        """Run every call of the plan; returns records[call][rank] = step records."""
+    def replay(self, plan: RunPlan) -> list[CallRecord]:
+        """Run every call of the plan: the agents' step records and the
+        machine's counters around each call."""
         hosts = [self.network.host(h) for h in plan.hosts]
         ips = [self.fabric.host(h).ip for h in plan.hosts]
         calls = [{"collective": plan.spec.collective, "algorithm": plan.spec.algorithm, "size_bytes": c.size_bytes}
@@ -92,9 +95,12 @@ class Emulation:
         try:
             fleet.start()
             results = []
+            host_pids = {h: self.network.host(h).pid for h in plan.hosts}
             for call in plan.calls:
                 predicted = plan.predictions[call.size_bytes].time_s
-                results.append(fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted)))
+                before = counters.snapshot(host_pids)
+                records = fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
+                results.append(CallRecord(records, counters.delta(before, counters.snapshot(host_pids))))
             return results
         finally:
             fleet.stop()

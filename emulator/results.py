@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import csv
 import os
+from dataclasses import dataclass, field
 
 from emulator.metrics import algbw_mbps, busbw_mbps
 
+
+@dataclass
+class CallRecord:
+    """What one call left: the agents' step records and the machine's counters."""
+    steps: list[list[dict]]                        # steps[rank] = that rank's step records
+    counters: dict = field(default_factory=dict)   # cpu_busy, queue_drops, most_drops_port, tcp_retrans
+
 COLLECTIVE_COLUMNS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
                       "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
-                      "bytes_ok", "host_rate_mbps", "switch_rate_mbps", "mtu", "datapath", "label"]
+                      "bytes_ok", "cpu_busy", "queue_drops", "most_drops_port", "tcp_retrans",
+                      "host_rate_mbps", "switch_rate_mbps", "mtu", "datapath", "label"]
 STEP_COLUMNS = ["topology", "policy", "algorithm", "mapping", "size_bytes", "repetition", "rank", "host",
                 "step", "phase", "start_s", "end_s", "bytes_sent", "bytes_received", "model_end_s"]
 
@@ -36,12 +45,14 @@ def bytes_ok(plan, size: int, records: list[list[dict]]) -> bool:
     return True
 
 
-def collective_rows(plan, records_by_call, datapath: str) -> list[dict]:
+def collective_rows(plan, call_records, datapath: str) -> list[dict]:
+    """One row per counted call (`call_records`: Emulation.replay's result)."""
     s = plan.spec
     rows = []
-    for call, records in zip(plan.calls, records_by_call):
+    for call, rec in zip(plan.calls, call_records):
         if call.repetition < 0:
             continue   # warm-up
+        records = rec.steps
         t = call_time(records)
         if t <= 0:
             raise RuntimeError(f"call {call.index} has no step records; the agents reported nothing")
@@ -53,16 +64,17 @@ def collective_rows(plan, records_by_call, datapath: str) -> list[dict]:
             "algbw_mbps": algbw_mbps(call.size_bytes, t),
             "busbw_mbps": busbw_mbps(s.collective, plan.ranks, call.size_bytes, t),
             "model_time_s": model, "time_over_model": t / model if model else "",
-            "bytes_ok": bytes_ok(plan, call.size_bytes, records),
+            "bytes_ok": bytes_ok(plan, call.size_bytes, records), **rec.counters,
             "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,
             "mtu": s.mtu, "datapath": datapath, "label": s.label})
     return rows
 
 
-def step_rows(plan, records_by_call) -> list[dict]:
+def step_rows(plan, call_records) -> list[dict]:
     s = plan.spec
     rows = []
-    for call, records in zip(plan.calls, records_by_call):
+    for call, rec in zip(plan.calls, call_records):
+        records = rec.steps
         if call.repetition < 0:
             continue
         sched = plan.schedules[call.size_bytes]

@@ -39,7 +39,7 @@ def test_fabric_comes_up_with_routes_and_full_reachability(tmp_path, clean_machi
 def test_allreduce_moves_exactly_the_scheduled_bytes(tmp_path, clean_machine, algorithm, mapping):
     plan = plan_run(make_run({**SMALL, "algorithm": algorithm, "mapping": mapping}))
     with Emulation(plan.fabric, plan.spec, str(tmp_path), log=lambda *_: None) as emu:
-        records = emu.replay(plan)[0]
+        records = emu.replay(plan)[0].steps
     size = plan.calls[0].size_bytes
     assert bytes_ok(plan, size, records)
     p = plan.ranks

@@ -12,7 +12,7 @@ import pytest
 
 from emulator import cli
 from emulator.plan import plan_run
-from emulator.results import COLLECTIVE_COLUMNS, append_csv, collective_rows
+from emulator.results import CallRecord, COLLECTIVE_COLUMNS, append_csv, collective_rows
 from emulator.schedule import COLLECTIVES
 from emulator.spec import SpecError, make_run
 
@@ -20,6 +20,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EFLOPS = os.path.join(REPO, "experiments", "eflops.toml")
 DEMO = os.path.join(REPO, "experiments", "demo.toml")
 M = 1 << 20
+
+
+
+COUNTERS = {"cpu_busy": 0.5, "queue_drops": 0, "most_drops_port": "", "tcp_retrans": 0}
+
+
+def wrap(records_by_call):
+    """Agent records as Emulation.replay returns them, with quiet counters."""
+    return [CallRecord(r, dict(COUNTERS)) for r in records_by_call]
 
 
 @pytest.fixture(autouse=True)
@@ -240,7 +249,7 @@ def fake_run_folder(folder, specs):
                               "received": sum(t.nbytes for t in st.recvs)} for k, st in enumerate(steps)]
                             for steps in sched.steps])
         append_csv(os.path.join(folder, "collectives.csv"), COLLECTIVE_COLUMNS,
-                   collective_rows(plan, records, "user"))
+                   collective_rows(plan, wrap(records), "user"))
 
 
 def test_report_rebuilds_files(capsys, tmp_path):

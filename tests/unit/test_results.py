@@ -10,11 +10,20 @@ import pytest
 from emulator.metrics import algbw_mbps, busbw_mbps
 from emulator.plan import plan_run
 from emulator.report import LINK_LOAD_COLUMNS, format_summary, link_load_rows, plot, summary
-from emulator.results import (COLLECTIVE_COLUMNS, STEP_COLUMNS, append_csv, bytes_ok, call_time,
+from emulator.results import (CallRecord, COLLECTIVE_COLUMNS, STEP_COLUMNS, append_csv, bytes_ok, call_time,
                               collective_rows, step_rows)
 from emulator.spec import make_run
 
 K = 1 << 10
+
+
+
+COUNTERS = {"cpu_busy": 0.5, "queue_drops": 0, "most_drops_port": "", "tcp_retrans": 0}
+
+
+def wrap(records_by_call):
+    """Agent records as Emulation.replay returns them, with quiet counters."""
+    return [CallRecord(r, dict(COUNTERS)) for r in records_by_call]
 
 
 def fake_records(plan, call, time_s: float) -> list[list[dict]]:
@@ -65,7 +74,7 @@ def test_call_time_is_max_end(plan, records):
 
 
 def test_collective_rows_values(plan, records):
-    rows = collective_rows(plan, records, "user")
+    rows = collective_rows(plan, wrap(records), "user")
     counted = [c for c in plan.calls if c.repetition >= 0]
     assert len(rows) == len(counted) == 4
     times = call_times(plan)
@@ -87,7 +96,7 @@ def test_collective_rows_values(plan, records):
 
 
 def test_collective_rows_skip_warmup(plan, records):
-    rows = collective_rows(plan, records, "kernel")
+    rows = collective_rows(plan, wrap(records), "kernel")
     assert all(r["repetition"] >= 0 for r in rows)
     # the warm-up calls (0 and 3) had times 0.1 and 0.4: none of the rows has them
     assert sorted(round(r["time_s"], 9) for r in rows) == [0.2, 0.3, 0.5, 0.6]
@@ -96,7 +105,7 @@ def test_collective_rows_skip_warmup(plan, records):
 def test_wrong_byte_count_makes_bytes_ok_false(plan, records):
     bad = [[[dict(s) for s in rank] for rank in call] for call in records]
     bad[1][3][2]["received"] += 1          # call 1, rank 3, step 2: one byte too many
-    rows = collective_rows(plan, bad, "user")
+    rows = collective_rows(plan, wrap(bad), "user")
     assert [r["bytes_ok"] for r in rows] == [False, True, True, True]
 
 
@@ -121,7 +130,7 @@ def test_bytes_ok_missing_rank_is_false(plan, records):
 # --- step_rows ---------------------------------------------------------------------------
 
 def test_step_rows(plan, records):
-    rows = step_rows(plan, records)
+    rows = step_rows(plan, wrap(records))
     steps = len(plan.schedules[8 * K].steps[0])
     assert steps == 14                                  # ring allreduce, 8 ranks: 2 * 7
     counted = sum(1 for c in plan.calls if c.repetition >= 0)
@@ -142,7 +151,7 @@ def test_step_rows(plan, records):
 
 def test_append_csv_header_once(tmp_path, plan, records):
     path = str(tmp_path / "collectives.csv")
-    rows = collective_rows(plan, records, "user")
+    rows = collective_rows(plan, wrap(records), "user")
     append_csv(path, COLLECTIVE_COLUMNS, rows[:1])
     append_csv(path, COLLECTIVE_COLUMNS, rows[1:])
     with open(path) as f:
@@ -170,7 +179,7 @@ def test_append_csv_empty_rows_writes_header(tmp_path):
 @pytest.fixture(scope="module")
 def collectives_csv(tmp_path_factory, plan, records):
     path = str(tmp_path_factory.mktemp("run") / "collectives.csv")
-    rows = collective_rows(plan, records, "user")
+    rows = collective_rows(plan, wrap(records), "user")
     append_csv(path, COLLECTIVE_COLUMNS, rows[:2])
     append_csv(path, COLLECTIVE_COLUMNS, rows[2:])
     return path, rows
@@ -198,7 +207,7 @@ def test_summary_medians_per_size(plan, collectives_csv):
 def test_summary_model_busbw_with_one_repetition(tmp_path):
     p = plan_run(make_run({"sizes": "8K", "repetitions": 1, "warmup": 0}))
     path = str(tmp_path / "collectives.csv")
-    append_csv(path, COLLECTIVE_COLUMNS, collective_rows(p, [fake_records(p, c, 0.1) for c in p.calls], "user"))
+    append_csv(path, COLLECTIVE_COLUMNS, collective_rows(p, wrap([fake_records(p, c, 0.1) for c in p.calls]), "user"))
     got = summary(path).iloc[0]
     model = p.predictions[8 * K].time_s
     assert got.model_busbw_mbps == pytest.approx(busbw_mbps("allreduce", 8, 8 * K, model), rel=1e-9)
@@ -217,7 +226,7 @@ def test_summary_bytes_ok_false_if_any_call_wrong(tmp_path, plan, records):
     bad = [[[dict(s) for s in rank] for rank in call] for call in records]
     bad[2][0][0]["sent"] = 0
     path = str(tmp_path / "collectives.csv")
-    append_csv(path, COLLECTIVE_COLUMNS, collective_rows(plan, bad, "user"))
+    append_csv(path, COLLECTIVE_COLUMNS, collective_rows(plan, wrap(bad), "user"))
     s = summary(path)
     assert [bool(x) for x in s.bytes_ok] == [False, True]
 
@@ -254,7 +263,7 @@ def test_summary_keeps_runs_with_different_rates_apart(tmp_path):
         p = plan_run(make_run({"sizes": "8K", "repetitions": 1, "warmup": 0, "host_rate_mbps": rate,
                                "switch_rate_mbps": rate}))
         append_csv(path, COLLECTIVE_COLUMNS,
-                   collective_rows(p, [fake_records(p, c, 0.1) for c in p.calls], "user"))
+                   collective_rows(p, wrap([fake_records(p, c, 0.1) for c in p.calls]), "user"))
     assert len(summary(path)) == 2
 
 
@@ -298,5 +307,5 @@ def test_link_loads_agree_with_model_max_flows(hd_plans):
 
 
 def test_algbw_in_rows_uses_metrics(plan, records):
-    row = collective_rows(plan, records, "user")[0]
+    row = collective_rows(plan, wrap(records), "user")[0]
     assert row["algbw_mbps"] == algbw_mbps(row["size_bytes"], row["time_s"])
