@@ -96,6 +96,8 @@ def _transfers(schedule: Schedule, side: str):
                 peer.append(t.peer)
                 nbytes.append(t.nbytes)
     first.append(len(peer))
+    if len(schedule.steps) != schedule.ranks or any(not 0 <= r < schedule.ranks for r in set(peer)):
+        raise ValueError(f"schedule of {schedule.ranks} ranks names ranks outside 0..{schedule.ranks - 1}")
     return (np.array(step_base, dtype=np.int64), np.array(first, dtype=np.int64),
             np.array(peer, dtype=np.int64), np.array(nbytes, dtype=np.int64))
 

@@ -150,6 +150,8 @@ def test_mismatched_schedules_are_refused():
         predict(fabric, table, schedule([([(1, S)], [])], [([], [])]), hosts)
     with pytest.raises(ValueError, match="expects"):
         predict(fabric, table, schedule([([(1, S)], [])], [([], [(0, S - 1)])]), hosts)
+    with pytest.raises(ValueError, match="outside"):
+        predict(fabric, table, schedule([([(2, S)], [])], [([], [])]), hosts)
     # each rank waits for the other's second step before its own first ends
     deadlock = schedule([([], [(1, 1)]), ([(1, 1)], [])], [([], [(0, 1)]), ([(0, 1)], [])])
     with pytest.raises(RuntimeError, match="deadlock"):
