@@ -6,10 +6,11 @@ every host pinging every other, then the agents; and teardown always.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 from emulator.fabric import Fabric
-from emulator.net import counters, processes
+from emulator.net import counters, ovs_send_buffer, processes
 from emulator.net.agents import AgentFleet
 from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
@@ -55,11 +56,24 @@ class Emulation:
         self.controller = ControllerProcess(fabric_json, self.spec.policy, self.run_dir)
         self.controller.start()
         self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu)
-        self.network.start()
-        ready = self.controller.wait_routes()
-        self._verify(ready["rules"])
+        with self._ovs_send_buffer():
+            self.network.start()
+            ready = self.controller.wait_routes()
+            self._verify(ready["rules"])   # the pings make OVS create its send socket
         self.log(f"# {self.fabric.topology}: {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
                  f"routes '{self.spec.policy}' installed and confirmed, all {len(self.fabric.hosts)} hosts reach each other")
+
+    def _ovs_send_buffer(self):
+        """The userspace datapath needs a large send buffer (see ovs_send_buffer)."""
+        if self.dataplane.datapath != "user":
+            return contextlib.nullcontext()
+        size = ovs_send_buffer.send_buffer()
+        if size is not None:
+            warning = ovs_send_buffer.status_line(size)
+            if warning:
+                self.log(warning)
+            return contextlib.nullcontext()
+        return ovs_send_buffer.large_send_buffer()
 
     def _verify(self, confirmed: dict[str, int]) -> None:
         """OVS itself must hold what the controller says it installed, and

@@ -49,6 +49,32 @@ start_ovs() {
     ovs-vsctl --timeout=10 show >/dev/null
 }
 
+# Userspace datapath only (no openvswitch kernel module): ovs-vswitchd sends
+# every packet through one socket whose buffer must hold every emulated
+# queue (see emulator/net/ovs_send_buffer.py). The emulator enlarges it when
+# ovs-vswitchd creates it; if an earlier ovs-vswitchd already made it small,
+# restart Open vSwitch, but only when no bridge is in use.
+ovs_send_buffer_ok() {
+    [ -d /sys/module/openvswitch ] && return 0
+    tb=$(ss -0 -m -p 2>/dev/null | grep '\[0\]:\*' | grep '"ovs-vswitchd"' | grep -o 'tb[0-9]*' | head -1 | tr -d tb)
+    [ -z "$tb" ] || [ "$tb" -ge 67108864 ]
+}
+
+restart_ovs_if_needed() {
+    ovs_send_buffer_ok && return
+    if [ -n "$(ovs-vsctl list-br)" ]; then
+        say "warning: Open vSwitch's send buffer is small but bridges are in use; not restarting it"
+        return
+    fi
+    say "restarting Open vSwitch so the emulator can enlarge its send buffer"
+    if [ -d /run/systemd/system ]; then
+        systemctl restart openvswitch-switch
+    else
+        /usr/share/openvswitch/scripts/ovs-ctl restart --system-id=random || true
+    fi
+    ovs-vsctl --timeout=10 show >/dev/null
+}
+
 # The packaged test controller would grab port 6653 on some systems.
 stop_testcontroller() {
     if [ -d /run/systemd/system ] && systemctl is-active -q openvswitch-testcontroller 2>/dev/null; then
@@ -76,6 +102,7 @@ make_venv() {
 
 install_packages
 start_ovs
+restart_ovs_if_needed
 stop_testcontroller
 make_venv
 say "ready: $VENV/bin/bigraph-emu"

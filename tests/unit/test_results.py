@@ -91,7 +91,7 @@ def test_collective_rows_values(plan, records):
         assert (row["topology"], row["policy"], row["collective"], row["algorithm"], row["mapping"]) == \
             ("bigraph:m=2,n=4", "shortest", "allreduce", "ring", "naive")
         assert row["ranks"] == 8 and row["datapath"] == "user" and row["label"] == "unit"
-        assert row["host_rate_mbps"] == 50.0 and row["mtu"] == 1500
+        assert row["host_rate_mbps"] == 50.0 and row["mtu"] == 9000
         assert list(row) == COLLECTIVE_COLUMNS
 
 

@@ -234,7 +234,7 @@ def test_fabric_key_ignores_algorithm_mapping_and_traffic():
 @pytest.mark.parametrize("key, value", [
     ("topology", "bigraph:m=4,n=8"), ("policy", "spread"), ("host_rate_mbps", 10),
     ("switch_rate_mbps", 10), ("host_queue_packets", 10), ("switch_queue_packets", 10),
-    ("mtu", 9000), ("datapath", "user"),
+    ("mtu", 1500), ("datapath", "user"),
 ])
 def test_fabric_key_differs_for_fabric_keys(key, value):
     assert make_run({key: value}).fabric_key() != RunSpec().fabric_key()
