@@ -10,7 +10,7 @@ import contextlib
 import os
 
 from emulator.fabric import Fabric
-from emulator.net import counters, ovs_send_buffer, processes
+from emulator.net import counters, ovs_buffers, processes
 from emulator.net.agents import AgentFleet
 from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
@@ -56,24 +56,21 @@ class Emulation:
         self.controller = ControllerProcess(fabric_json, self.spec.policy, self.run_dir)
         self.controller.start()
         self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu)
-        with self._ovs_send_buffer():
+        with self._ovs_socket_buffers():
             self.network.start()
             ready = self.controller.wait_routes()
             self._verify(ready["rules"])   # the pings make OVS create its send socket
         self.log(f"# {self.fabric.topology}: {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
                  f"routes '{self.spec.policy}' installed and confirmed, all {len(self.fabric.hosts)} hosts reach each other")
 
-    def _ovs_send_buffer(self):
-        """The userspace datapath needs a large send buffer (see ovs_send_buffer)."""
+    def _ovs_socket_buffers(self):
+        """The userspace datapath needs large socket buffers (see ovs_buffers)."""
         if self.dataplane.datapath != "user":
             return contextlib.nullcontext()
-        size = ovs_send_buffer.send_buffer()
-        if size is not None:
-            warning = ovs_send_buffer.status_line(size)
-            if warning:
-                self.log(warning)
-            return contextlib.nullcontext()
-        return ovs_send_buffer.large_send_buffer()
+        warning = ovs_buffers.status_line(ovs_buffers.send_buffer())
+        if warning:
+            self.log(warning)
+        return ovs_buffers.large_socket_buffers()
 
     def _verify(self, confirmed: dict[str, int]) -> None:
         """OVS itself must hold what the controller says it installed, and

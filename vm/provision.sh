@@ -51,7 +51,7 @@ start_ovs() {
 
 # Userspace datapath only (no openvswitch kernel module): ovs-vswitchd sends
 # every packet through one socket whose buffer must hold every emulated
-# queue (see emulator/net/ovs_send_buffer.py). The emulator enlarges it when
+# queue (see emulator/net/ovs_buffers.py). The emulator enlarges it when
 # ovs-vswitchd creates it; if an earlier ovs-vswitchd already made it small,
 # restart Open vSwitch, but only when no bridge is in use.
 ovs_send_buffer_ok() {

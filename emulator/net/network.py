@@ -19,6 +19,9 @@ from emulator.net.dataplane import Dataplane
 from emulator.net.shaping import tc_commands
 
 
+TSQ_FRAMES = 2
+
+
 class LoopbackController(RemoteController):
     """Our os-ken process on 127.0.0.1. Mininet's reachability probe needs
     telnet and only warns; the emulator checks the controller itself."""
@@ -81,7 +84,12 @@ class EmulatedFabric:
         for key, value in (("net.ipv6.conf.all.disable_ipv6", 1),
                            ("net.ipv6.conf.default.disable_ipv6", 1),
                            # Collectives pause between steps: keep cwnd open.
-                           ("net.ipv4.tcp_slow_start_after_idle", 0)):
+                           ("net.ipv4.tcp_slow_start_after_idle", 0),
+                           # TCP small queues: a socket may by default park 4 MB in
+                           # the host's shaped queue, and the ACKs of the flow this
+                           # host receives wait behind it (a second at 6 Mbit/s):
+                           # the peer's sending stalls. A NIC holds a few frames.
+                           ("net.ipv4.tcp_limit_output_bytes", TSQ_FRAMES * (self.mtu + 14))):
             self._run(name, ["sysctl", "-q", "-w", f"{key}={value}"])
         assert me.ip in host.cmd(f"ip -4 -o addr show dev {intf}"), f"{name} has no address"
 

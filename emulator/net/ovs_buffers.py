@@ -1,4 +1,4 @@
-"""Open vSwitch's userspace datapath sends the packets of every port of every
+"""Socket buffers of ovs-vswitchd. Its userspace datapath sends the packets of every port of every
 bridge through one AF_PACKET socket. A packet waiting in a port's tc queue
 still counts against that socket's send buffer, so with the default 208 KB
 the shaped queues overflow it and OVS drops packets silently (its log says
@@ -8,6 +8,8 @@ then retransmits and the emulated links look slower than configured.
 The socket is created when ovs-vswitchd sends its first packet, with
 net.core.wmem_default as its buffer. The emulator raises that default while
 a fresh ovs-vswitchd forwards its first packets and restores it right after.
+The receive sockets, one per port, are made when the ports are added; a
+busy ovs-vswitchd lets them overflow too, so rmem_default is raised as well.
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ import re
 import subprocess
 
 SEND_BUFFER_BYTES = 64 << 20
-WMEM_DEFAULT = "/proc/sys/net/core/wmem_default"
+RECEIVE_BUFFER_BYTES = 4 << 20
+DEFAULTS = {"/proc/sys/net/core/wmem_default": SEND_BUFFER_BYTES,
+            "/proc/sys/net/core/rmem_default": RECEIVE_BUFFER_BYTES}
 
 
 def send_buffer() -> int | None:
@@ -32,18 +36,21 @@ def send_buffer() -> int | None:
 
 
 @contextlib.contextmanager
-def large_send_buffer():
-    """While active, a socket ovs-vswitchd creates gets SEND_BUFFER_BYTES;
-    the machine's default is restored on exit, whatever happens."""
-    with open(WMEM_DEFAULT) as f:
-        before = f.read().strip()
-    with open(WMEM_DEFAULT, "w") as f:
-        f.write(str(SEND_BUFFER_BYTES))
+def large_socket_buffers():
+    """While active, sockets ovs-vswitchd creates get large buffers; the
+    machine's defaults are restored on exit, whatever happens."""
+    before = {}
     try:
+        for path, value in DEFAULTS.items():
+            with open(path) as f:
+                before[path] = f.read().strip()
+            with open(path, "w") as f:
+                f.write(str(value))
         yield
     finally:
-        with open(WMEM_DEFAULT, "w") as f:
-            f.write(before)
+        for path, value in before.items():
+            with open(path, "w") as f:
+                f.write(value)
 
 
 def status_line(size: int | None) -> str | None:
