@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from emulator.metrics import TABLE_HEADER, algbw_mbps, busbw_mbps, format_size, table_row
+from emulator.metrics import MODEL_HEADER, TABLE_HEADER, algbw_mbps, busbw_mbps, model_row, table_row
 from emulator.spec import Experiment, RunSpec, SpecError, load_experiment, make_run
 
 DEMO = {"topology": "bigraph:m=2,n=4", "collective": "allreduce", "algorithm": "ring",
@@ -111,12 +111,12 @@ def cmd_model(args) -> int:
     for spec in _experiment(args).runs:
         plan = plan_run(spec)
         print(_describe(spec, plan.ranks) + " (model)")
-        print(TABLE_HEADER.replace("  meas/model", "  max flows/link per step"))
+        print(MODEL_HEADER)
         for size in spec.sizes:
             pred = plan.predictions[size]
             t = pred.time_s
-            print(table_row(size, t, algbw_mbps(size, t), busbw_mbps(spec.collective, plan.ranks, size, t), None)
-                  .rstrip(" -") + f"  {t * 1e3:10.1f}  {max(pred.max_flows_per_step, default=0)}")
+            print(model_row(size, t, algbw_mbps(size, t), busbw_mbps(spec.collective, plan.ranks, size, t),
+                            pred.max_flows_per_step))
     return 0
 
 

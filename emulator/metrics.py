@@ -23,13 +23,6 @@ def payload_efficiency(mtu: int) -> float:
     return (mtu - 52) / (mtu + 14)
 
 
-def format_size(nbytes: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale}{unit}"
-    return str(nbytes)
-
-
 def parse_size(text) -> int:
     """'64K', '1M', '2G' (binary units, as nccl-tests) or a plain integer."""
     bad = ValueError(f"size {text!r} is not a whole byte count like 65536, 64K, 1M or 1G")
@@ -71,6 +64,14 @@ def size_sweep(begin: int, end: int, factor: float) -> list[int]:
 
 
 TABLE_HEADER = ("#       size    time(ms)   algbw(Mb/s)   busbw(Mb/s)   model(ms)  meas/model")
+
+
+MODEL_HEADER = "#       size    time(ms)   algbw(Mb/s)   busbw(Mb/s)   max flows on a link, per step"
+
+
+def model_row(size_bytes: int, time_s: float, algbw: float, busbw: float, flows_per_step: list[int]) -> str:
+    return (f"{size_bytes:12d}  {time_s * 1e3:10.1f}  {algbw:12.2f}  {busbw:12.2f}   "
+            + " ".join(map(str, flows_per_step)))
 
 
 def table_row(size_bytes: int, time_s: float, algbw: float, busbw: float, model_s: float | None) -> str:

@@ -33,20 +33,25 @@ install_packages() {
     apt-get install -y -q --no-install-recommends $missing
 }
 
+# ovs_service start|restart: with systemd where there is one; otherwise
+# (containers, CI) the daemons directly; ovs-ctl then prints a harmless
+# ulimit error.
+ovs_service() {
+    if [ -d /run/systemd/system ]; then
+        systemctl "$1" openvswitch-switch
+    else
+        /usr/share/openvswitch/scripts/ovs-ctl "$1" --system-id=random || true
+    fi
+    ovs-vsctl --timeout=10 show >/dev/null
+}
+
 start_ovs() {
     if ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
         say "Open vSwitch is running"
         return
     fi
     say "starting Open vSwitch"
-    if [ -d /run/systemd/system ]; then
-        systemctl start openvswitch-switch
-    else
-        # No init system (containers, CI): start the daemons directly.
-        # ovs-ctl prints a harmless ulimit error on such machines.
-        /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random || true
-    fi
-    ovs-vsctl --timeout=10 show >/dev/null
+    ovs_service start
 }
 
 # Userspace datapath only (no openvswitch kernel module): ovs-vswitchd sends
@@ -67,12 +72,7 @@ restart_ovs_if_needed() {
         return
     fi
     say "restarting Open vSwitch so the emulator can enlarge its send buffer"
-    if [ -d /run/systemd/system ]; then
-        systemctl restart openvswitch-switch
-    else
-        /usr/share/openvswitch/scripts/ovs-ctl restart --system-id=random || true
-    fi
-    ovs-vsctl --timeout=10 show >/dev/null
+    ovs_service restart
 }
 
 # The packaged test controller would grab port 6653 on some systems.

@@ -66,23 +66,23 @@ def test_model_hd_hdrm_table(capsys):
     assert len(hs) == 1
     assert "allreduce halving-doubling" in hs[0] and "mapping hdrm" in hs[0]
     assert "bigraph:m=4,n=8 (32 ranks)" in hs[0]
-    assert "size" in out and "busbw(Mb/s)" in out and "max flows/link per step" in out
+    assert "size" in out and "busbw(Mb/s)" in out and "max flows on a link, per step" in out
     rows = table_rows(out)
     assert [int(r[0]) for r in rows] == [M, 2 * M]
     for r in rows:
-        assert len(r) == 6
-        size, time_ms, algbw, busbw, model_ms, flows = r
-        assert float(time_ms) == float(model_ms) > 0
+        assert len(r) == 4 + 10                 # 10 steps of halving-doubling on 32 ranks
+        size, time_ms, algbw, busbw, flows = r[0], r[1], r[2], r[3], r[4:]
+        assert float(time_ms) > 0
         assert float(algbw) == pytest.approx(int(size) * 8 / (float(time_ms) / 1e3) / 1e6, rel=1e-2)
         assert float(busbw) == pytest.approx(float(algbw) * 2 * 31 / 32, rel=1e-2)
         assert float(busbw) < 50                # below the 50 Mbit/s link rate
-        assert flows == "1"                     # HDRM: one flow per link at every step
+        assert flows == ["1"] * 10              # HDRM: one flow per link at every step
 
 
 def test_model_naive_hd_collides(capsys):
     assert cli.main(["model", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-m", "naive", "-b", "1M"]) == 0
     rows = table_rows(capsys.readouterr().out)
-    assert len(rows) == 1 and int(rows[0][-1]) > 1
+    assert len(rows) == 1 and max(int(f) for f in rows[0][4:]) > 1
 
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
@@ -105,7 +105,7 @@ def test_model_experiment_eflops(capsys):
     assert len(hs) == 6
     assert sum("bigraph:m=4,n=8" in h for h in hs) == 3
     assert sum("leafspine:leaves=8,spines=4,hosts=4" in h for h in hs) == 3
-    assert all("MTU 9000" in h and "12 Mbit/s host" in h for h in hs)
+    assert all("MTU 9000" in h and "8 Mbit/s host" in h for h in hs)
     assert len(table_rows(out)) == 6 * 5          # sizes 512K..8M per run
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.metrics import (TABLE_HEADER, algbw_mbps, busbw_mbps, format_size, parse_size,
+from emulator.metrics import (TABLE_HEADER, algbw_mbps, busbw_mbps, parse_size,
                               payload_efficiency, size_sweep, table_row)
 
 K, M, G = 1 << 10, 1 << 20, 1 << 30
@@ -138,21 +138,6 @@ def test_sweep_factor_at_most_one_rejected(factor):
 def test_sweep_begin_after_end_rejected():
     with pytest.raises(ValueError, match="after its end"):
         size_sweep(8 * M, M, 2)
-
-
-# --- format_size ----------------------------------------------------------------------
-
-@pytest.mark.parametrize("n, want", [
-    (64 * K, "64K"), (M, "1M"), (8 * M, "8M"), (G, "1G"), (3 * G, "3G"), (1536 * M, "1536M"),
-    (1536, "1536"), (1000, "1000"), (1, "1"), (M + 1, str(M + 1)), (1024, "1K"),
-])
-def test_format_size(n, want):
-    assert format_size(n) == want
-
-
-@pytest.mark.parametrize("n", [1, 100, 1536, 64 * K, M, 3 * G, 5 * M + K])
-def test_format_then_parse_round_trips(n):
-    assert parse_size(format_size(n)) == n
 
 
 # --- table ----------------------------------------------------------------------------
