@@ -60,8 +60,10 @@ class FabricRoutes(app_manager.OSKenApp):
             if rule.ipv4_dst is None:
                 match, actions = parser.OFPMatch(), []
             else:
-                match = parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=rule.ipv4_dst)
-                actions = [parser.OFPActionOutput(rule.out_port)]
+                fields = {"eth_type": ETH_TYPE_IPV4, "ipv4_dst": rule.ipv4_dst}
+                if rule.ipv4_src is not None:
+                    fields["ipv4_src"] = rule.ipv4_src
+                match, actions = parser.OFPMatch(**fields), [parser.OFPActionOutput(rule.out_port)]
             inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
             dp.send_msg(parser.OFPFlowMod(dp, priority=rule.priority, match=match, instructions=inst))
         self.installed.pop(name, None)

@@ -1,12 +1,15 @@
 """Routing policies (pure): a fabric in, per-switch forwarding tables out.
 
 Forwarding is by destination host: every switch has one output port per
-destination. A policy only decides which of the equal-cost next hops a
-switch uses; the paths are always shortest. The flow model follows the
-same tables, so model and emulation route every flow identically.
+destination, or with "ecmp" a set of equal-cost ports among which a hash of
+the (source, destination) pair picks one. A policy only decides which of the
+equal-cost next hops a switch uses; the paths are always shortest. The flow
+model follows the same tables, so model and emulation route every flow
+identically.
 """
 from __future__ import annotations
 
+import zlib
 from collections import deque
 
 from emulator.fabric import HOST_PORT, Fabric
@@ -16,10 +19,13 @@ POLICIES = {
                 "(one fixed middle switch per switch pair)",
     "spread": "shortest paths; equal-cost next hops chosen by destination host "
               "(dst index mod choices), spreading destinations over middle switches",
+    "ecmp": "shortest paths; every (source, destination) pair hashed onto one of the equal-cost "
+            "next hops at every switch, as flow-hashing ECMP does, collisions included",
 }
 
-# ForwardingTable: switch name -> {destination host name -> output port}
-ForwardingTable = dict[str, dict[str, int]]
+# ForwardingTable: switch name -> {destination host name -> output port, or
+# with "ecmp" the equal-cost ports a pair hash chooses from}
+ForwardingTable = dict[str, dict[str, "int | tuple[int, ...]"]]
 
 
 def check_policy(policy: str) -> None:
@@ -57,9 +63,24 @@ def forwarding_table(fabric: Fabric, policy: str = "shortest") -> ForwardingTabl
         for dst in fabric.hosts_on(target.name):
             table[target.name][dst.name] = dst.port
             for name, ports in closer.items():
-                pick = 0 if policy == "shortest" else (dst.index // weight[hops[name]]) % len(ports)
-                table[name][dst.name] = ports[pick]
+                table[name][dst.name] = _choose(policy, ports, dst.index, weight[hops[name]])
     return table
+
+
+def _choose(policy: str, ports: list[int], dst_index: int, weight: int):
+    if policy == "shortest" or len(ports) == 1:
+        return ports[0]
+    if policy == "spread":
+        return ports[(dst_index // weight) % len(ports)]
+    return tuple(ports)   # ecmp: decided per pair by out_port
+
+
+def out_port(table: ForwardingTable, switch: str, src: str, dst: str) -> int:
+    """The port `switch` sends a packet from host `src` to host `dst` out of."""
+    entry = table[switch][dst]
+    if isinstance(entry, int):
+        return entry
+    return entry[zlib.crc32(f"{src}>{dst}@{switch}".encode()) % len(entry)]
 
 
 def _digit_weights(closer: dict[str, list[int]], hops: dict[str, int]) -> dict[int, int]:
@@ -83,7 +104,7 @@ def path(fabric: Fabric, table: ForwardingTable, src: str, dst: str) -> list[tup
     hops = [(src, HOST_PORT)]
     node = fabric.host(src).switch
     while True:
-        port = table[node][dst]
+        port = out_port(table, node, src, dst)
         hops.append((node, port))
         nxt, _, _ = fabric.peer(node, port)
         if nxt == dst:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.routing import ForwardingTable
+from controller.routing import ForwardingTable, out_port
 from emulator.fabric import Fabric
 
 ETH_TYPE_IPV4 = 0x0800
@@ -19,14 +19,22 @@ class FlowRule:
     priority: int
     ipv4_dst: str | None   # None: the table-miss rule
     out_port: int | None   # None: drop
+    ipv4_src: str | None = None   # set for ECMP's per-pair rules
 
 
 def switch_rules(fabric: Fabric, table: ForwardingTable, switch: str) -> list[FlowRule]:
-    """One IPv4 destination rule per host, plus an explicit drop for the rest.
+    """One IPv4 destination rule per host (with "ecmp", one per source and
+    destination where there is a choice), plus an explicit drop for the rest.
 
     ARP is static on the hosts and BiGraph has loops, so nothing is flooded
     and nothing is sent to the controller."""
-    rules = [FlowRule(ROUTE_PRIORITY, fabric.host(dst).ip, port)
-             for dst, port in sorted(table[switch].items(), key=lambda kv: fabric.host(kv[0]).index)]
+    rules = []
+    for dst in sorted(table[switch], key=lambda name: fabric.host(name).index):
+        ip = fabric.host(dst).ip
+        if isinstance(table[switch][dst], int):
+            rules.append(FlowRule(ROUTE_PRIORITY, ip, table[switch][dst]))
+            continue
+        rules += [FlowRule(ROUTE_PRIORITY, ip, out_port(table, switch, src.name, dst), src.ip)
+                  for src in fabric.hosts if src.name != dst]
     rules.append(FlowRule(0, None, None))
     return rules

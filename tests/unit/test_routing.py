@@ -225,8 +225,8 @@ def test_leafspine_paths(policy):
 
 def test_unknown_policy():
     f = bigraph(2, 4)
-    with pytest.raises(ValueError, match=r"unknown routing policy 'ecmp'.*shortest.*spread"):
-        routing.forwarding_table(f, "ecmp")
+    with pytest.raises(ValueError, match=r"unknown routing policy 'wcmp'.*shortest.*spread.*ecmp"):
+        routing.forwarding_table(f, "wcmp")
     with pytest.raises(ValueError, match="unknown routing policy"):
         routing.check_policy("")
     for p in POLICIES:
@@ -236,3 +236,45 @@ def test_unknown_policy():
 def test_default_policy_is_shortest():
     f = bigraph(2, 8)
     assert routing.forwarding_table(f) == routing.forwarding_table(f, "shortest")
+
+
+# --- ecmp ------------------------------------------------------------------------------
+
+def test_ecmp_paths_are_shortest_and_deterministic():
+    f = leafspine(8, 4, 4)
+    table = routing.forwarding_table(f, "ecmp")
+    again = routing.forwarding_table(f, "ecmp")
+    for src in f.hosts:
+        for dst in f.hosts:
+            if src.name == dst.name:
+                continue
+            hops = routing.switch_path(f, table, src.name, dst.name)
+            assert hops == routing.switch_path(f, again, src.name, dst.name)
+            assert len(hops) == (1 if src.switch == dst.switch else 3)
+
+
+def test_ecmp_hashes_pairs_onto_every_spine_and_collides():
+    """Flow hashing uses all spines, but not evenly: some leaf uplink carries
+    two pairs' flows toward one destination leaf while another carries none."""
+    f = leafspine(8, 4, 4)
+    table = routing.forwarding_table(f, "ecmp")
+    leaves = [s.name for s in f.switches if s.tier == "leaf"]
+    collided = 0
+    for a in leaves:
+        for b in leaves:
+            if a != b:   # host i of leaf a talks to host i of leaf b: 4 flows, 4 spines
+                spines = [routing.switch_path(f, table, s.name, d.name)[1]
+                          for s, d in zip(f.hosts_on(a), f.hosts_on(b))]
+                collided += len(set(spines)) < len(spines)
+    assert collided > 0
+    all_spines = {routing.switch_path(f, table, s.name, d.name)[1] for s in f.hosts for d in f.hosts
+                  if s.switch != d.switch}
+    assert all_spines == {s.name for s in f.switches if s.tier == "spine"}
+
+
+def test_ecmp_choice_depends_on_the_source():
+    f = bigraph(4, 8)
+    table = routing.forwarding_table(f, "ecmp")
+    middles = {routing.switch_path(f, table, src.name, "bgh4")[1] for src in f.hosts_on("bgs0")}
+    assert len(middles) > 1       # same destination, different sources, different middles
+    assert isinstance(table["bgs0"]["bgh4"], tuple) and isinstance(table["bgs0"]["bgh16"], int)

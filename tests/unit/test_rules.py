@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller import routing
 from controller.routing import forwarding_table
 from controller.rules import ROUTE_PRIORITY, FlowRule, switch_rules
 from emulator.net import dataplane, shaping
@@ -225,3 +226,17 @@ def test_build_used_by_rules_matches_named_fabric():
     # rules are computed on the fabric built from the user-facing name
     f = build("bigraph:m=2,n=4")
     assert [h.ip for h in f.hosts] == [h.ip for h in bigraph(2, 4).hosts]
+
+
+def test_ecmp_rules_match_source_and_destination_where_there_is_a_choice():
+    f = bigraph(2, 4)
+    table = forwarding_table(f, "ecmp")
+    rules = switch_rules(f, table, "bgs0")
+    # local hosts (2) and the lower part (4): one rule each; bgs1's hosts (2)
+    # can be reached over either lower switch: one rule per source (7 each)
+    assert len(rules) == 2 + 4 + 2 * 7 + 1
+    for r in rules:
+        if r.ipv4_src is not None:
+            src = next(h for h in f.hosts if h.ip == r.ipv4_src)
+            dst = next(h for h in f.hosts if h.ip == r.ipv4_dst)
+            assert r.out_port == routing.out_port(table, "bgs0", src.name, dst.name)
