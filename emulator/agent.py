@@ -41,7 +41,8 @@ class Peers:
         self.frm: dict[int, socket.socket] = {}
 
     def connect(self, send_to: set[int], recv_from: set[int]) -> None:
-        acceptor = threading.Thread(target=self._accept, args=(set(recv_from),))
+        failed = []
+        acceptor = threading.Thread(target=self._accept, args=(set(recv_from), failed))
         acceptor.start()
         for peer in sorted(send_to):
             s = socket.create_connection(self.addresses[peer], timeout=30)
@@ -50,14 +51,19 @@ class Peers:
             s.sendall(struct.pack("!I", self.rank))
             self.to[peer] = s
         acceptor.join()
+        if failed:
+            raise ConnectionError(f"peers {sorted(set(recv_from) - set(self.frm))} did not connect: {failed[0]}")
 
-    def _accept(self, expected: set[int]) -> None:
+    def _accept(self, expected: set[int], failed: list) -> None:
         self.listener.settimeout(30)
-        while expected - set(self.frm):
-            s, _ = self.listener.accept()
-            s.settimeout(None)
-            (peer,) = struct.unpack("!I", _recv_exact(s, 4))
-            self.frm[peer] = s
+        try:
+            while expected - set(self.frm):
+                s, _ = self.listener.accept()
+                s.settimeout(None)
+                (peer,) = struct.unpack("!I", _recv_exact(s, 4))
+                self.frm[peer] = s
+        except OSError as e:   # reported by connect(), in the main thread
+            failed.append(e)
 
     def close(self) -> None:
         for s in list(self.to.values()) + list(self.frm.values()) + [self.listener]:
@@ -134,8 +140,12 @@ def main(argv=None) -> int:
     rank = args.rank
     addresses = [tuple(a) for a in plan["addresses"]]
     calls = plan["calls"]
-    schedules = [build_schedule(c["collective"], c["algorithm"], len(addresses), c["size_bytes"]).steps[rank]
-                 for c in calls]
+    by_call = {}
+    for c in calls:
+        key = (c["collective"], c["algorithm"], c["size_bytes"])
+        if key not in by_call:
+            by_call[key] = build_schedule(*key[:2], len(addresses), key[2]).steps[rank]
+    schedules = [by_call[(c["collective"], c["algorithm"], c["size_bytes"])] for c in calls]
     send_to = {t.peer for steps in schedules for s in steps for t in s.sends}
     recv_from = {t.peer for steps in schedules for s in steps for t in s.recvs}
     largest = max((t.nbytes for steps in schedules for s in steps for t in s.sends), default=0)

@@ -29,7 +29,7 @@ FLAGS = [
     (("-c", "--collective"), "collective", "allreduce, reduce-scatter, allgather, broadcast, all-to-all, parameter-server"),
     (("-a", "--algorithm"), "algorithm", "ring or halving-doubling"),
     (("-m", "--mapping"), "mapping", "rank mapping: naive, hdrm or random"),
-    (("-p", "--policy"), "policy", "routing policy: shortest or spread"),
+    (("-p", "--policy"), "policy", "routing policy: shortest, spread or ecmp"),
     (("--ranks",), "ranks", "number of ranks (default: every host)"),
     (("--seed",), "seed", "seed of the random mapping"),
     (("-n", "--repetitions"), "repetitions", "counted repetitions per size"),
@@ -127,6 +127,8 @@ def cmd_run(args, experiment: Experiment | None = None) -> int:
 
     experiment = experiment or _experiment(args)
     plans = [plan_run(spec) for spec in experiment.runs]   # every error before the network
+    for plan in plans:
+        _fits_one_machine(plan)
     out = _results_dir(args.out, experiment.name)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "spec.json"), "w") as f:
@@ -136,7 +138,8 @@ def cmd_run(args, experiment: Experiment | None = None) -> int:
         with Emulation(group[0].fabric, group[0].spec, out) as emu:
             for plan in group:
                 print(_describe(plan.spec, plan.ranks))
-                rows = collective_rows(plan, records := emu.replay(plan), emu.dataplane.datapath)
+                records = emu.replay(plan)
+                rows = collective_rows(plan, records, emu.dataplane.datapath)
                 append_csv(os.path.join(out, "collectives.csv"), COLLECTIVE_COLUMNS, rows)
                 append_csv(os.path.join(out, "steps.csv"), STEP_COLUMNS, step_rows(plan, records))
                 _print_table(rows)
@@ -164,9 +167,24 @@ def cmd_report(args) -> int:
             runs = json.load(f)["runs"]
     except (OSError, ValueError, KeyError) as e:
         raise SpecError(f"{args.folder} is not a results folder with a readable spec.json: {e}") from None
+    if not os.path.exists(os.path.join(args.folder, "collectives.csv")):
+        raise SpecError(f"{args.folder} has no collectives.csv: its run measured nothing")
     plans = [plan_run(make_run(r)) for r in runs]
     _report(args.folder, plans)
     return 0
+
+
+# Mininet on one machine: beyond these, use `bigraph-emu model`.
+MAX_EMULATED_HOSTS = 256
+MAX_EMULATED_SWITCHES = 128
+
+
+def _fits_one_machine(plan) -> None:
+    hosts, switches = len(plan.fabric.hosts), len(plan.fabric.switches)
+    if hosts > MAX_EMULATED_HOSTS or switches > MAX_EMULATED_SWITCHES:
+        raise SpecError(f"{plan.fabric.topology} has {hosts} hosts and {switches} switches; one machine "
+                        f"emulates at most {MAX_EMULATED_HOSTS} and {MAX_EMULATED_SWITCHES}: "
+                        "use 'bigraph-emu model' for it")
 
 
 def _by_fabric(plans):
@@ -198,10 +216,14 @@ def _needs_root(command: str) -> None:
                         "'bigraph-emu model' runs without it")
 
 
+def _interrupt(*_):
+    """SIGTERM unwinds like Ctrl-C, so teardown always runs."""
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    # SIGTERM unwinds like Ctrl-C, so teardown always runs.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         _needs_root(args.command)
         commands = {"demo": cmd_demo, "run": cmd_run, "model": cmd_model, "cleanup": cmd_cleanup, "report": cmd_report}
@@ -209,8 +231,11 @@ def main(argv=None) -> int:
     except SpecError as e:
         print(f"bigraph-emu: error: {e}", file=sys.stderr)
         return 2
+    except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
+        print(f"bigraph-emu: {args.command} failed: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print("bigraph-emu: interrupted; the emulated network was torn down", file=sys.stderr)
+        print("bigraph-emu: interrupted", file=sys.stderr)
         return 130
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 
 from emulator.fabric import Fabric
 from emulator.net import counters, ovs_buffers, processes
@@ -83,16 +84,25 @@ class Emulation:
             raise EmulationError(f"{len(failed)} host pairs cannot reach each other, e.g. {failed[:5]}")
 
     def __exit__(self, *exc) -> None:
+        """Every step runs even if one before it fails; Ctrl-C and SIGTERM
+        wait until teardown is done."""
+        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            if self.network is not None:
-                self.network.stop()
-            if self.controller is not None:
-                self.controller.stop()
-            left = processes.sweep()
-            if left:
-                self.log(f"# teardown removed what Mininet left: {', '.join(left)}")
+            with contextlib.ExitStack() as steps:   # runs in reverse order
+                steps.callback(self.lock.__exit__, None, None, None)
+                steps.callback(self._sweep)
+                if self.controller is not None:
+                    steps.callback(self.controller.stop)
+                if self.network is not None:
+                    steps.callback(self.network.stop)
         finally:
-            self.lock.__exit__(*exc)
+            for s, handler in old.items():
+                signal.signal(s, handler)
+
+    def _sweep(self) -> None:
+        left = processes.sweep()
+        if left:
+            self.log(f"# teardown removed what Mininet left: {', '.join(left)}")
 
     # --- workloads -----------------------------------------------------------
     def replay(self, plan: RunPlan) -> list[CallRecord]:

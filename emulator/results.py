@@ -18,7 +18,7 @@ class CallRecord:
 
 COLLECTIVE_COLUMNS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
                       "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
-                      "bytes_ok", "cpu_busy", "queue_drops", "most_drops_port", "tcp_retrans",
+                      "fidelity", "bytes_ok", "cpu_busy", "ovs_cpu", "queue_drops", "most_drops_port", "tcp_retrans",
                       "host_rate_mbps", "switch_rate_mbps", "mtu", "datapath", "label"]
 STEP_COLUMNS = ["topology", "policy", "algorithm", "mapping", "size_bytes", "repetition", "rank", "host",
                 "step", "phase", "start_s", "end_s", "bytes_sent", "bytes_received", "model_end_s"]
@@ -27,6 +27,24 @@ STEP_COLUMNS = ["topology", "policy", "algorithm", "mapping", "size_bytes", "rep
 def call_time(records: list[list[dict]]) -> float:
     """A collective ends when its last rank finishes its last step."""
     return max((steps[-1]["end"] for steps in records if steps), default=0.0)
+
+
+TOLERANCE = 0.15       # measured within 15% of the model counts as agreement
+BUSY_SWITCHES = 0.85   # ovs-vswitchd's share of its one core
+
+
+def fidelity(time_over_model: float, counters: dict) -> str:
+    """A one-line verdict on a call, with the likely cause of a gap."""
+    if abs(time_over_model - 1) <= TOLERANCE:
+        return "matches model"
+    if time_over_model < 1:
+        return "faster than model"
+    causes = []
+    if counters.get("ovs_cpu", 0) >= BUSY_SWITCHES:
+        causes.append("switches CPU-bound")
+    if counters.get("queue_drops", 0) or counters.get("tcp_retrans", 0):
+        causes.append("packet losses")
+    return "slower than model" + (f": {', '.join(causes)}" if causes else "")
 
 
 def bytes_ok(plan, size: int, records: list[list[dict]]) -> bool:
@@ -64,6 +82,7 @@ def collective_rows(plan, call_records, datapath: str) -> list[dict]:
             "algbw_mbps": algbw_mbps(call.size_bytes, t),
             "busbw_mbps": busbw_mbps(s.collective, plan.ranks, call.size_bytes, t),
             "model_time_s": model, "time_over_model": t / model if model else "",
+            "fidelity": fidelity(t / model if model else 1.0, rec.counters),
             "bytes_ok": bytes_ok(plan, call.size_bytes, records), **rec.counters,
             "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,
             "mtu": s.mtu, "datapath": datapath, "label": s.label})

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from emulator.fabric import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Host, Link, Switch, host_address
 
 MAX_HOSTS = 100_000
+MAX_LINKS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,12 @@ class _Builder:
         return Fabric(topology, self.switches, self.hosts, self.links, params)
 
 
-def _check_hosts(count: int) -> None:
-    if count > MAX_HOSTS:
-        raise ValueError(f"{count} hosts is more than the {MAX_HOSTS} this tool supports")
+def _check_size(hosts: int, links: int) -> None:
+    """Refuse before building: a typo must not exhaust the memory."""
+    if hosts > MAX_HOSTS:
+        raise ValueError(f"{hosts} hosts is more than the {MAX_HOSTS} this tool supports")
+    if links > MAX_LINKS:
+        raise ValueError(f"{links} links is more than the {MAX_LINKS} this tool supports")
 
 
 def bigraph(m: int, n: int, profile: LinkProfile = LinkProfile()) -> Fabric:
@@ -87,7 +91,7 @@ def bigraph(m: int, n: int, profile: LinkProfile = LinkProfile()) -> Fabric:
         raise ValueError(f"bigraph needs an even number of switches n >= 2, got n={n}")
     if not isinstance(m, int) or m < 1:
         raise ValueError(f"bigraph needs m >= 1 hosts per switch, got m={m}")
-    _check_hosts(m * n)
+    _check_size(m * n, m * n + n * n // 4)
     b = _Builder(profile)
     half = n // 2
     upper = [b.add_switch("upper", i) for i in range(half)]
@@ -106,7 +110,7 @@ def fattree(k: int, profile: LinkProfile = LinkProfile()) -> Fabric:
     k/2 aggregation switches, (k/2)^2 core switches, k^3/4 hosts."""
     if not isinstance(k, int) or k < 2 or k % 2:
         raise ValueError(f"fattree needs an even k >= 2, got k={k}")
-    _check_hosts(k ** 3 // 4)
+    _check_size(k ** 3 // 4, 3 * k ** 3 // 4)
     b = _Builder(profile)
     half = k // 2
     edges = [[b.add_switch("edge", pod * half + i) for i in range(half)] for pod in range(k)]
@@ -135,7 +139,7 @@ def leafspine(leaves: int, spines: int, hosts: int, uplinks: int = 1,
     for name, value in (("leaves", leaves), ("spines", spines), ("hosts", hosts), ("uplinks", uplinks)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"leafspine needs {name} >= 1, got {name}={value}")
-    _check_hosts(leaves * hosts)
+    _check_size(leaves * hosts, leaves * (hosts + spines * uplinks))
     b = _Builder(profile)
     leaf = [b.add_switch("leaf", i) for i in range(leaves)]
     spine = [b.add_switch("spine", i) for i in range(spines)]

@@ -75,14 +75,6 @@ restart_ovs_if_needed() {
     ovs_service restart
 }
 
-# The packaged test controller would grab port 6653 on some systems.
-stop_testcontroller() {
-    if [ -d /run/systemd/system ] && systemctl is-active -q openvswitch-testcontroller 2>/dev/null; then
-        say "stopping openvswitch-testcontroller (it holds port 6653)"
-        systemctl disable --now openvswitch-testcontroller
-    fi
-}
-
 make_venv() {
     # System Python with system site packages: the venv sees Debian's Mininet.
     if [ ! -x "$VENV/bin/python" ]; then
@@ -103,6 +95,5 @@ make_venv() {
 install_packages
 start_ovs
 restart_ovs_if_needed
-stop_testcontroller
 make_venv
 say "ready: $VENV/bin/bigraph-emu"

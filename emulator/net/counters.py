@@ -1,8 +1,10 @@
 """Counters read around every call, to tell a congested network from a busy
-machine: CPU use, drops in the switch port queues, TCP retransmissions."""
+machine: CPU use (all cores, and ovs-vswitchd's share of one core), drops in
+the switch port queues, TCP retransmissions."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -10,11 +12,16 @@ from dataclasses import dataclass
 from emulator.fabric import SWITCH_PREFIX
 
 
+OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class Snapshot:
     time: float
     cpu_busy: int            # jiffies, all cores
     cpu_total: int
+    ovs_ticks: int           # CPU time of ovs-vswitchd (forwards every switch in userspace)
     drops: dict[str, int]    # switch port -> packets dropped by its queue
     retrans: dict[str, int]  # host -> TCP segments retransmitted
 
@@ -26,12 +33,24 @@ def _cpu() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
+def _ovs_ticks() -> int:
+    try:
+        with open(OVS_PIDFILE) as f:
+            pid = int(f.read())
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, ValueError):
+        return 0
+    return int(fields[11]) + int(fields[12])   # utime + stime
+
+
 def _queue_drops() -> dict[str, int]:
     out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, check=True).stdout
     drops = {}
     for q in json.loads(out or "[]"):
         dev = q.get("dev", "")
-        if dev.startswith(SWITCH_PREFIX):
+        # the FIFO under HTB drops; its HTB parent repeats the same count
+        if dev.startswith(SWITCH_PREFIX) and q.get("kind") == "pfifo":
             drops[dev] = drops.get(dev, 0) + q.get("drops", 0)
     return drops
 
@@ -45,7 +64,7 @@ def _retransmissions(pid: int) -> int:
 
 def snapshot(host_pids: dict[str, int]) -> Snapshot:
     busy, total = _cpu()
-    return Snapshot(time.monotonic(), busy, total, _queue_drops(),
+    return Snapshot(time.monotonic(), busy, total, _ovs_ticks(), _queue_drops(),
                     {h: _retransmissions(pid) for h, pid in host_pids.items()})
 
 
@@ -54,6 +73,7 @@ def delta(a: Snapshot, b: Snapshot) -> dict:
     drops = {d: b.drops.get(d, 0) - a.drops.get(d, 0) for d in b.drops}
     worst = max(drops, key=drops.get, default="")
     return {"cpu_busy": (b.cpu_busy - a.cpu_busy) / max(1, b.cpu_total - a.cpu_total),
+            "ovs_cpu": (b.ovs_ticks - a.ovs_ticks) / TICKS / max(1e-9, b.time - a.time),
             "queue_drops": sum(drops.values()),
             "most_drops_port": worst if drops.get(worst) else "",
             "tcp_retrans": sum(b.retrans[h] - a.retrans.get(h, 0) for h in b.retrans)}

@@ -1,8 +1,8 @@
-"""What the kernel offers: OVS kernel datapath or userspace datapath, netem.
+"""What the kernel offers: the OVS kernel datapath or only the userspace one.
 
-Users' VMs usually have the openvswitch module and netem; our CI machines
-have neither (no loadable modules at all), so the userspace datapath is the
-fallback there.
+Users' VMs usually have the openvswitch module; our CI machines have no
+loadable modules at all, so the userspace datapath is the fallback there.
+(Delay and loss emulation, which would need netem, is not offered yet.)
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 class Dataplane:
     datapath: str          # "kernel" or "user" (Mininet's OVSSwitch datapath)
     tx_offload_off: bool   # TCP over the userspace datapath needs tx offload off
-    has_netem: bool
     reason: str
 
     def describe(self) -> str:
@@ -38,12 +37,11 @@ def detect(force: str | None = None) -> Dataplane:
     """Pick the datapath; `force` ("kernel"/"user") overrides detection."""
     if force not in (None, "auto", "kernel", "user"):
         raise ValueError(f"datapath must be auto, kernel or user, got {force!r}")
-    has_netem = _module_loaded("sch_netem") or _try_modprobe("sch_netem")
     if force == "user":
-        return Dataplane("user", True, has_netem, "forced by the experiment")
+        return Dataplane("user", True, "forced by the experiment")
     if _module_loaded("openvswitch") or _try_modprobe("openvswitch"):
-        return Dataplane("kernel", False, has_netem, "openvswitch kernel module present")
+        return Dataplane("kernel", False, "openvswitch kernel module present")
     if force == "kernel":
         raise RuntimeError("the experiment asks for the OVS kernel datapath, "
                            "but this kernel has no openvswitch module")
-    return Dataplane("user", True, has_netem, "no openvswitch kernel module")
+    return Dataplane("user", True, "no openvswitch kernel module")

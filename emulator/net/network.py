@@ -1,6 +1,7 @@
 """The fabric in Mininet: OVS switches, hosts in namespaces, shaped veths.
 
-The only module that talks to Mininet. Hosts get static ARP for every
+The only module that builds with Mininet (agents.py starts processes in
+its hosts). Hosts get static ARP for every
 other host (BiGraph has loops: nothing may be flooded), no default route
 (traffic stays on the fabric), and the TCP settings the emulation needs.
 """
@@ -15,6 +16,7 @@ from mininet.node import OVSSwitch, RemoteController
 from mininet.link import Link
 
 from emulator.fabric import ADDRESS_BASE, PREFIX_LEN, Fabric
+from emulator.net import processes
 from emulator.net.dataplane import Dataplane
 from emulator.net.shaping import tc_commands
 
@@ -52,6 +54,8 @@ class EmulatedFabric:
         for link in self.fabric.links:
             self.net.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port)
         self.net.build()
+        # Mininet's node shells (a host's shell holds its namespace)
+        processes.record(*(node.pid for node in self.net.hosts + self.net.switches + self.net.controllers))
         self.net.start()
         self._configure_interfaces()
         for h in self.fabric.hosts:
@@ -113,11 +117,11 @@ class EmulatedFabric:
         """Every host pings every other host once, in parallel per host;
         returns the (src, dst) pairs that failed."""
         failed = []
+        by_ip = {h.ip: h.name for h in self.fabric.hosts}
         for src in self.fabric.hosts:
             targets = " ".join(h.ip for h in self.fabric.hosts if h.name != src.name)
             out = self.net[src.name].cmd(
                 f"for ip in {targets}; do (ping -c1 -W{timeout_s} -q $ip >/dev/null 2>&1 || echo FAIL $ip) & done; wait")
-            by_ip = {h.ip: h.name for h in self.fabric.hosts}
             failed += [(src.name, by_ip[w.split()[1]]) for w in out.splitlines() if w.startswith("FAIL ")]
         return failed
 

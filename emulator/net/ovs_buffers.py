@@ -14,6 +14,8 @@ busy ovs-vswitchd lets them overflow too, so rmem_default is raised as well.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import re
 import subprocess
 
@@ -35,22 +37,45 @@ def send_buffer() -> int | None:
     return None
 
 
+# The machine's own values while ours are in force: a crash in between
+# leaves them here, and the cleanup sweep puts them back.
+SAVED = "/run/bigraph-emu/socket-defaults.json"
+
+
 @contextlib.contextmanager
 def large_socket_buffers():
     """While active, sockets ovs-vswitchd creates get large buffers; the
     machine's defaults are restored on exit, whatever happens."""
-    before = {}
-    try:
-        for path, value in DEFAULTS.items():
+    if not os.path.exists(SAVED):
+        before = {}
+        for path in DEFAULTS:
             with open(path) as f:
                 before[path] = f.read().strip()
+        os.makedirs(os.path.dirname(SAVED), exist_ok=True)
+        with open(SAVED + ".tmp", "w") as f:
+            json.dump(before, f)
+        os.replace(SAVED + ".tmp", SAVED)
+    try:
+        for path, value in DEFAULTS.items():
             with open(path, "w") as f:
                 f.write(str(value))
         yield
     finally:
-        for path, value in before.items():
-            with open(path, "w") as f:
-                f.write(value)
+        restore_socket_defaults()
+
+
+def restore_socket_defaults() -> bool:
+    """Put back the values saved by large_socket_buffers; False if none were."""
+    try:
+        with open(SAVED) as f:
+            before = json.load(f)
+    except FileNotFoundError:
+        return False
+    for path, value in before.items():
+        with open(path, "w") as f:
+            f.write(value)
+    os.remove(SAVED)
+    return True
 
 
 def status_line(size: int | None) -> str | None:

@@ -11,6 +11,7 @@ import subprocess
 import time
 
 from emulator.fabric import HOST_PREFIX, SWITCH_PREFIX
+from emulator.net import ovs_buffers
 
 STATE_DIR = "/run/bigraph-emu"
 LOCK_FILE = f"{STATE_DIR}/lock"
@@ -39,22 +40,27 @@ class RunLock:
         os.close(self._fd)
 
 
-def _cmdline(pid: int) -> str | None:
+def _start_time(pid: int) -> str | None:
+    """When the process started (clock ticks since boot); None if it is gone
+    or a zombie. With the id it names one process, even after an exec."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().decode(errors="replace")
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
+    return None if fields[0] == "Z" else fields[19]
 
 
-def record(pid: int) -> None:
-    """Remember a process we started, with its command line (guards against
-    killing an unrelated process that later reuses the id)."""
+def record(*pids_started: int) -> None:
+    """Remember processes we started, with their start times (guards against
+    killing an unrelated process that later reuses an id)."""
     pids = _recorded()
-    pids[str(pid)] = _cmdline(pid)
+    for pid in pids_started:
+        pids[str(pid)] = _start_time(pid)
     os.makedirs(STATE_DIR, exist_ok=True)
-    with open(PIDS_FILE, "w") as f:
+    with open(PIDS_FILE + ".tmp", "w") as f:
         json.dump(pids, f)
+    os.replace(PIDS_FILE + ".tmp", PIDS_FILE)
 
 
 def _recorded() -> dict:
@@ -78,7 +84,7 @@ def stop_pid(pid: int, grace_s: float = 2.0) -> None:
                 if os.waitpid(pid, os.WNOHANG) != (0, 0):
                     return
             except ChildProcessError:   # not our child: poll /proc instead
-                if _cmdline(pid) in (None, ""):
+                if _start_time(pid) is None:
                     return
             time.sleep(0.05)
 
@@ -99,7 +105,7 @@ def leftover_links() -> list[str]:
 
 
 def leftover_processes() -> list[int]:
-    return [int(pid) for pid, cmd in _recorded().items() if cmd and _cmdline(int(pid)) == cmd]
+    return [int(pid) for pid, started in _recorded().items() if started and _start_time(int(pid)) == started]
 
 
 def sweep() -> list[str]:
@@ -119,4 +125,6 @@ def sweep() -> list[str]:
         os.remove(PIDS_FILE)
     except FileNotFoundError:
         pass
+    if ovs_buffers.restore_socket_defaults():
+        removed.append("raised socket buffer defaults (restored)")
     return removed

@@ -35,15 +35,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+SOCKET_DEFAULTS = ["/proc/sys/net/core/wmem_default", "/proc/sys/net/core/rmem_default"]
+
+
 def machine_state() -> dict:
     return {"bridges": processes.leftover_bridges(), "links": processes.leftover_links(),
-            "processes": processes.leftover_processes()}
+            "processes": processes.leftover_processes(),
+            "socket defaults": [open(p).read().strip() for p in SOCKET_DEFAULTS]}
 
 
 @pytest.fixture
 def clean_machine():
-    """Asserts the test left no bridge, link or recorded process behind."""
+    """Asserts the test left no bridge, link, recorded process (Mininet's
+    shells hold the hosts' namespaces) or raised socket default behind."""
+    before = machine_state()
     yield
     left = machine_state()
     processes.sweep()   # never leave them for the next test, even on failure
-    assert left == {"bridges": [], "links": [], "processes": []}, f"left behind: {left}"
+    assert left == {"bridges": [], "links": [], "processes": [],
+                    "socket defaults": before["socket defaults"]}, f"left behind: {left}"

@@ -14,7 +14,7 @@ from emulator import cli
 from emulator.plan import plan_run
 from emulator.results import CallRecord, COLLECTIVE_COLUMNS, append_csv, collective_rows
 from emulator.schedule import COLLECTIVES
-from emulator.spec import SpecError, make_run
+from emulator.spec import SpecError, load_experiment, make_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EFLOPS = os.path.join(REPO, "experiments", "eflops.toml")
@@ -23,7 +23,7 @@ M = 1 << 20
 
 
 
-COUNTERS = {"cpu_busy": 0.5, "queue_drops": 0, "most_drops_port": "", "tcp_retrans": 0}
+COUNTERS = {"cpu_busy": 0.5, "ovs_cpu": 0.3, "queue_drops": 0, "most_drops_port": "", "tcp_retrans": 0}
 
 
 def wrap(records_by_call):
@@ -131,9 +131,14 @@ def test_model_size_flags(capsys, flags, sizes):
 
 
 def test_model_stepfactor_alone_not_ignored(capsys):
-    rc = cli.main(["model", "-t", "bigraph:m=1,n=2", "-f", "4"])
-    sizes = [int(r[0]) for r in table_rows(capsys.readouterr().out)]
-    assert rc == 2 or sizes != [M, 2 * M, 4 * M]
+    assert cli.main(["model", "-t", "bigraph:m=1,n=2", "-f", "4"]) == 2
+    assert "-f/--stepfactor needs -b and/or -e" in capsys.readouterr().err
+
+
+def test_demo_file_is_the_demo():
+    """experiments/demo.toml documents what `bigraph-emu demo` runs."""
+    demo = load_experiment(os.path.join(REPO, "experiments", "demo.toml"))
+    assert demo.runs == [make_run(cli.DEMO)]
 
 
 # --- bad input: exit code 2, the key named on stderr -------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from emulator.metrics import algbw_mbps, busbw_mbps
 from emulator.plan import plan_run
 from emulator.report import LINK_LOAD_COLUMNS, format_summary, link_load_rows, plot, summary
-from emulator.results import (CallRecord, COLLECTIVE_COLUMNS, STEP_COLUMNS, append_csv, bytes_ok, call_time,
+from emulator.results import (CallRecord, COLLECTIVE_COLUMNS, fidelity, STEP_COLUMNS, append_csv, bytes_ok, call_time,
                               collective_rows, step_rows)
 from emulator.spec import make_run
 
@@ -18,7 +18,7 @@ K = 1 << 10
 
 
 
-COUNTERS = {"cpu_busy": 0.5, "queue_drops": 0, "most_drops_port": "", "tcp_retrans": 0}
+COUNTERS = {"cpu_busy": 0.5, "ovs_cpu": 0.3, "queue_drops": 0, "most_drops_port": "", "tcp_retrans": 0}
 
 
 def wrap(records_by_call):
@@ -309,3 +309,14 @@ def test_link_loads_agree_with_model_max_flows(hd_plans):
 def test_algbw_in_rows_uses_metrics(plan, records):
     row = collective_rows(plan, wrap(records), "user")[0]
     assert row["algbw_mbps"] == algbw_mbps(row["size_bytes"], row["time_s"])
+
+
+# --- fidelity verdict ------------------------------------------------------------------
+
+def test_fidelity_names_the_likely_cause():
+    quiet = {"ovs_cpu": 0.4, "queue_drops": 0, "tcp_retrans": 0}
+    assert fidelity(1.10, quiet) == "matches model"
+    assert fidelity(0.80, quiet) == "faster than model"
+    assert fidelity(1.30, quiet) == "slower than model"
+    assert fidelity(1.30, {**quiet, "ovs_cpu": 0.95}) == "slower than model: switches CPU-bound"
+    assert fidelity(1.30, {**quiet, "tcp_retrans": 3}) == "slower than model: packet losses"

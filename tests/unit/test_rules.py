@@ -164,13 +164,13 @@ def no_modules(monkeypatch):
 
 @pytest.fixture
 def ovs_module(monkeypatch):
-    monkeypatch.setattr(dataplane, "_module_loaded", lambda name: name in ("openvswitch", "sch_netem"))
+    monkeypatch.setattr(dataplane, "_module_loaded", lambda name: name == "openvswitch")
     monkeypatch.setattr(dataplane, "_try_modprobe", lambda name: False)
 
 
 def test_force_user(no_modules):
     d = dataplane.detect(force="user")
-    assert d.datapath == "user" and d.tx_offload_off is True and d.has_netem is False
+    assert d.datapath == "user" and d.tx_offload_off is True
 
 
 def test_force_user_even_with_kernel_module(ovs_module):
@@ -182,7 +182,7 @@ def test_force_user_even_with_kernel_module(ovs_module):
 def test_auto_with_kernel_module(ovs_module):
     for force in (None, "auto", "kernel"):
         d = dataplane.detect(force)
-        assert d.datapath == "kernel" and d.tx_offload_off is False and d.has_netem is True
+        assert d.datapath == "kernel" and d.tx_offload_off is False
 
 
 def test_auto_without_kernel_module_falls_back_to_user(no_modules):
@@ -213,13 +213,12 @@ def test_real_detection_is_kernel_or_user():
     d = dataplane.detect()
     assert d.datapath in ("kernel", "user")
     assert d.tx_offload_off == (d.datapath == "user")
-    assert isinstance(d.has_netem, bool)
 
 
 def test_describe():
-    assert dataplane.Dataplane("user", True, False, "why").describe() == \
+    assert dataplane.Dataplane("user", True, "why").describe() == \
         "OVS userspace datapath, host tx/TSO/GSO offload off (why)"
-    assert Dataplane("kernel", False, True, "module").describe() == "OVS kernel datapath (module)"
+    assert Dataplane("kernel", False, "module").describe() == "OVS kernel datapath (module)"
 
 
 def test_build_used_by_rules_matches_named_fabric():
