@@ -24,7 +24,7 @@ def hdrm_switch_slot(rank: int, n: int) -> tuple[int, int]:
 
     With h = n/2, q = rank >> 1, a = q mod h, j = q div h: even-parity ranks
     go to upper switch a, slot j; odd-parity ranks to lower switch
-    h + (a + j) mod h, slot j (from ../shared/design/eflops.md).
+    h + (a + j) mod h, slot j (from docs/eflops.md).
     """
     h = n // 2
     q = rank >> 1

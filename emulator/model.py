@@ -370,7 +370,7 @@ def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts,
 
 def alpha_beta_time(collective: str, algorithm: str, ranks: int, size_bytes: float,
                     rate_mbps: float, alpha_s: float) -> float:
-    """Closed-form alpha-beta time (../shared/design/eflops.md) of a
+    """Closed-form alpha-beta time (docs/eflops.md) of a
     congestion-free collective: allreduce is reduce-scatter plus allgather,
     each `steps` messages and (p-1)/p * S bytes per rank link."""
     p = ranks

@@ -1,5 +1,5 @@
 """Unit tests of rank mappings (emulator/mapping.py), including THE property
-the project rests on (../shared/design/eflops.md, "Halving-doubling and HDRM"):
+the project rests on (docs/eflops.md, "Halving-doubling and HDRM"):
 
     On every supported BiGraph shape, with the "hdrm" mapping and the
     halving-doubling allreduce, every exchange crosses between the two parts
