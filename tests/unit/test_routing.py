@@ -182,28 +182,22 @@ def test_fattree_paths_up_then_down(policy):
     assert lengths == {1, 3, 5}
 
 
+def cores_used(f, policy):
+    """The core switches some inter-pod path crosses, and all cores."""
+    table = routing.forwarding_table(f, policy)
+    used = {sp[2] for src, dst, _ in all_paths(f, table)
+            if len(sp := routing.switch_path(f, table, src.name, dst.name)) == 5}
+    return used, {s.name for s in f.switches if s.tier == "core"}
+
+
 def test_fattree_shortest_uses_few_cores():
-    f = fattree(4)
-    table = routing.forwarding_table(f, "shortest")
-    cores = {s.name for s in f.switches if s.tier == "core"}
-    used = set()
-    for src, dst, _ in all_paths(f, table):
-        sp = routing.switch_path(f, table, src.name, dst.name)
-        if len(sp) == 5:
-            used.add(sp[2])
+    used, cores = cores_used(fattree(4), "shortest")
     assert used and len(used) < len(cores)
 
 
 @pytest.mark.parametrize("k", [4, 6])
 def test_fattree_spread_uses_every_core(k):
-    f = fattree(k)
-    table = routing.forwarding_table(f, "spread")
-    cores = {s.name for s in f.switches if s.tier == "core"}
-    used = set()
-    for src, dst, _ in all_paths(f, table):
-        sp = routing.switch_path(f, table, src.name, dst.name)
-        if len(sp) == 5:
-            used.add(sp[2])
+    used, cores = cores_used(fattree(k), "spread")
     assert used == cores
 
 
