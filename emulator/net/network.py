@@ -139,3 +139,5 @@ class EmulatedFabric:
         if self.net is not None:
             net, self.net = self.net, None
             net.stop()
+            for controller in net.controllers:   # RemoteController.stop leaves its shell
+                controller.terminate()
