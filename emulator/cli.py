@@ -17,7 +17,8 @@ import statistics
 import sys
 import time
 
-from emulator.metrics import MODEL_HEADER, TABLE_HEADER, algbw_mbps, busbw_mbps, model_row, table_row
+from emulator.metrics import (MODEL_HEADER, TABLE_HEADER, algbw_mbps, busbw_mbps, model_row, payload_efficiency,
+                              table_row)
 from emulator.spec import Experiment, RunSpec, SpecError, load_experiment, make_run
 
 DEMO = {"topology": "bigraph:m=2,n=4", "collective": "allreduce", "algorithm": "ring",
@@ -59,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("-e", "--maxbytes", help="largest size, e.g. 16M")
         sp.add_argument("-f", "--stepfactor", help="size multiplier between sizes (default 2)")
         sp.add_argument("--experiment", help="TOML experiment file; flags given override its keys")
+        if name == "model":
+            sp.add_argument("--jitter", type=float, default=0.0, metavar="AMP",
+                            help="also predict with every flow up to AMP longer at random (e.g. 0.1), "
+                                 "to see how sensitive the collective is to slow flows")
         sp.add_argument("--out", help="results folder (default: results/<time>-<name>)")
     sub.add_parser("cleanup", help="remove bridges, links and processes a crashed run left behind")
     sub.add_parser("report", help="summary, plot and link loads of a results folder").add_argument("folder")
@@ -108,6 +113,8 @@ def _print_table(rows: list[dict]) -> None:
 
 def cmd_model(args) -> int:
     from emulator.plan import plan_run
+    if not 0 <= args.jitter <= 10:
+        raise SpecError(f"--jitter: must be between 0 and 10 (a fraction of each flow), got {args.jitter}")
     for spec in _experiment(args).runs:
         plan = plan_run(spec)
         print(_describe(spec, plan.ranks) + " (model)")
@@ -117,7 +124,20 @@ def cmd_model(args) -> int:
             t = pred.time_s
             print(model_row(size, t, algbw_mbps(size, t), busbw_mbps(spec.collective, plan.ranks, size, t),
                             pred.max_flows_per_step))
+            if args.jitter:
+                print(f"#   with flows up to {args.jitter:.0%} longer at random: {_jitter_ratios(plan, size, args.jitter)}")
     return 0
+
+
+def _jitter_ratios(plan, size: int, amplitude: float, seeds: int = 3) -> str:
+    """Predicted time with jittered flows over the plain prediction, per seed."""
+    from emulator.model import predict
+    from emulator.schedule import jittered
+    plain = plan.predictions[size].time_s
+    ratios = [predict(plan.fabric, plan.table, jittered(plan.schedules[size], amplitude, seed), plan.hosts,
+                      plan.spec.model_alpha_us * 1e-6, payload_efficiency(plan.spec.mtu)).time_s / plain
+              for seed in range(seeds)]
+    return " ".join(f"{r:.2f}x" for r in ratios)
 
 
 def cmd_run(args, experiment: Experiment | None = None) -> int:

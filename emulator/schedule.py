@@ -8,6 +8,8 @@ this over TCP and the flow model predicts it.
 """
 from __future__ import annotations
 
+import dataclasses
+import random as _random
 from dataclasses import dataclass
 
 
@@ -215,3 +217,29 @@ def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int)
                          "(allreduce handles any count with pre/post steps; or use algorithm ring)")
     steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes)) for r in range(ranks))
     return Schedule(collective, algorithm, ranks, size_bytes, steps)
+
+
+def jittered(schedule: Schedule, amplitude: float, seed: int = 0) -> Schedule:
+    """The same schedule with every transfer `1 + amplitude * U(0,1)` times
+    longer (sender and receiver agree), as seeded noise. The flow model on it
+    shows how sensitive a collective is to flows that run a little slow:
+    a schedule whose ranks must stay in step amplifies the noise."""
+    if not 0 <= amplitude <= 10:
+        raise ValueError(f"jitter amplitude must be between 0 and 10, got {amplitude}")
+    rnd = _random.Random(seed)
+    factor: dict[tuple[int, int, int], float] = {}   # (src, dst, n-th transfer) -> factor
+    sent: dict[tuple[int, int], int] = {}
+    got: dict[tuple[int, int], int] = {}
+
+    def scaled(src: int, dst: int, t: Transfer, seen: dict) -> Transfer:
+        n = seen.get((src, dst), 0)
+        seen[(src, dst)] = n + 1
+        f = factor.setdefault((src, dst, n), 1 + amplitude * rnd.random())
+        return Transfer(t.peer, int(t.nbytes * f))
+
+    steps = []
+    for rank, mine in enumerate(schedule.steps):
+        steps.append([Step(tuple(scaled(rank, t.peer, t, sent) for t in s.sends), s.recvs, s.phase) for s in mine])
+    for rank, mine in enumerate(steps):
+        mine[:] = [Step(s.sends, tuple(scaled(t.peer, rank, t, got) for t in s.recvs), s.phase) for s in mine]
+    return dataclasses.replace(schedule, steps=tuple(tuple(s) for s in steps))

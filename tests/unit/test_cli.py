@@ -315,3 +315,20 @@ def test_every_flag_maps_to_a_spec_key():
     keys = [key for _, key, _ in cli.FLAGS]
     assert len(keys) == len(set(keys))
     assert set(keys) | {"sizes"} == set(dataclasses.asdict(make_run({})))
+
+
+def test_model_jitter_shows_hdrm_is_sensitive(capsys):
+    """Flows up to 10% longer slow HDRM's lock-step exchanges more than ring's."""
+    def ratios(algorithm, mapping):
+        assert cli.main(["model", "-t", "bigraph:m=4,n=8", "-a", algorithm, "-m", mapping, "-b", "1M",
+                         "--jitter", "0.1"]) == 0
+        line = [l for l in capsys.readouterr().out.splitlines() if "longer at random" in l][0]
+        return [float(x.rstrip("x")) for x in line.split(":")[1].split()]
+    hd, ring = ratios("halving-doubling", "hdrm"), ratios("ring", "naive")
+    assert all(1.0 <= r for r in hd + ring)
+    assert min(hd) > max(ring)
+
+
+def test_model_jitter_out_of_range(capsys):
+    assert cli.main(["model", "--jitter", "-1"]) == 2
+    assert "--jitter" in capsys.readouterr().err

@@ -469,3 +469,23 @@ def test_non_integer_ranks_rejected():
 def test_non_integer_size_rejected():
     with pytest.raises((ValueError, TypeError)):
         build_schedule("allreduce", "ring", 4, 10.5)
+
+
+# --- jitter ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("collective,algorithm,p", [("allreduce", "halving-doubling", 8), ("allreduce", "ring", 5),
+                                                    ("all-to-all", "ring", 6), ("parameter-server", "ring", 4)])
+def test_jittered_schedule_still_matches_and_only_grows(collective, algorithm, p):
+    from emulator.schedule import jittered
+    s = sched(collective, algorithm, p, 100_000)
+    j = jittered(s, 0.2, seed=3)
+    check_matching(j)
+    assert [len(x) for x in j.steps] == [len(x) for x in s.steps]
+    for a, b in zip(s.steps, j.steps):
+        for sa, sb in zip(a, b):
+            for ta, tb in zip(sa.sends, sb.sends):
+                assert ta.peer == tb.peer and ta.nbytes <= tb.nbytes <= ta.nbytes * 1.2
+    assert j == jittered(s, 0.2, seed=3) and j != jittered(s, 0.2, seed=4)
+    assert jittered(s, 0.0) == s
+    with pytest.raises(ValueError, match="jitter amplitude"):
+        jittered(s, -0.1)
