@@ -13,7 +13,6 @@ import dataclasses
 import json
 import os
 import signal
-import statistics
 import sys
 import time
 
@@ -103,12 +102,12 @@ def _describe(spec: RunSpec, ranks: int) -> str:
 
 
 def _print_table(rows: list[dict]) -> None:
+    """One line per size: the median over repetitions, as summary.txt has it."""
+    import pandas as pd
+    from emulator.report import summarise
     print(TABLE_HEADER)
-    for size in dict.fromkeys(r["size_bytes"] for r in rows):
-        mine = [r for r in rows if r["size_bytes"] == size]
-        t = statistics.median(r["time_s"] for r in mine)
-        c, n = mine[0]["collective"], mine[0]["ranks"]
-        print(table_row(size, t, algbw_mbps(size, t), busbw_mbps(c, n, size, t), mine[0]["model_time_s"]))
+    for r in summarise(pd.DataFrame(rows)).itertuples():
+        print(table_row(r.size_bytes, r.time_s, algbw_mbps(r.size_bytes, r.time_s), r.busbw_mbps, r.model_time_s))
 
 
 def cmd_model(args) -> int:

@@ -18,7 +18,11 @@ RUN_KEYS = KEYS + ["collective", "ranks", "host_rate_mbps", "switch_rate_mbps", 
 
 def summary(collectives_csv: str) -> pd.DataFrame:
     """Median time and busbw per run and size, the model beside them."""
-    d = pd.read_csv(collectives_csv, keep_default_na=False)
+    return summarise(pd.read_csv(collectives_csv, keep_default_na=False))
+
+
+def summarise(d: pd.DataFrame) -> pd.DataFrame:
+    """summary() of rows already in memory (collectives.csv's columns)."""
     g = d.groupby(RUN_KEYS + ["size_bytes"], sort=False)
     out = g.agg(time_s=("time_s", "median"), model_time_s=("model_time_s", "first"),
                 bytes_ok=("bytes_ok", "all")).reset_index()

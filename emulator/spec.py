@@ -36,10 +36,10 @@ class RunSpec:
     sizes: tuple[int, ...] = (1 << 20, 2 << 20, 4 << 20)
     repetitions: int = 2
     warmup: int = 1                    # repetitions run first and not counted
-    host_rate_mbps: float = 50.0
-    switch_rate_mbps: float = 50.0
-    host_queue_packets: int = 100
-    switch_queue_packets: int = 100
+    host_rate_mbps: float = LinkProfile.host_rate_mbps
+    switch_rate_mbps: float = LinkProfile.switch_rate_mbps
+    host_queue_packets: int = LinkProfile.host_queue_packets
+    switch_queue_packets: int = LinkProfile.switch_queue_packets
     mtu: int = 9000                    # jumbo frames: 6x less per-packet work for OVS
     datapath: str = "auto"             # auto, kernel or user
     model_alpha_us: float = 500.0      # per-message latency the model adds

@@ -52,7 +52,8 @@ class AgentFleet:
         records = []
         for rank in range(len(self.procs)):
             _, got_call, body = replies[rank].split(" ", 2)
-            assert int(got_call) == call, f"rank {rank} answered call {got_call}, expected {call}"
+            if int(got_call) != call:
+                raise AgentError(f"rank {rank} answered call {got_call}, expected {call}")
             steps = json.loads(body)
             for s in steps:
                 s["start"] -= start_at

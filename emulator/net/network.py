@@ -95,7 +95,8 @@ class EmulatedFabric:
                            # the peer's sending stalls. A NIC holds a few frames.
                            ("net.ipv4.tcp_limit_output_bytes", TSQ_FRAMES * (self.mtu + 14))):
             self._run(name, ["sysctl", "-q", "-w", f"{key}={value}"])
-        assert me.ip in host.cmd(f"ip -4 -o addr show dev {intf}"), f"{name} has no address"
+        if me.ip not in host.cmd(f"ip -4 -o addr show dev {intf}"):
+            raise RuntimeError(f"{name} did not get its address {me.ip}")
 
     def _run(self, node: str, argv: list[str]) -> str:
         """Run a command in `node`'s namespace; raise on failure (Mininet

@@ -297,7 +297,9 @@ def test_by_fabric_groups_consecutive_runs():
 
 
 def test_print_table_uses_median(capsys):
-    rows = [{"size_bytes": M, "time_s": t, "collective": "allreduce", "ranks": 8, "model_time_s": 0.2}
+    run = {"topology": "bigraph:m=2,n=4", "policy": "shortest", "algorithm": "ring", "mapping": "naive",
+           "host_rate_mbps": 50.0, "switch_rate_mbps": 50.0, "mtu": 9000, "label": "", "bytes_ok": True}
+    rows = [{**run, "size_bytes": M, "time_s": t, "collective": "allreduce", "ranks": 8, "model_time_s": 0.2}
             for t in (0.1, 0.3, 0.2)]
     cli._print_table(rows)
     out = capsys.readouterr().out.splitlines()
