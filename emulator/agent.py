@@ -20,6 +20,7 @@ import time
 from emulator.schedule import Step, build_schedule
 
 CHUNK = 1 << 20   # bytes per send/recv system call
+CLEAR_TO_SEND = b"C"
 
 
 def say(*words) -> None:
@@ -101,8 +102,19 @@ def recv_bytes(sock: socket.socket, n: int) -> int:
     return got
 
 
+def wait_clear_to_send(sock: socket.socket) -> None:
+    if sock.recv(1) != CLEAR_TO_SEND:
+        raise ConnectionError("peer closed the connection instead of clearing us to send")
+
+
 def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
-    """Send and receive everything of one step at once; returns its record."""
+    """Send and receive everything of one step at once; returns its record.
+
+    Rendezvous, as MPI and NCCL do for large messages: we tell every peer we
+    receive from that we are ready ("clear to send", on the reverse
+    direction of its connection), and send to a peer only once it has told
+    us. A rank that runs ahead thus never pushes data into a peer still busy
+    with an earlier step, where it would share links with that step."""
     counts = {"sent": 0, "received": 0}
     errors = []
     lock = threading.Lock()
@@ -115,9 +127,15 @@ def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
         except Exception as e:   # reported, the step then fails
             errors.append(f"{kind}: {e}")
 
-    jobs = [("sent", send_bytes, peers.to[t.peer], t.nbytes) for t in step.sends]
-    jobs += [("received", recv_bytes, peers.frm[t.peer], t.nbytes) for t in step.recvs]
+    def send(sock, n, data):
+        wait_clear_to_send(sock)
+        return send_bytes(sock, n, data)
+
     start = time.monotonic()
+    for t in step.recvs:
+        peers.frm[t.peer].sendall(CLEAR_TO_SEND)
+    jobs = [("sent", send, peers.to[t.peer], t.nbytes) for t in step.sends]
+    jobs += [("received", recv_bytes, peers.frm[t.peer], t.nbytes) for t in step.recvs]
     threads = [threading.Thread(target=do, args=job) for job in jobs[1:]]
     for t in threads:
         t.start()

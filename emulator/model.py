@@ -5,6 +5,10 @@ peer's host along the path the controller installs (`controller.routing.path`).
 Flows share links max-min fairly (the steady state TCP converges to, minus
 its dynamics); a flow is delivered `alpha_s` after its last byte left. A
 rank starts step k+1 once step k's sends and receives are all delivered.
+A flow starts when its sender and its receiver have both entered the steps
+it belongs to: the agents use a rendezvous (the receiver sends "clear to
+send" when it posts the receive), as MPI and NCCL do for large messages, so
+a fast rank never pushes data into a peer still busy with an earlier step.
 
 The simulation is event driven: rates change only when a flow starts or
 drains, so between two such events every flow moves at a constant rate.
@@ -245,6 +249,10 @@ class _Simulation:
         self.pending = (np.bincount(flows.send_step, minlength=nsteps)
                         + np.bincount(flows.recv_step, minlength=nsteps))
         self.current = flows.step_base[:-1].copy()   # step id each rank is in
+        # A flow waits for two events: its sender's and its receiver's step starting.
+        self.gate = np.full(len(flows.nbytes), 2, dtype=np.int64)
+        self.by_recv = np.argsort(flows.recv_step, kind="stable")
+        self.recv_first = np.searchsorted(flows.recv_step[self.by_recv], np.arange(nsteps + 1))
         self.step_end = np.full(nsteps, math.nan)
         self.left = flows.nbytes.copy()
         self.active = np.zeros(0, dtype=np.int64)
@@ -326,19 +334,30 @@ class _Simulation:
             steps = nxt
 
     def _release(self, steps: np.ndarray) -> None:
-        """Start the send flows of `steps`; bytes-free and host-local ones
-        only take the per-message latency."""
+        """`steps` have started: open the gates of the flows they send and
+        receive, and start the flows whose other side is ready too; bytes-free
+        and host-local ones only take the per-message latency."""
         if not steps.size:
             return
-        start, stop = self.f.first[steps], self.f.first[steps + 1]
-        count = stop - start
-        ids = np.repeat(start - np.cumsum(count) + count, count) + np.arange(count.sum())
+        sends = _ranges(self.f.first[steps], self.f.first[steps + 1])
+        recvs = self.by_recv[_ranges(self.recv_first[steps], self.recv_first[steps + 1])]
+        opened = np.concatenate((sends, recvs))
+        np.subtract.at(self.gate, opened, 1)
+        ids = np.unique(opened[self.gate[opened] == 0])
+        if not ids.size:
+            return
         wire = self.f.on_wire[ids]
         if wire.any():
             self.active = np.concatenate((self.active, ids[wire]))
             self.stale = True
         if not wire.all():
             self.deliveries.append((self.t + self.alpha, ids[~wire]))
+
+
+def _ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """The integers of every [start, stop) range, concatenated."""
+    count = stop - start
+    return np.repeat(start - np.cumsum(count) + count, count) + np.arange(count.sum())
 
 
 # --- public entry points ----------------------------------------------------

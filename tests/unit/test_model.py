@@ -111,15 +111,17 @@ def test_empty_and_host_local_transfers_take_alpha():
 
 # --- step dependencies --------------------------------------------------------
 
-def test_a_receive_that_arrived_early_does_not_wait():
-    # rank 0 sends S to rank 1 at once; rank 1 is busy sending 4S in step 0 and
-    # only then "receives" in step 1, which ends as soon as step 0 does.
+def test_a_send_waits_until_its_receiver_is_ready():
+    # rank 0 wants to send S to rank 1 at once; rank 1 is busy sending 4S in
+    # step 0 and posts the receive only in step 1 (rendezvous), so rank 0's
+    # flow starts when rank 1's step 0 ends.
     fabric, table, hosts = two_switches(m=3, host_mbps=50.0, switch_mbps=50.0)
     sched = schedule([([(1, S)], [])], [([(3, 4 * S)], []), ([], [(0, S)])], [], [([], [(1, 4 * S)])])
     pred = predict(fabric, table, sched, hosts[:4], alpha_s=ALPHA)
     step0 = 4 * S / bytes_per_s(50) + ALPHA
-    assert pred.step_end_s[1] == pytest.approx((step0, step0), rel=1e-9)
-    assert pred.step_end_s[0] == pytest.approx((S / bytes_per_s(50) + ALPHA,), rel=1e-9)
+    step1 = step0 + S / bytes_per_s(50) + ALPHA
+    assert pred.step_end_s[1] == pytest.approx((step0, step1), rel=1e-9)
+    assert pred.step_end_s[0] == pytest.approx((step1,), rel=1e-9)
 
 
 def test_no_step_starts_before_the_previous_one_ended():
