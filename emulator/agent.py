@@ -3,7 +3,7 @@ schedule over real TCP. Standard library only; runs inside the host's
 network namespace.
 
 It talks to the emulator over stdin/stdout, one line per message:
-  agent -> emulator: LISTENING | READY | DONE <call> <json> | ERROR <text>
+  agent -> emulator: LISTENING | READY | STEP <call> <k> | DONE <call> <json> | ERROR <text>
   emulator -> agent: CONNECT | GO <call> <start time> | EXIT
 Times are time.monotonic(), one clock shared by every process of the machine.
 """
@@ -179,7 +179,10 @@ def main(argv=None) -> int:
             elif cmd[0] == "GO":
                 call, start_at = int(cmd[1]), float(cmd[2])
                 time.sleep(max(0.0, start_at - time.monotonic()))
-                steps = [run_step(s, peers, payload) for s in schedules[call]]
+                steps = []
+                for k, step in enumerate(schedules[call]):
+                    steps.append(run_step(step, peers, payload))
+                    say("STEP", call, k)   # progress: step k is done
                 say("DONE", call, json.dumps(steps))
             elif cmd[0] == "EXIT":
                 return 0

@@ -18,6 +18,12 @@ class AgentError(RuntimeError):
     pass
 
 
+class AgentTimeout(AgentError):
+    def __init__(self, word: str, missing: list[int], timeout_s: float):
+        super().__init__(f"no {word} from ranks {missing[:10]} within {timeout_s:.0f}s")
+        self.missing = missing
+
+
 class AgentFleet:
     """One agent per rank. `hosts[rank]` is the Mininet host object."""
 
@@ -30,6 +36,8 @@ class AgentFleet:
         self.selector = selectors.DefaultSelector()
         self._pending: dict[int, list[str]] = {}   # complete lines not yet consumed
         self._partial: dict[int, bytes] = {}       # an incomplete last line
+        self.steps_done: list[int] = [0] * len(hosts)   # of the call under way, per rank
+        self.call_start = 0.0                           # time.monotonic() the call under way started
 
     def start(self, timeout_s: float = 60.0) -> None:
         for rank, host in enumerate(self.hosts):
@@ -46,9 +54,14 @@ class AgentFleet:
     def run_call(self, call: int, timeout_s: float) -> list[list[dict]]:
         """Start call `call` on every agent at one instant; returns the step
         records of every rank (times relative to that instant)."""
-        start_at = time.monotonic() + START_DELAY_S
+        start_at = self.call_start = time.monotonic() + START_DELAY_S
+        self.steps_done = [0] * len(self.procs)
         self._send_all(f"GO {call} {start_at:.6f}")
-        replies = self._expect_all("DONE", timeout_s)
+        try:
+            replies = self._expect_all("DONE", timeout_s)
+        except AgentTimeout as e:
+            stalled = ", ".join(f"rank {r} in step {self.steps_done[r]}" for r in e.missing[:10])
+            raise AgentError(f"call {call} stalled: no answer within {timeout_s:.0f}s from {stalled}") from None
         records = []
         for rank in range(len(self.procs)):
             _, got_call, body = replies[rank].split(" ", 2)
@@ -75,8 +88,7 @@ class AgentFleet:
         while len(replies) < len(self.procs):
             left = deadline - time.monotonic()
             if left <= 0:
-                missing = sorted(set(range(len(self.procs))) - set(replies))
-                raise AgentError(f"no {word} from ranks {missing[:10]} within {timeout_s:.0f}s")
+                raise AgentTimeout(word, sorted(set(range(len(self.procs))) - set(replies)), timeout_s)
             for key, _ in self.selector.select(timeout=left):
                 self._read(key.data, word)
             for rank, lines in self._pending.items():
@@ -84,7 +96,9 @@ class AgentFleet:
                     line = lines.pop(0)
                     if line.startswith("ERROR"):
                         raise AgentError(line)
-                    if line.startswith(word):
+                    if line.startswith("STEP "):
+                        self.steps_done[rank] = int(line.split()[2]) + 1
+                    elif line.startswith(word):
                         replies[rank] = line
         return replies
 

@@ -26,14 +26,15 @@ class Snapshot:
     retrans: dict[str, int]  # host -> TCP segments retransmitted
 
 
-def _cpu() -> tuple[int, int]:
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores since boot."""
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
     idle = fields[3] + fields[4]   # idle + iowait
     return sum(fields) - idle, sum(fields)
 
 
-def _ovs_ticks() -> int:
+def ovs_ticks() -> int:
     try:
         with open(OVS_PIDFILE) as f:
             pid = int(f.read())
@@ -44,15 +45,20 @@ def _ovs_ticks() -> int:
     return int(fields[11]) + int(fields[12])   # utime + stime
 
 
-def _queue_drops() -> dict[str, int]:
+def switch_queues() -> dict[str, tuple[int, int, int, int]]:
+    """(bytes, packets, backlog bytes, drops) of every switch port's egress
+    FIFO (the queue under HTB; HTB itself repeats the same counts)."""
     out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, check=True).stdout
-    drops = {}
-    for q in json.loads(out or "[]"):
-        dev = q.get("dev", "")
-        # the FIFO under HTB drops; its HTB parent repeats the same count
-        if dev.startswith(SWITCH_PREFIX) and q.get("kind") == "pfifo":
-            drops[dev] = drops.get(dev, 0) + q.get("drops", 0)
-    return drops
+    return {q["dev"]: (q.get("bytes", 0), q.get("packets", 0), q.get("backlog", 0), q.get("drops", 0))
+            for q in json.loads(out or "[]")
+            if q.get("dev", "").startswith(SWITCH_PREFIX) and q.get("kind") == "pfifo"}
+
+
+def received(dev: str) -> tuple[int, int]:
+    """(bytes, packets) an interface of the root namespace received."""
+    base = f"/sys/class/net/{dev}/statistics/"
+    with open(base + "rx_bytes") as b, open(base + "rx_packets") as p:
+        return int(b.read()), int(p.read())
 
 
 def _retransmissions(pid: int) -> int:
@@ -63,8 +69,9 @@ def _retransmissions(pid: int) -> int:
 
 
 def snapshot(host_pids: dict[str, int]) -> Snapshot:
-    busy, total = _cpu()
-    return Snapshot(time.monotonic(), busy, total, _ovs_ticks(), _queue_drops(),
+    busy, total = cpu_jiffies()
+    drops = {dev: q[3] for dev, q in switch_queues().items()}
+    return Snapshot(time.monotonic(), busy, total, ovs_ticks(), drops,
                     {h: _retransmissions(pid) for h, pid in host_pids.items()})
 
 

@@ -313,10 +313,16 @@ def test_algbw_in_rows_uses_metrics(plan, records):
 
 # --- fidelity verdict ------------------------------------------------------------------
 
-def test_fidelity_names_the_likely_cause():
-    quiet = {"ovs_cpu": 0.4, "queue_drops": 0, "tcp_retrans": 0}
-    assert fidelity(1.10, quiet) == "matches model"
-    assert fidelity(0.80, quiet) == "faster than model"
-    assert fidelity(1.30, quiet) == "slower than model"
-    assert fidelity(1.30, {**quiet, "ovs_cpu": 0.95}) == "slower than model: switches CPU-bound"
-    assert fidelity(1.30, {**quiet, "tcp_retrans": 3}) == "slower than model: packet losses"
+def test_fidelity_passes_a_faithful_call_and_names_every_reason_to_doubt_one():
+    quiet = {"cpu_busy": 0.5, "ovs_cpu": 0.4, "queue_drops": 0, "tcp_retrans": 0, "saturated_util": 0.98}
+    assert fidelity(1.10, quiet) == "ok"
+    assert fidelity(0.90, {**quiet, "saturated_util": None}) == "ok"   # no saturated link to judge
+    assert fidelity(0.80, quiet) == "FAIL: 0.80x the model"
+    assert fidelity(1.30, quiet) == "FAIL: 1.30x the model"
+    assert fidelity(1.30, {**quiet, "ovs_cpu": 0.95}) == "FAIL: 1.30x the model (switches CPU-bound)"
+    assert fidelity(1.30, {**quiet, "tcp_retrans": 3}) == "FAIL: 1.30x the model (packet losses)"
+    assert fidelity(1.0, {**quiet, "cpu_busy": 0.97}) == "FAIL: machine busy (CPU idle 3%)"
+    assert fidelity(1.0, {**quiet, "saturated_util": 0.7}) == "FAIL: saturated links ran at 70% of their rate"
+    assert fidelity(1.5, {**quiet, "cpu_busy": 0.95, "saturated_util": 0.8}) == (
+        "FAIL: machine busy (CPU idle 5%); saturated links ran at 80% of their rate; 1.50x the model")
+

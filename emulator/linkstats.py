@@ -1,0 +1,141 @@
+"""Link time series (pure): which kernel counters describe each directed
+link, and how counter samples become rows of links.csv and machine.csv.
+
+Every directed link is read from the switch side, in the root namespace,
+so one `tc` call and a few /sys reads per sample cover the whole fabric:
+- a switch's egress (towards a switch or a host) is its port's qdisc: bytes
+  and packets sent, backlog, drops;
+- a host's egress (its NIC towards its switch) is the switch port's receive
+  counter; its queue lives in the host's namespace and is not sampled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from emulator.fabric import Fabric
+
+LINK_COLUMNS = ["call", "t_s", "link", "kind", "rate_mbps", "tx_bytes", "tx_packets", "util",
+                "backlog_bytes", "drops"]
+MACHINE_COLUMNS = ["call", "t_s", "cpu_busy", "ovs_cpu"]
+
+
+@dataclass(frozen=True)
+class DirectedLink:
+    label: str         # "node:port>peer", e.g. "bgs1:3>bgs5"
+    kind: str          # "host" or "switch"
+    rate_mbps: float
+    dev: str           # the switch-side interface that carries it
+    egress: bool       # True: dev's egress qdisc; False: dev's receive counters
+
+
+def interface_name(node: str, port: int) -> str:
+    """Mininet names a node's port-p interface node-ethp."""
+    return f"{node}-eth{port}"
+
+
+def directed_links(fabric: Fabric) -> list[DirectedLink]:
+    links = []
+    for link in fabric.links:
+        for (node, port), (peer, peer_port) in (link.ends(), link.ends()[::-1]):
+            switch_side = (node, port) if fabric.is_switch(node) else (peer, peer_port)
+            links.append(DirectedLink(f"{node}:{port}>{peer}", link.kind, link.rate_mbps,
+                                      interface_name(*switch_side), fabric.is_switch(node)))
+    return links
+
+
+@dataclass
+class Sample:
+    """Counters of the whole fabric at one instant."""
+    t: float                                               # time.monotonic()
+    sent: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    # dev -> (bytes, packets, backlog bytes, drops) of its egress queue
+    received: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # dev -> (bytes, packets) received
+    cpu_busy: int = 0       # jiffies, all cores
+    cpu_total: int = 0
+    ovs_ticks: int = 0      # ovs-vswitchd CPU time, clock ticks
+
+
+def _reading(link: DirectedLink, s: Sample) -> tuple[int, int, int, int] | None:
+    """(bytes, packets, backlog, drops) of a link in a sample; None if absent.
+    A host's egress has no sampled queue: backlog and drops read 0."""
+    if link.egress:
+        return s.sent.get(link.dev)
+    got = s.received.get(link.dev)
+    return None if got is None else (got[0], got[1], 0, 0)
+
+
+def link_rows(call: int, links: list[DirectedLink], samples: list[Sample], t0: float) -> list[dict]:
+    """One row per directed link per sample interval; t_s is the interval's
+    end, in seconds since `t0` (the call's start)."""
+    rows = []
+    for a, b in zip(samples, samples[1:]):
+        dt = b.t - a.t
+        if dt <= 0:
+            continue
+        for link in links:
+            ra, rb = _reading(link, a), _reading(link, b)
+            if ra is None or rb is None:
+                continue
+            sent = rb[0] - ra[0]
+            rows.append({"call": call, "t_s": round(b.t - t0, 6), "link": link.label, "kind": link.kind,
+                         "rate_mbps": link.rate_mbps, "tx_bytes": sent, "tx_packets": rb[1] - ra[1],
+                         "util": sent * 8 / (dt * link.rate_mbps * 1e6), "backlog_bytes": rb[2],
+                         "drops": rb[3] - ra[3]})
+    return rows
+
+
+def machine_rows(call: int, samples: list[Sample], t0: float, ticks_per_s: float) -> list[dict]:
+    """CPU use of the machine and of ovs-vswitchd per sample interval."""
+    rows = []
+    for a, b in zip(samples, samples[1:]):
+        dt = b.t - a.t
+        if dt <= 0:
+            continue
+        rows.append({"call": call, "t_s": round(b.t - t0, 6),
+                     "cpu_busy": (b.cpu_busy - a.cpu_busy) / max(1, b.cpu_total - a.cpu_total),
+                     "ovs_cpu": (b.ovs_ticks - a.ovs_ticks) / ticks_per_s / dt})
+    return rows
+
+
+# --- per-call figures from the rows ----------------------------------------
+
+SATURATED_BACKLOG = 2   # frames queued at both ends of an interval: the link had work all along
+
+
+def utilisation(rows: list[dict], duration_s: float, kind: str = "switch") -> tuple[float, float]:
+    """(max, mean) over the links of `kind` of what each carried during a
+    call of `duration_s`, as a fraction of its rate."""
+    sent, rate = {}, {}
+    for r in rows:
+        if r["kind"] == kind:
+            sent[r["link"]] = sent.get(r["link"], 0) + r["tx_bytes"]
+            rate[r["link"]] = r["rate_mbps"]
+    if not sent or duration_s <= 0:
+        return 0.0, 0.0
+    util = [sent[l] * 8 / (duration_s * rate[l] * 1e6) for l in sent]
+    return max(util), sum(util) / len(util)
+
+
+def saturated_rate(rows: list[dict], mtu: int) -> float | None:
+    """Median utilisation of links over intervals in which their queue held
+    work at both ends (so they should have sent at full rate): Mininet-HiFi's
+    check that shaped links really run at their configured rate. None when no
+    link was saturated long enough to tell."""
+    backlog = SATURATED_BACKLOG * (mtu + 14)
+    previous, utils = {}, []
+    for r in sorted(rows, key=lambda r: (r["link"], r["t_s"])):
+        if previous.get(r["link"], 0) >= backlog and r["backlog_bytes"] >= backlog:
+            utils.append(r["util"])
+        previous[r["link"]] = r["backlog_bytes"]
+    if not utils:
+        return None
+    utils.sort()
+    return utils[len(utils) // 2]
+
+
+def call_figures(rows: list[dict], duration_s: float, mtu: int) -> dict:
+    """The link figures collectives.csv keeps per call."""
+    peak, mean = utilisation(rows, duration_s)
+    return {"max_link_util": round(peak, 4), "mean_link_util": round(mean, 4),
+            "saturated_util": saturated_rate(rows, mtu)}

@@ -1,0 +1,95 @@
+"""Unit tests of the link time series (emulator/linkstats.py), hand-checked."""
+from __future__ import annotations
+
+import pytest
+
+from emulator import linkstats
+from emulator.linkstats import Sample
+from emulator.topology import bigraph
+
+MTU = 9000
+
+
+def test_every_directed_link_is_read_from_its_switch_side():
+    fabric = bigraph(2, 4)
+    links = linkstats.directed_links(fabric)
+    assert len(links) == 2 * len(fabric.links)
+    assert len({l.label for l in links}) == len(links)
+    host = fabric.hosts[0]
+    up = next(l for l in links if l.label.startswith(f"{host.name}:0>"))
+    down = next(l for l in links if l.label.endswith(f">{host.name}"))
+    # both directions of a host link are read on the switch's port
+    assert up.dev == down.dev == f"{host.switch}-eth{host.port}"
+    assert (up.egress, down.egress) == (False, True)
+    assert up.kind == down.kind == "host"
+    for l in links:
+        assert l.dev.startswith("bgs")
+        if l.kind == "switch":
+            node, port = l.label.split(">")[0].split(":")
+            assert l.egress and l.dev == f"{node}-eth{port}"
+
+
+def two_samples(sent_bytes, received_bytes, dt=0.1, backlog=0, drops=0):
+    a = Sample(10.0, {"bgs0-eth3": (1000, 10, 0, 5)}, {"bgs0-eth1": (500, 5)}, 100, 200, 50)
+    b = Sample(10.0 + dt, {"bgs0-eth3": (1000 + sent_bytes, 20, backlog, 5 + drops)},
+               {"bgs0-eth1": (500 + received_bytes, 9)}, 150, 300, 55)
+    return [a, b]
+
+
+LINKS = [linkstats.DirectedLink("bgs0:3>bgs1", "switch", 8.0, "bgs0-eth3", True),
+         linkstats.DirectedLink("bgh0:0>bgs0", "host", 8.0, "bgs0-eth1", False)]
+
+
+def test_link_rows_turn_counter_deltas_into_utilisation():
+    # 8 Mbit/s for 0.1 s is 100 000 bytes: 50 000 bytes is half the rate
+    rows = linkstats.link_rows(4, LINKS, two_samples(50_000, 100_000, backlog=18_028, drops=2), t0=9.95)
+    switch, host = rows
+    assert switch == {"call": 4, "t_s": pytest.approx(0.15), "link": "bgs0:3>bgs1", "kind": "switch",
+                      "rate_mbps": 8.0, "tx_bytes": 50_000, "tx_packets": 10, "util": pytest.approx(0.5),
+                      "backlog_bytes": 18_028, "drops": 2}
+    assert host["util"] == pytest.approx(1.0)
+    assert (host["tx_packets"], host["backlog_bytes"], host["drops"]) == (4, 0, 0)
+
+
+def test_a_link_missing_from_a_sample_is_skipped():
+    a, b = two_samples(1, 1)
+    del b.sent["bgs0-eth3"]
+    assert [r["link"] for r in linkstats.link_rows(0, LINKS, [a, b], 10.0)] == ["bgh0:0>bgs0"]
+
+
+def test_machine_rows():
+    (row,) = linkstats.machine_rows(1, two_samples(0, 0), t0=10.0, ticks_per_s=100)
+    assert row["cpu_busy"] == pytest.approx(0.5)     # 50 busy of 100 jiffies
+    assert row["ovs_cpu"] == pytest.approx(0.5)      # 5 ticks = 0.05 s in 0.1 s
+    assert row["t_s"] == pytest.approx(0.1)
+
+
+def row(link, t, tx, backlog=0, kind="switch", rate=8.0, util=None):
+    return {"link": link, "t_s": t, "tx_bytes": tx, "kind": kind, "rate_mbps": rate, "backlog_bytes": backlog,
+            "util": tx * 8 / (0.1 * rate * 1e6) if util is None else util}
+
+
+def test_utilisation_over_a_call():
+    # over a 1 s call at 8 Mbit/s (1 MB/s): a carried 0.5 MB, b 0.25 MB; host links ignored
+    rows = [row("a", 0.1, 250_000), row("a", 0.2, 250_000), row("b", 0.1, 250_000),
+            row("h", 0.1, 1_000_000, kind="host")]
+    assert linkstats.utilisation(rows, 1.0) == pytest.approx((0.5, 0.375))
+    assert linkstats.utilisation(rows, 1.0, kind="host") == pytest.approx((1.0, 1.0))
+    assert linkstats.utilisation([], 1.0) == (0.0, 0.0)
+
+
+def test_saturated_rate_uses_only_intervals_with_a_queue_at_both_ends():
+    full = 3 * (MTU + 14)
+    rows = [row("a", 0.1, 0, backlog=full, util=0.2),     # queue just built up: not counted
+            row("a", 0.2, 0, backlog=full, util=0.97),
+            row("a", 0.3, 0, backlog=full, util=0.99),
+            row("a", 0.4, 0, backlog=0, util=0.5),        # drained during the interval: not counted
+            row("b", 0.1, 0, backlog=0, util=0.1)]
+    assert linkstats.saturated_rate(rows, MTU) == pytest.approx(0.99)   # median of 0.97, 0.99
+    assert linkstats.saturated_rate(rows[3:], MTU) is None
+
+
+def test_call_figures():
+    rows = [row("a", 0.1, 100_000), row("b", 0.1, 0)]
+    assert linkstats.call_figures(rows, 0.1, MTU) == {"max_link_util": 1.0, "mean_link_util": 0.5,
+                                                      "saturated_util": None}
