@@ -19,6 +19,8 @@ def parse_args(argv):
     p.add_argument("--fabric", required=True, help="fabric JSON written by the emulator")
     p.add_argument("--policy", default="shortest", choices=sorted(POLICIES))
     p.add_argument("--ready-file", required=True)
+    p.add_argument("--demands", default="", help="JSON [[src, dst, bytes], ...] (traffic-aware)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the valiant policy")
     p.add_argument("--port", type=int, default=6653, help="OpenFlow TCP port on 127.0.0.1")
     return p.parse_args(argv)
 
@@ -39,7 +41,8 @@ def main(argv=None):
 
     cfg.CONF(["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(args.port),
               "--bigraph-fabric", args.fabric, "--bigraph-policy", args.policy,
-              "--bigraph-ready-file", args.ready_file], project="os_ken")
+              "--bigraph-ready-file", args.ready_file, "--bigraph-demands", args.demands,
+              "--bigraph-seed", str(args.seed)], project="os_ken")
     # os-ken 4's run_apps fails on shutdown (HubThread has no kill()):
     # start the apps ourselves and leave on SIGTERM without its cleanup.
     signal.signal(signal.SIGTERM, _exit_now)

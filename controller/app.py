@@ -1,32 +1,46 @@
-"""The os-ken application: a thin adapter that installs precomputed rules.
+"""The os-ken application: a thin adapter between switches and RouteState.
 
-When a switch connects it gets its rules (controller.rules), then a barrier;
-the barrier reply proves the switch has applied them. When every switch of
-the fabric has answered, the app writes the ready file the emulator waits for.
+When a switch connects, the app reads the rules it already holds (a switch
+that kept forwarding while the controller was down keeps them) and sends
+only the differences, then a barrier; the barrier reply proves the switch
+has applied them. When every switch has answered, it writes the ready file
+the emulator waits for. Afterwards it polls port counters (the SDN view,
+saved to ports.csv), reroutes when a switch-switch port goes down or up,
+and with the "adaptive" policy moves host pairs off overloaded links. Every
+change is logged to events.jsonl.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import time
 
 from os_ken import cfg
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
-from controller.routing import forwarding_table
-from controller.rules import ETH_TYPE_IPV4, switch_rules
+from controller.routing import pair_paths
+from controller.rules import ETH_TYPE_IPV4, FlowRule
+from controller.state import RouteState, link_loads, rule_changes
 from emulator.fabric import Fabric
 
 cfg.CONF.register_cli_opts([
     cfg.StrOpt("fabric", help="fabric JSON written by the emulator"),
     cfg.StrOpt("policy", default="shortest", help="routing policy"),
+    cfg.StrOpt("demands", default="", help="JSON [[src, dst, bytes], ...] for traffic-aware"),
+    cfg.IntOpt("seed", default=1, help="seed of the valiant policy"),
     cfg.StrOpt("ready-file", help="written once every switch has its routes"),
+    cfg.StrOpt("out-dir", default="", help="where events.jsonl, ports.csv and routes.json go"),
+    cfg.FloatOpt("poll", default=1.0, help="port counter period, seconds"),
 ], group="bigraph")
 
 LOG = logging.getLogger("bigraph.controller")
+ADAPTIVE_POLL_S = 0.5
+ACTIVE_BYTES_PER_S = 1e4   # a pair sending less than this is idle
 
 
 class FabricRoutes(app_manager.OSKenApp):
@@ -36,14 +50,27 @@ class FabricRoutes(app_manager.OSKenApp):
         super().__init__(*args, **kwargs)
         conf = cfg.CONF.bigraph
         self.fabric = Fabric.load(conf.fabric)
-        self.policy = conf.policy
+        demands = None
+        if conf.demands:
+            with open(conf.demands) as f:
+                demands = {(a, b): n for a, b, n in json.load(f)}
+        self.state = RouteState(self.fabric, conf.policy, demands, conf.seed)
         self.ready_file = conf.ready_file
-        self.table = forwarding_table(self.fabric, self.policy)
+        self.out_dir = conf.out_dir or os.path.dirname(conf.ready_file)
+        self.poll_s = ADAPTIVE_POLL_S if conf.policy == "adaptive" else conf.poll
         self.by_dpid = {s.dpid: s.name for s in self.fabric.switches}
-        self.installed: dict[str, int] = {}   # switch -> rules confirmed by barrier
-        self.pending: dict[int, int] = {}     # dpid -> rules awaiting the barrier reply
-        LOG.info("fabric %s, %d switches, policy %s", self.fabric.topology, len(self.by_dpid), self.policy)
+        self.host_by_ip = {h.ip: h.name for h in self.fabric.hosts}
+        self.datapaths = {}                           # switch -> datapath
+        self.installed: dict[str, set[FlowRule]] = {}  # what each switch holds, as far as we know
+        self.confirmed: dict[str, int] = {}           # switch -> rules, confirmed by barrier
+        self.held: dict[int, list] = {}               # dpid -> flow stats parts of a connect read-back
+        self.counters: dict = {}                      # (switch, port) -> (previous, latest) (t, tx, rx)
+        self.pair_bytes: dict = {}                    # (src, dst) -> (t, bytes) of its per-pair rule
+        self.ready = False
+        LOG.info("fabric %s, %d switches, policy %s", self.fabric.topology, len(self.by_dpid), conf.policy)
+        hub.spawn(self._poll_loop)
 
+    # --- switches connect: read what they hold, send the differences ---------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def switch_connected(self, ev):
         dp = ev.msg.datapath
@@ -51,40 +78,170 @@ class FabricRoutes(app_manager.OSKenApp):
         if name is None:
             LOG.warning("switch with unknown dpid %016x connected; ignored", dp.id)
             return
-        parser, ofp = dp.ofproto_parser, dp.ofproto
-        rules = switch_rules(self.fabric, self.table, name)
-        # Start from an empty table: a reconnecting switch may hold old rules.
-        dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
-                                      out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
-        for rule in rules:
-            if rule.ipv4_dst is None:
-                match, actions = parser.OFPMatch(), []
-            else:
-                fields = {"eth_type": ETH_TYPE_IPV4, "ipv4_dst": rule.ipv4_dst}
-                if rule.ipv4_src is not None:
-                    fields["ipv4_src"] = rule.ipv4_src
-                match, actions = parser.OFPMatch(**fields), [parser.OFPActionOutput(rule.out_port)]
-            inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
-            dp.send_msg(parser.OFPFlowMod(dp, priority=rule.priority, match=match, instructions=inst))
-        self.installed.pop(name, None)
-        self.pending[dp.id] = len(rules)
-        dp.send_msg(parser.OFPBarrierRequest(dp))
-        LOG.info("switch %s (dpid %d): sent %d rules", name, dp.id, len(rules))
+        self.datapaths[name] = dp
+        self.held[dp.id] = []
+        dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp))
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def flow_stats(self, ev):
+        dp = ev.msg.datapath
+        name = self.by_dpid.get(dp.id)
+        if name is None:
+            return
+        if dp.id in self.held:   # reading back a connecting switch's rules
+            self.held[dp.id] += ev.msg.body
+            if not ev.msg.flags & dp.ofproto.OFPMPF_REPLY_MORE:
+                have = {_rule(stat) for stat in self.held.pop(dp.id)}
+                self.installed[name] = have
+                self.confirmed.pop(name, None)   # confirmed again by the barrier after the sync
+                self._sync(name, reason="connected", keep=len(have))
+            return
+        self._count_pairs(ev.msg.body)
+
+    def _sync(self, name: str, reason: str, keep: int | None = None) -> int:
+        """Make switch `name` hold exactly the state's rules; returns how many changed."""
+        dp = self.datapaths[name]
+        want = self.state.rules(name)
+        delete, add = rule_changes(want, self.installed.get(name, set()))
+        for rule in delete:
+            dp.send_msg(_flow_mod(dp, rule, dp.ofproto.OFPFC_DELETE_STRICT))
+        for rule in add:
+            dp.send_msg(_flow_mod(dp, rule, dp.ofproto.OFPFC_ADD))
+        self.installed[name] = want
+        dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
+        LOG.info("switch %s (%s): %d rules deleted, %d added%s", name, reason, len(delete), len(add),
+                 "" if keep is None else f", {keep} found")
+        return len(delete) + len(add)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def barrier_reply(self, ev):
-        dp = ev.msg.datapath
-        name = self.by_dpid.get(dp.id)
-        if name is None or dp.id not in self.pending:
+        name = self.by_dpid.get(ev.msg.datapath.id)
+        if name is None or name in self.confirmed:
             return
-        self.installed[name] = self.pending.pop(dp.id)
-        LOG.info("switch %s: rules confirmed (%d/%d switches)", name, len(self.installed), len(self.by_dpid))
-        if len(self.installed) == len(self.by_dpid):
-            self._write_ready()
+        self.confirmed[name] = len(self.installed[name])
+        if len(self.confirmed) == len(self.by_dpid) and not self.ready:
+            self.ready = True
+            self._write_routes()
+            _write_json(self.ready_file, {"policy": self.state.policy, "rules": self.confirmed})
+            LOG.info("all %d switches have their routes", len(self.confirmed))
 
-    def _write_ready(self):
-        tmp = self.ready_file + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"policy": self.policy, "rules": self.installed}, f)
-        os.replace(tmp, self.ready_file)
-        LOG.info("all %d switches have their routes", len(self.installed))
+    # --- links fail and come back ---------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def port_status(self, ev):
+        msg, dp = ev.msg, ev.msg.datapath
+        name = self.by_dpid.get(dp.id)
+        port = msg.desc.port_no
+        if name is None or port not in self.fabric.ports(name):
+            return
+        ofp = dp.ofproto
+        up = not (msg.desc.state & ofp.OFPPS_LINK_DOWN or msg.desc.config & ofp.OFPPC_PORT_DOWN)
+        if self.state.port_changed(name, port, up):
+            changed = sum(self._sync(s, reason="reroute") for s in self.datapaths)
+            self._event("link " + ("up" if up else "down"), switch=name, port=port, rules_changed=changed,
+                        fallback=self.state.fallback)
+            self._write_routes()
+
+    # --- counters: the SDN view, and the adaptive policy's input ---------------
+    def _poll_loop(self):
+        while True:
+            hub.sleep(self.poll_s)
+            for dp in list(self.datapaths.values()):
+                parser = dp.ofproto_parser
+                dp.send_msg(parser.OFPPortStatsRequest(dp, 0, dp.ofproto.OFPP_ANY))
+                if self.state.policy == "adaptive" and self.ready:
+                    dp.send_msg(parser.OFPFlowStatsRequest(dp))
+            if self.state.policy == "adaptive" and self.ready:
+                hub.sleep(0.1)   # let the replies arrive, then decide
+                self._adapt()
+
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def port_stats(self, ev):
+        name = self.by_dpid.get(ev.msg.datapath.id)
+        if name is None:
+            return
+        now = time.monotonic()
+        rows = []
+        for stat in ev.msg.body:
+            if stat.port_no in self.fabric.ports(name):
+                key = (name, stat.port_no)
+                self.counters[key] = (self.counters.get(key, (None, None))[1], (now, stat.tx_bytes, stat.rx_bytes))
+                rows.append(f"{now:.3f},{name},{stat.port_no},{stat.tx_bytes},{stat.rx_bytes},{stat.tx_dropped}\n")
+        path = os.path.join(self.out_dir, "ports.csv")
+        new = not os.path.exists(path)
+        with open(path, "a") as f:
+            if new:
+                f.write("t_s,switch,port,tx_bytes,rx_bytes,tx_dropped\n")
+            f.writelines(rows)
+
+    def _count_pairs(self, stats):
+        """Bytes of every per-pair rule: which pairs are sending, how fast."""
+        now = time.monotonic()
+        for stat in stats:
+            src, dst = stat.match.get("ipv4_src"), stat.match.get("ipv4_dst")
+            if src in self.host_by_ip and dst in self.host_by_ip:
+                pair = (self.host_by_ip[src], self.host_by_ip[dst])
+                before = self.pair_bytes.get(pair)
+                self.pair_bytes[pair] = (now, stat.byte_count,
+                                         _rate(before, now, stat.byte_count) if before else 0.0)
+
+    def _adapt(self):
+        tx, rx = {}, {}
+        for key, (old, new) in self.counters.items():
+            if old is not None:
+                tx[key] = _rate((old[0], old[1]), new[0], new[1])
+                rx[key] = _rate((old[0], old[2]), new[0], new[2])
+        rates = {pair: r for pair, (_, _, r) in self.pair_bytes.items() if r > ACTIVE_BYTES_PER_S}
+        if not rates:
+            return
+        moves, switches = self.state.move(rates, link_loads(self.state.fabric, tx, rx))
+        for s in sorted(switches):
+            self._sync(s, reason="adaptive")
+        for m in moves:
+            self._event("move", pair=list(m.pair), old=[list(h) for h in m.old], new=[list(h) for h in m.new])
+        if moves:
+            self._write_routes()
+
+    # --- what the controller tells the emulator --------------------------------
+    def _event(self, what: str, **details):
+        LOG.info("%s %s", what, details)
+        with open(os.path.join(self.out_dir, "events.jsonl"), "a") as f:
+            f.write(json.dumps({"t": time.monotonic(), "event": what, **details}) + "\n")
+
+    def _write_routes(self):
+        routes = {f"{a}>{b}": p for (a, b), p in pair_paths(self.state.fabric, self.state.table).items()}
+        _write_json(os.path.join(self.out_dir, "routes.json"), routes)
+
+
+def _rate(before: tuple[float, int], now: float, count: int) -> float:
+    return (count - before[1]) / max(1e-6, now - before[0])
+
+
+def _rule(stat) -> FlowRule:
+    """A flow stats entry as the FlowRule it implements."""
+    out = None
+    for inst in stat.instructions:
+        for action in getattr(inst, "actions", []):
+            if hasattr(action, "port"):
+                out = action.port
+    return FlowRule(stat.priority, stat.match.get("ipv4_dst"), out, stat.match.get("ipv4_src"))
+
+
+def _flow_mod(dp, rule: FlowRule, command: int):
+    parser, ofp = dp.ofproto_parser, dp.ofproto
+    if rule.ipv4_dst is None:
+        match, actions = parser.OFPMatch(), []
+    else:
+        fields = {"eth_type": ETH_TYPE_IPV4, "ipv4_dst": rule.ipv4_dst}
+        if rule.ipv4_src is not None:
+            fields["ipv4_src"] = rule.ipv4_src
+        match, actions = parser.OFPMatch(**fields), [parser.OFPActionOutput(rule.out_port)]
+    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
+    return parser.OFPFlowMod(dp, command=command, priority=rule.priority, match=match, instructions=inst,
+                             out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
+
+
+def _write_json(path: str, data) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)

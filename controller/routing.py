@@ -1,18 +1,31 @@
 """Routing policies (pure): a fabric in, per-switch forwarding tables out.
 
-Forwarding is by destination host: every switch has one output port per
-destination, or with "ecmp" a set of equal-cost ports among which a hash of
-the (source, destination) pair picks one. A policy only decides which of the
-equal-cost next hops a switch uses; the paths are always shortest. The flow
-model follows the same tables, so model and emulation route every flow
-identically.
+Forwarding is by destination host. A table entry for (switch, destination)
+is one of:
+
+- an output port (int): every source uses it;
+- a tuple of equal-cost ports ("ecmp"): a hash of the (source, destination)
+  pair picks one, as flow-hashing switches do;
+- a dict {source host -> port} (per-pair routing: "bigraph", "valiant",
+  "traffic-aware", and "adaptive" once it has moved a pair). Sources it does
+  not name use the port under ANY_SOURCE, the one the "shortest" policy
+  would use, so a packet is never dropped for lack of a rule.
+
+"shortest", "spread" and "ecmp" only decide which of the equal-cost next hops
+a switch uses, so their paths are always shortest; "bigraph" and
+"traffic-aware" pick one shortest path per pair; "valiant" detours through a
+random switch. The flow model follows the same tables (`path`), so model and
+emulation route every flow identically.
 """
 from __future__ import annotations
 
+import itertools
+import random
 import zlib
 from collections import deque
 
-from emulator.fabric import HOST_PORT, Fabric
+from emulator.fabric import HOST_PORT, Fabric, Switch
+from emulator.schedule import Schedule
 
 POLICIES = {
     "shortest": "shortest paths; among equal-cost next hops the lowest-numbered port "
@@ -21,17 +34,51 @@ POLICIES = {
               "(dst index mod choices), spreading destinations over middle switches",
     "ecmp": "shortest paths; every (source, destination) pair hashed onto one of the equal-cost "
             "next hops at every switch, as flow-hashing ECMP does, collisions included",
+    "bigraph": "EFLOPS BiGraph routing: the direct link across the parts; same-part pairs spread "
+               "over the other part's switches so every middle and every link carries an equal share",
+    "valiant": "Valiant load balancing: every (source, destination) pair detours through a random "
+               "switch (seeded), shortest paths to it and on to the destination, loops cut",
+    "traffic-aware": "one shortest path per pair, placed greedily from the largest demand down "
+                     "to minimise the busiest link (needs the traffic demands)",
+    "adaptive": "Hedera-style: starts as ecmp; the controller moves pairs off links above "
+                "90% load onto the least-loaded shortest path (controller/adaptive.py)",
 }
 
-# ForwardingTable: switch name -> {destination host name -> output port, or
-# with "ecmp" the equal-cost ports a pair hash chooses from}
-ForwardingTable = dict[str, dict[str, "int | tuple[int, ...]"]]
+ANY_SOURCE = "*"   # per-pair entries: the port of sources the entry does not name
+
+# ForwardingTable: switch name -> {destination host name -> output port, the
+# equal-cost ports an ecmp hash chooses from, or {source host -> port}}
+ForwardingTable = dict[str, dict[str, "int | tuple[int, ...] | dict[str, int]"]]
+
+# Route: the directed links a packet crosses, as (node, egress port): the
+# source NIC first, then one per switch (what `path` returns).
+Route = list[tuple[str, int]]
 
 
 def check_policy(policy: str) -> None:
     if policy not in POLICIES:
         raise ValueError(f"unknown routing policy {policy!r}; choose one of: {', '.join(POLICIES)}")
 
+
+def forwarding_table(fabric: Fabric, policy: str = "shortest", demands: dict | None = None,
+                     seed: int = 1) -> ForwardingTable:
+    """Output port of every switch for every destination host.
+
+    demands: {(src host, dst host): bytes}, required by "traffic-aware" and
+    ignored by the others. seed: the random choices of "valiant"."""
+    check_policy(policy)
+    if policy == "bigraph":
+        return _bigraph_table(fabric)
+    if policy == "valiant":
+        return _valiant_table(fabric, seed)
+    if policy == "traffic-aware":
+        return _traffic_aware_table(fabric, demands)
+    if policy == "adaptive":
+        return _hop_table(fabric, "ecmp")
+    return _hop_table(fabric, policy)
+
+
+# --- next-hop policies: shortest, spread, ecmp --------------------------------------
 
 def _hops_to(fabric: Fabric, target: str) -> dict[str, int]:
     """Switch-to-switch hop count from every switch to `target` (BFS)."""
@@ -46,9 +93,8 @@ def _hops_to(fabric: Fabric, target: str) -> dict[str, int]:
     return dist
 
 
-def forwarding_table(fabric: Fabric, policy: str = "shortest") -> ForwardingTable:
-    """Output port of every switch for every destination host."""
-    check_policy(policy)
+def _hop_table(fabric: Fabric, policy: str) -> ForwardingTable:
+    """The table of a policy that only chooses among equal-cost next hops."""
     table: ForwardingTable = {s.name: {} for s in fabric.switches}
     for target in fabric.switches:
         hops = _hops_to(fabric, target.name)
@@ -75,14 +121,6 @@ def _choose(policy: str, ports: list[int], dst_index: int, weight: int):
     return tuple(ports)   # ecmp: decided per pair by out_port
 
 
-def out_port(table: ForwardingTable, switch: str, src: str, dst: str) -> int:
-    """The port `switch` sends a packet from host `src` to host `dst` out of."""
-    entry = table[switch][dst]
-    if isinstance(entry, int):
-        return entry
-    return entry[zlib.crc32(f"{src}>{dst}@{switch}".encode()) % len(entry)]
-
-
 def _digit_weights(closer: dict[str, list[int]], hops: dict[str, int]) -> dict[int, int]:
     """For "spread": switches at different distances from the destination
     must use different digits of the destination index, or they all make the
@@ -98,7 +136,19 @@ def _digit_weights(closer: dict[str, list[int]], hops: dict[str, int]) -> dict[i
     return weight
 
 
-def path(fabric: Fabric, table: ForwardingTable, src: str, dst: str) -> list[tuple[str, int]]:
+# --- following a table ------------------------------------------------------------
+
+def out_port(table: ForwardingTable, switch: str, src: str, dst: str) -> int:
+    """The port `switch` sends a packet from host `src` to host `dst` out of."""
+    entry = table[switch][dst]
+    if isinstance(entry, int):
+        return entry
+    if isinstance(entry, dict):
+        return entry.get(src, entry[ANY_SOURCE])
+    return entry[zlib.crc32(f"{src}>{dst}@{switch}".encode()) % len(entry)]
+
+
+def path(fabric: Fabric, table: ForwardingTable, src: str, dst: str) -> Route:
     """Directed links a packet from host `src` to host `dst` leaves through,
     as (node, egress port): the source NIC first, then one per switch."""
     hops = [(src, HOST_PORT)]
@@ -117,3 +167,294 @@ def path(fabric: Fabric, table: ForwardingTable, src: str, dst: str) -> list[tup
 def switch_path(fabric: Fabric, table: ForwardingTable, src: str, dst: str) -> list[str]:
     """The switches a packet from `src` to `dst` crosses, in order."""
     return [node for node, _ in path(fabric, table, src, dst)[1:]]
+
+
+def pair_paths(fabric: Fabric, table: ForwardingTable) -> dict[tuple[str, str], list[str]]:
+    """The switches of every ordered pair of distinct hosts: one look at a
+    whole table, e.g. to check that every pair arrives without a loop."""
+    return {(src.name, dst.name): switch_path(fabric, table, src.name, dst.name)
+            for src in fabric.hosts for dst in fabric.hosts if src.name != dst.name}
+
+
+# --- per-pair routes -------------------------------------------------------------
+
+def set_route(fabric: Fabric, table: ForwardingTable, src: str, dst: str, route: Route) -> list[str]:
+    """Make packets from `src` to `dst` follow `route`, changing no other
+    pair's forwarding; returns the switches whose entry changed (their rules
+    must be installed again).
+
+    A switch has one port per (source, destination), so the route must not
+    cross a switch twice. Entries that must differ for this pair become
+    per-source dicts; an ecmp tuple keeps every other source's hashed port."""
+    _check_route(fabric, src, dst, route)
+    changed = []
+    for switch, port in route[1:]:
+        if out_port(table, switch, src, dst) == port:
+            continue
+        entry = table[switch][dst]
+        if not isinstance(entry, dict):
+            entry = table[switch][dst] = _per_source(fabric, table, switch, dst)
+        entry[src] = port
+        changed.append(switch)
+    return changed
+
+
+def _per_source(fabric: Fabric, table: ForwardingTable, switch: str, dst: str) -> dict[str, int]:
+    """The int or ecmp entry of (switch, dst) as a dict with the same ports."""
+    entry = table[switch][dst]
+    if isinstance(entry, int):
+        return {ANY_SOURCE: entry}
+    pinned = {h.name: out_port(table, switch, h.name, dst) for h in fabric.hosts if h.name != dst}
+    return {ANY_SOURCE: entry[0], **pinned}
+
+
+def _check_route(fabric: Fabric, src: str, dst: str, route: Route) -> None:
+    switches = [node for node, _ in route[1:]]
+    if route[:1] != [(src, HOST_PORT)]:
+        raise ValueError(f"a route from {src} starts with ({src!r}, {HOST_PORT}), got {route[:1]}")
+    if len(set(switches)) != len(switches):
+        raise ValueError(f"route from {src} to {dst} crosses a switch twice: {switches}")
+    for (node, port), (nxt, _) in zip(route, route[1:] + [(dst, HOST_PORT)]):
+        if fabric.peer(node, port)[0] != nxt:
+            raise ValueError(f"route from {src} to {dst}: port {port} of {node} does not lead to {nxt}")
+
+
+class ShortestRoutes:
+    """Every shortest route between two hosts, parallel links included, in
+    the order of their ports (the first is the "shortest" policy's route).
+    Routes between two switches are computed once and reused."""
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = fabric
+        self._hops: dict[str, dict[str, int]] = {}
+        self._between: dict[tuple[str, str], list[Route]] = {}
+        self._lowest: dict[tuple[str, str], Route] = {}
+
+    def between(self, src: str, dst: str) -> list[Route]:
+        a, b = self.fabric.host(src).switch, self.fabric.host(dst)
+        key = (a, b.switch)
+        if key not in self._between:
+            self._between[key] = self._switch_routes(a, b.switch)
+        return [[(src, HOST_PORT)] + r + [(b.switch, b.port)] for r in self._between[key]]
+
+    def lowest(self, a: str, b: str) -> Route:
+        """Hops (switch, port) from switch a up to, not including, switch b,
+        taking the lowest port toward b at every switch, as "shortest" does."""
+        if (a, b) not in self._lowest:
+            self._lowest[a, b] = self._switch_routes(a, b, first=True)[0]
+        return self._lowest[a, b]
+
+    def _switch_routes(self, a: str, b: str, first: bool = False) -> list[Route]:
+        """Hops (switch, port) from switch a up to, not including, switch b:
+        all shortest ones, or only the first."""
+        if b not in self._hops:
+            self._hops[b] = _hops_to(self.fabric, b)
+        hops = self._hops[b]
+        if a == b:
+            return [[]]
+        closer = [(port, nb) for port, nb in self.fabric.switch_neighbours(a) if hops.get(nb) == hops[a] - 1]
+        if first:
+            closer = closer[:1]
+        return [[(a, port)] + rest for port, nb in closer for rest in self._switch_routes(nb, b, first)]
+
+
+def _table_of_routes(fabric: Fabric, routes: dict[tuple[str, str], Route]) -> ForwardingTable:
+    """The "shortest" table with every pair of `routes` pinned to its route."""
+    table = _hop_table(fabric, "shortest")
+    for (src, dst), route in routes.items():
+        set_route(fabric, table, src, dst, route)
+    return table
+
+
+# --- bigraph ---------------------------------------------------------------------
+
+def _bigraph_table(fabric: Fabric) -> ForwardingTable:
+    """EFLOPS routing. Pairs on different parts use the unique direct link,
+    pairs on one switch stay there (both as "shortest" has them). A pair on
+    two switches s != t of one part goes through middle switch
+    (L(s, t) + c) mod h of the other part, h = n/2, where
+
+    - L(s, t) is a Latin square of order h whose diagonal uses every middle
+      once (`_middle_square`): from every s, and into every t, the h-1 switch
+      pairs use h-1 different middles, and every middle serves h-1 pairs;
+    - c = src slot * m + dst slot numbers the m*m host pairs of (s, t).
+
+    The choice is per host pair (one rule per local source at the first
+    switch; the middle has one way on). For all-to-all inside a part every
+    middle carries the same number of flows and every link between the parts
+    within one flow of every other: c takes m*m consecutive values, each
+    middle at most one time more than another."""
+    if not fabric.topology.startswith("bigraph") or \
+            {s.tier for s in fabric.switches} - {"upper", "lower"}:
+        raise ValueError(f"policy bigraph needs a BiGraph fabric, got {fabric.topology}")
+    upper = sorted((s for s in fabric.switches if s.tier == "upper"), key=lambda s: s.index)
+    lower = sorted((s for s in fabric.switches if s.tier == "lower"), key=lambda s: s.index)
+    link = {(s.name, nb): port for s in fabric.switches for port, nb in fabric.switch_neighbours(s.name)}
+    routes = {}
+    for part, other in ((upper, lower), (lower, upper)):
+        for s, t in itertools.permutations(part, 2):
+            routes.update(_same_part_routes(fabric, link, s, t, other))
+    return _table_of_routes(fabric, routes)
+
+
+def _same_part_routes(fabric: Fabric, link: dict, s: Switch, t: Switch, other: list[Switch]):
+    """Routes of the host pairs from switch s to switch t of one part,
+    through middle (L(s, t) + c) mod h of the other part."""
+    dsts = fabric.hosts_on(t.name)
+    first = _middle_square(len(other), s.index, t.index)
+    routes = {}
+    for i, src in enumerate(fabric.hosts_on(s.name)):
+        for j, dst in enumerate(dsts):
+            mid = other[(first + i * len(dsts) + j) % len(other)].name
+            routes[src.name, dst.name] = [(src.name, HOST_PORT), (s.name, link[s.name, mid]),
+                                          (mid, link[mid, t.name]), (t.name, dst.port)]
+    return routes
+
+
+def _middle_square(h: int, s: int, t: int) -> int:
+    """L(s, t), s != t, of a Latin square of order h whose diagonal holds
+    every symbol once, so that dropping the diagonal leaves each row and
+    column one symbol short and each symbol h-1 times.
+
+    h odd: (s + t) / 2 mod h (its diagonal is s). h even: that square of
+    order k = h-1, prolonged along its transversal t = s+1 mod k: those cells
+    take the new symbol k, their old symbol moves to column k of their row
+    and row k of their column; the diagonal stays 0..k. h = 2 has no such
+    square; s alone serves (two pairs, two middles)."""
+    if h == 2:
+        return s
+    if h % 2:
+        return (s + t) * (h + 1) // 2 % h
+    k = h - 1
+    half = (k + 1) // 2          # 1/2 mod k
+    if t == k:
+        return (2 * s + 1) * half % k
+    if s == k:
+        return (2 * t - 1) * half % k
+    if t == (s + 1) % k:
+        return k
+    return (s + t) * half % k
+
+
+# --- valiant ---------------------------------------------------------------------
+
+def _valiant_table(fabric: Fabric, seed: int) -> ForwardingTable:
+    """Every pair of distinct hosts detours through its own random switch.
+
+    The switches are drawn uniformly from all switches (the pair's own ones
+    included: then the detour is the shortest route), pair after pair in
+    host order, by a generator seeded with `seed`: the same seed gives the
+    same detours on every run."""
+    rng = random.Random(seed)
+    legs = ShortestRoutes(fabric)
+    routes = {}
+    for src in fabric.hosts:
+        for dst in fabric.hosts:
+            if src.name != dst.name:
+                via = rng.choice(fabric.switches).name
+                routes[src.name, dst.name] = _valiant_route(legs, src.name, dst.name, via)
+    return _table_of_routes(fabric, routes)
+
+
+def valiant_route(fabric: Fabric, src: str, dst: str, via: str) -> Route:
+    """Shortest route from host `src` to switch `via`, then shortest on to
+    host `dst` (lowest ports, as "shortest"), with every loop cut out."""
+    return _valiant_route(ShortestRoutes(fabric), src, dst, via)
+
+
+def _valiant_route(legs: ShortestRoutes, src: str, dst: str, via: str) -> Route:
+    a, d = legs.fabric.host(src).switch, legs.fabric.host(dst)
+    return cut_loops([(src, HOST_PORT)] + legs.lowest(a, via) + legs.lowest(via, d.switch) + [(d.switch, d.port)])
+
+
+def cut_loops(route: Route) -> Route:
+    """`route` without its cycles: where a node comes back, everything from
+    its first visit up to the return is dropped, and the route carries on
+    from the return. A pair can then be forwarded with one port per switch."""
+    out: Route = []
+    seen: dict[str, int] = {}   # node -> its position in out
+    for node, port in route:
+        if node in seen:
+            start = seen[node]
+            for dropped, _ in out[start:]:
+                del seen[dropped]
+            del out[start:]
+        seen[node] = len(out)
+        out.append((node, port))
+    return out
+
+
+# --- traffic-aware ---------------------------------------------------------------
+
+def _traffic_aware_table(fabric: Fabric, demands: dict | None) -> ForwardingTable:
+    """One shortest route per pair with demand, placed greedily:
+
+    1. take the pairs by demand, largest first (ties: host indices);
+    2. for each, among all its shortest routes (parallel links included)
+       take the one whose busiest switch-switch link would be least loaded
+       once the pair is added; ties: the least total load on the route,
+       then the first route (lowest ports);
+    3. add its demand to the links of that route.
+
+    Load is demand divided by link rate (seconds of sending), so links of
+    different rates compare fairly; host links are left out of the choice,
+    since every route of a pair shares them. Only shortest routes are
+    candidates: the fabrics here offer all their path diversity at equal
+    length (every middle of BiGraph, every core of a fat-tree, every spine),
+    and longer detours would add load that the comparison with the other
+    policies would have to explain. Pairs without demand keep the
+    "shortest" route."""
+    if demands is None:
+        raise ValueError("policy traffic-aware needs demands: {(src host, dst host): bytes}")
+    candidates = ShortestRoutes(fabric)
+    load: dict[tuple[str, int], float] = {}   # switch-switch link -> seconds of sending
+    routes = {}
+    for (src, dst), nbytes in _by_demand(fabric, demands):
+        options = candidates.between(src, dst)
+        after = [[load.get(link, 0.0) + _seconds(fabric, link, nbytes) for link in _switch_links(fabric, r)]
+                 for r in options]
+        best = min(range(len(options)), key=lambda i: (max(after[i], default=0.0), sum(after[i]), i))
+        for link, seconds in zip(_switch_links(fabric, options[best]), after[best]):
+            load[link] = seconds
+        routes[src, dst] = options[best]
+    return _table_of_routes(fabric, routes)
+
+
+def _by_demand(fabric: Fabric, demands: dict) -> list[tuple[tuple[str, str], float]]:
+    """The pairs of distinct hosts with positive demand, largest first."""
+    for (src, dst), nbytes in demands.items():
+        for host in (src, dst):
+            try:
+                fabric.host(host)
+            except KeyError:
+                raise ValueError(f"demand names host {host!r}, which is not in {fabric.topology}") from None
+        if not nbytes >= 0:
+            raise ValueError(f"demand from {src} to {dst} must be >= 0 bytes, got {nbytes}")
+    pairs = [(pair, n) for pair, n in demands.items() if n > 0 and pair[0] != pair[1]]
+    return sorted(pairs, key=lambda item: (-item[1], fabric.host(item[0][0]).index, fabric.host(item[0][1]).index))
+
+
+def _switch_links(fabric: Fabric, route: Route) -> Route:
+    """The switch-switch links of a route (neither NIC nor last downlink)."""
+    return [(node, port) for node, port in route if fabric.peer(node, port)[2].kind == "switch"]
+
+
+def _seconds(fabric: Fabric, link: tuple[str, int], nbytes: float) -> float:
+    """Time `link` takes to send `nbytes` at its rate."""
+    return nbytes * 8 / (fabric.peer(*link)[2].rate_mbps * 1e6)
+
+
+def demands_from_schedule(schedule: Schedule, hosts) -> dict[tuple[str, str], int]:
+    """Bytes every pair of hosts sends over the whole schedule, rank r on
+    hosts[r]: the demands "traffic-aware" places. Ranks sharing a host talk
+    over loopback and are left out, as are pairs that send nothing."""
+    if len(hosts) != schedule.ranks:
+        raise ValueError(f"{len(hosts)} hosts given for {schedule.ranks} ranks")
+    demands: dict[tuple[str, str], int] = {}
+    for rank, steps in enumerate(schedule.steps):
+        for step in steps:
+            for t in step.sends:
+                pair = (hosts[rank], hosts[t.peer])
+                if pair[0] != pair[1] and t.nbytes > 0:
+                    demands[pair] = demands.get(pair, 0) + t.nbytes
+    return demands

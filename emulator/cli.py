@@ -1,24 +1,34 @@
 """bigraph-emu: the command users type.
 
-  bigraph-emu demo                 8-host BiGraph, ring allreduce, about a minute
-  bigraph-emu run [flags]          one run from flags, or --experiment FILE
-  bigraph-emu model [flags]        the flow model only: no root, no network
-  bigraph-emu report FOLDER        summary table, busbw plot, link loads of a results folder
-  bigraph-emu cleanup              remove what a crashed run left behind
+  bigraph-emu demo                   8-host BiGraph, ring allreduce, about a minute (root)
+  bigraph-emu run [flags]            one run from flags, or --experiment FILE (root)
+  bigraph-emu compare --vary K=A,B   one run per value of a key, one table at the end (root)
+  bigraph-emu cli [flags]            fabric and controller up, then Mininet's CLI (root)
+  bigraph-emu topo [flags]           describe a fabric; --path SRC DST shows a route
+  bigraph-emu model [flags]          the flow model only: no root, no network
+  bigraph-emu report FOLDER...       summary, plot and link loads; several folders: compared
+  bigraph-emu clean                  remove what a crashed run left behind (alias: cleanup)
+
+Every input is validated before anything is created; bad input exits with
+code 2 and a message naming the key. `COMMAND --help` lists each one's flags.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import signal
 import sys
 import time
 
+from controller.routing import POLICIES
+from emulator.mapping import MAPPINGS
 from emulator.metrics import (MODEL_HEADER, TABLE_HEADER, algbw_mbps, busbw_mbps, model_row, payload_efficiency,
                               table_row)
-from emulator.spec import Experiment, RunSpec, SpecError, load_experiment, make_run
+from emulator.schedule import ALGORITHMS, COLLECTIVES
+from emulator.spec import FIELDS, Experiment, RunSpec, SpecError, load_experiment, make_run, switch_links
 
 DEMO = {"topology": "bigraph:m=2,n=4", "collective": "allreduce", "algorithm": "ring",
         "sizes": "1M:4M:2", "repetitions": 2, "warmup": 1, "label": "demo"}
@@ -26,10 +36,11 @@ DEMO = {"topology": "bigraph:m=2,n=4", "collective": "allreduce", "algorithm": "
 # command-line flag -> RunSpec key (flags mirror nccl-tests where they can)
 FLAGS = [
     (("-t", "--topology"), "topology", "e.g. bigraph:m=4,n=8, fattree:k=4, leafspine:leaves=4,spines=2,hosts=4"),
-    (("-c", "--collective"), "collective", "allreduce, reduce-scatter, allgather, broadcast, all-to-all, parameter-server"),
-    (("-a", "--algorithm"), "algorithm", "ring or halving-doubling"),
-    (("-m", "--mapping"), "mapping", "rank mapping: naive, hdrm or random"),
-    (("-p", "--policy"), "policy", "routing policy: shortest, spread or ecmp"),
+    (("-c", "--collective"), "collective", ", ".join(COLLECTIVES)),
+    (("-a", "--algorithm"), "algorithm", " or ".join(ALGORITHMS)),
+    (("-m", "--mapping"), "mapping", "rank mapping: " + ", ".join(MAPPINGS)),
+    (("-p", "--policy"), "policy", "routing policy: " + ", ".join(POLICIES) + " ('bigraph-emu topo --help' says "
+                                   "what each does)"),
     (("--ranks",), "ranks", "number of ranks (default: every host)"),
     (("--seed",), "seed", "seed of the random mapping"),
     (("-n", "--repetitions"), "repetitions", "counted repetitions per size"),
@@ -38,67 +49,133 @@ FLAGS = [
     (("--switch-rate",), "switch_rate_mbps", "switch-switch link rate, Mbit/s"),
     (("--host-queue",), "host_queue_packets", "host link queue depth, packets"),
     (("--switch-queue",), "switch_queue_packets", "switch link queue depth, packets"),
-    (("--mtu",), "mtu", "interface MTU, bytes"),
+    (("--mtu",), "mtu", "interface MTU, bytes (576..9000)"),
     (("--datapath",), "datapath", "auto, kernel or user"),
+    (("--connections",), "connections", "TCP connections per peer pair, 1..16 (default 1)"),
+    (("--delay",), "link_delay_ms", "netem delay on every link, ms (needs sch_netem)"),
+    (("--loss",), "link_loss_pct", "netem loss on every link, percent (needs sch_netem)"),
+    (("--link-event",), "link_events", "e.g. 2.5:bgs1-bgs5:down: switch link A-B goes down (or up) "
+                                       "T seconds after the first counted call starts; repeatable"),
+    (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
     (("--label",), "label", "free text copied into the results"),
 ]
+METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
+            "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
+            "link_events": "T:A-B:down|up", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
+            "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N"}
+# --vary accepts a key or its long flag name (policy, host-rate, delay, ...)
+FLAG_KEYS = {flags[-1].lstrip("-"): key for flags, key, _ in FLAGS}
+MAX_COMPARE_RUNS = 64
+
+
+# --- parsing --------------------------------------------------------------------------
+
+def _add_spec_flags(sp: argparse.ArgumentParser, sizes: bool = True) -> None:
+    for flags, key, helptext in FLAGS:
+        sp.add_argument(*flags, dest=key, help=helptext, metavar=METAVARS.get(key, key.split("_")[0].upper()),
+                        action="append" if key == "link_events" else "store")
+    sp.add_argument("--bw", metavar="MBPS", help="host and switch link rate at once, Mbit/s")
+    sp.add_argument("--queue", metavar="PACKETS", help="host and switch queue depth at once, packets")
+    if sizes:
+        sp.add_argument("-b", "--minbytes", metavar="SIZE", help="smallest size, e.g. 64K")
+        sp.add_argument("-e", "--maxbytes", metavar="SIZE", help="largest size, e.g. 16M")
+        sp.add_argument("-f", "--stepfactor", metavar="F", help="size multiplier between sizes (default 2)")
+    sp.add_argument("--experiment", metavar="FILE", help="TOML experiment file; flags given override its keys")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bigraph-emu", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    out_help = "results folder, new or empty (default: results/<time>-<name>)"
     sub.add_parser("demo", help="8-host BiGraph ring allreduce (needs root)").add_argument(
-        "--out", help="results folder (default: results/<time>-demo)")
-    for name, text in (("run", "emulate (needs root)"), ("model", "flow model only")):
-        sp = sub.add_parser(name, help=text)
-        for flags, key, helptext in FLAGS:
-            sp.add_argument(*flags, dest=key, help=helptext)
-        sp.add_argument("-b", "--minbytes", help="smallest size, e.g. 64K")
-        sp.add_argument("-e", "--maxbytes", help="largest size, e.g. 16M")
-        sp.add_argument("-f", "--stepfactor", help="size multiplier between sizes (default 2)")
-        sp.add_argument("--experiment", help="TOML experiment file; flags given override its keys")
+        "--out", metavar="FOLDER", help=out_help)
+    for name, text in (("run", "emulate (needs root)"), ("compare", "one emulated run per --vary value (needs root)"),
+                       ("model", "flow model only (no root)")):
+        sp = sub.add_parser(name, help=text, description=text)
+        _add_spec_flags(sp)
+        sp.add_argument("--out", metavar="FOLDER", help=out_help)
+        if name == "compare":
+            sp.add_argument("--vary", action="append", required=True, metavar="KEY=V1,V2,...",
+                            help="one run per value, e.g. policy=shortest,ecmp or mapping=naive,hdrm "
+                                 "(';' separates values that hold commas, as topologies do); repeat for "
+                                 "every combination")
         if name == "model":
             sp.add_argument("--jitter", type=float, default=0.0, metavar="AMP",
                             help="also predict with every flow up to AMP longer at random (e.g. 0.1), "
                                  "to see how sensitive the collective is to slow flows")
-        sp.add_argument("--out", help="results folder (default: results/<time>-<name>)")
-    sub.add_parser("cleanup", help="remove bridges, links and processes a crashed run left behind")
-    sub.add_parser("report", help="summary, plot and link loads of a results folder").add_argument("folder")
+    sp = sub.add_parser("cli", help="fabric and controller up, then Mininet's CLI (needs root)",
+                        description="Bring the fabric and controller up, then Mininet's interactive CLI "
+                                    "(ping, iperf3, ...); 'exit' tears everything down.")
+    _add_spec_flags(sp, sizes=False)
+    sp.add_argument("--out", metavar="FOLDER", help=out_help)
+    sp = sub.add_parser("topo", help="describe a fabric and its routes (no root)",
+                        description="Switches per tier, hosts, links and rates of a fabric; with --path, "
+                                    "the route a policy gives between two hosts. Policies: " + _policies())
+    _add_spec_flags(sp, sizes=False)
+    sp.add_argument("--path", nargs=2, metavar=("SRC", "DST"), help="hosts, e.g. bgh0 bgh5 (or 0 5)")
+    sp = sub.add_parser("report", help="summary, plot and link loads of results folders (no root)")
+    sp.add_argument("folder", nargs="+", help="one results folder, or several to compare")
+    sp.add_argument("--plot", metavar="PNG", help="with several folders: where the comparison plot goes "
+                                                  "(default: compare-<time>.png beside the first folder)")
+    sub.add_parser("clean", aliases=["cleanup"], help="remove bridges, links and processes a crashed run left "
+                                                      "behind (needs root)")
     return p
 
 
+def _policies() -> str:
+    return "; ".join(f"{name}: {text}" for name, text in POLICIES.items())
+
+
 def _flag_values(args) -> dict:
-    values = {key: getattr(args, key) for _, key, _ in FLAGS if getattr(args, key) is not None}
-    if args.stepfactor and not (args.minbytes or args.maxbytes):
+    values = {key: getattr(args, key) for _, key, _ in FLAGS if getattr(args, key, None) is not None}
+    for flag, keys in (("bw", ("host_rate_mbps", "switch_rate_mbps")),
+                       ("queue", ("host_queue_packets", "switch_queue_packets"))):
+        if getattr(args, flag, None) is not None:
+            for key in keys:
+                values.setdefault(key, getattr(args, flag))
+    minbytes, maxbytes, factor = (getattr(args, k, None) for k in ("minbytes", "maxbytes", "stepfactor"))
+    if factor and not (minbytes or maxbytes):
         raise SpecError("sizes: -f/--stepfactor needs -b and/or -e")
-    if args.minbytes or args.maxbytes:
-        begin = args.minbytes or args.maxbytes
-        values["sizes"] = f"{begin}:{args.maxbytes or begin}:{args.stepfactor or 2}"
+    if minbytes or maxbytes:
+        begin = minbytes or maxbytes
+        values["sizes"] = f"{begin}:{maxbytes or begin}:{factor or 2}"
     return values
 
 
-def _experiment(args) -> Experiment:
+def _experiment(args, check_kernel: bool = True) -> Experiment:
     values = _flag_values(args)
     if args.experiment:
-        return load_experiment(args.experiment, values)
-    return Experiment("run", [make_run(values)])
+        return load_experiment(args.experiment, values, check_kernel)
+    return Experiment(args.command, [make_run(values, check_kernel)])
 
 
 def _results_dir(out: str | None, name: str) -> str:
-    """A new folder for this run's results; never reuses one with results in it."""
+    """A new folder for this run's results: never an existing folder with
+    anything in it. Checked before anything is created; not created here."""
     path = out or os.path.join("results", f"{time.strftime('%Y%m%d-%H%M%S')}-{name}")
-    if os.path.exists(os.path.join(path, "collectives.csv")):
-        raise SpecError(f"--out {path} already holds results; choose a new folder")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise SpecError(f"--out {path} is a file, not a folder; choose a new folder")
+    if os.path.isdir(path) and os.listdir(path):
+        raise SpecError(f"--out {path} is not empty (earlier results or other files); choose a new folder")
     return path
 
 
+# --- what runs print ------------------------------------------------------------------
+
 def _describe(spec: RunSpec, ranks: int) -> str:
+    extra = ""
+    if spec.link_delay_ms or spec.link_loss_pct:
+        extra += f", netem {spec.link_delay_ms:g} ms / {spec.link_loss_pct:g}% loss"
+    if spec.connections > 1:
+        extra += f", {spec.connections} connections per peer"
+    if spec.link_events:
+        extra += ", link events " + " ".join(map(str, spec.link_events))
     return (f"# {spec.collective} {spec.algorithm}, mapping {spec.mapping}, policy {spec.policy}, "
             f"{spec.topology} ({ranks} ranks), links {spec.host_rate_mbps:g} Mbit/s host / "
             f"{spec.switch_rate_mbps:g} Mbit/s switch, queues {spec.host_queue_packets}/"
-            f"{spec.switch_queue_packets} packets, MTU {spec.mtu}")
+            f"{spec.switch_queue_packets} packets, MTU {spec.mtu}{extra}")
 
 
 def _print_table(rows: list[dict]) -> None:
@@ -110,11 +187,35 @@ def _print_table(rows: list[dict]) -> None:
         print(table_row(r.size_bytes, r.time_s, algbw_mbps(r.size_bytes, r.time_s), r.busbw_mbps, r.model_time_s))
 
 
+def _duration(seconds: float) -> str:
+    """'40 s', '5 min', '2 h 05 min' (rounded half up)."""
+    seconds = max(1, int(seconds + 0.5))
+    if seconds < 100:
+        return f"{seconds} s"
+    minutes = int(seconds / 60 + 0.5)
+    if minutes < 100:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def progress_line(done_calls: int, total_calls: int, elapsed_s: float, label: str) -> str:
+    """'[ 3/12] label ... ~40 s left': calls done so far, and the time left
+    if the remaining calls take as long as the done ones on average."""
+    line = f"[{done_calls:>{len(str(total_calls))}}/{total_calls}] {label}"
+    if total_calls and done_calls >= total_calls:
+        return f"{line} ... done in {_duration(elapsed_s)}"
+    if done_calls <= 0 or elapsed_s <= 0:
+        return f"{line} ..."
+    return f"{line} ... ~{_duration(elapsed_s / done_calls * (total_calls - done_calls))} left"
+
+
+# --- model and topo (no root) ------------------------------------------------------------
+
 def cmd_model(args) -> int:
     from emulator.plan import plan_run
     if not 0 <= args.jitter <= 10:
         raise SpecError(f"--jitter: must be between 0 and 10 (a fraction of each flow), got {args.jitter}")
-    for spec in _experiment(args).runs:
+    for spec in _experiment(args, check_kernel=False).runs:
         plan = plan_run(spec)
         print(_describe(spec, plan.ranks) + " (model)")
         print(MODEL_HEADER)
@@ -139,36 +240,258 @@ def _jitter_ratios(plan, size: int, amplitude: float, seeds: int = 3) -> str:
     return " ".join(f"{r:.2f}x" for r in ratios)
 
 
-def cmd_run(args, experiment: Experiment | None = None) -> int:
-    from emulator.emulation import Emulation
-    from emulator.plan import plan_run
-    from emulator.results import COLLECTIVE_COLUMNS, STEP_COLUMNS, append_csv, collective_rows, step_rows
+def _names(names: list[str], limit: int = 16) -> str:
+    shown = " ".join(names[:limit])
+    return shown + (f" ... ({len(names) - limit} more)" if len(names) > limit else "")
 
+
+def describe_fabric(fabric) -> str:
+    """Switches per tier, hosts, links with their rates and queues."""
+    lines = [f"# {fabric.topology}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
+             f"{len(fabric.links)} links"]
+    for tier in dict.fromkeys(s.tier for s in fabric.switches):
+        names = [s.name for s in fabric.switches if s.tier == tier]
+        per = "/".join(str(n) for n in sorted({len(fabric.hosts_on(n)) for n in names}))
+        hosts = "no hosts" if per == "0" else f"{per} hosts each"
+        lines.append(f"{tier} switches: {len(names)}, {hosts}: {_names(names)}")
+    lines.append(f"hosts: {fabric.hosts[0].name} .. {fabric.hosts[-1].name}")
+    for kind in ("host", "switch"):
+        links = [l for l in fabric.links if l.kind == kind]
+        rates = "/".join(f"{r:g}" for r in sorted({l.rate_mbps for l in links}))
+        queues = "/".join(str(q) for q in sorted({l.queue_packets for l in links}))
+        lines.append(f"{kind} links: {len(links)} at {rates} Mbit/s, queues {queues} packets")
+    lines.append(f"switch links by name (for --link-event): {_names(switch_links(fabric), 32)}")
+    return "\n".join(lines)
+
+
+def _host_name(fabric, text: str) -> str:
+    from emulator.fabric import HOST_PREFIX
+    name = HOST_PREFIX + text if text.isdigit() else text
+    if name not in {h.name for h in fabric.hosts}:
+        raise SpecError(f"--path: no host {text!r} in {fabric.topology}; hosts are "
+                        f"{fabric.hosts[0].name}..{fabric.hosts[-1].name} (or their numbers)")
+    return name
+
+
+def _routes(spec: RunSpec, fabric):
+    """The forwarding table of the spec's policy; "traffic-aware" routes the
+    spec's workload, so its table comes from the run's plan."""
+    from controller.routing import forwarding_table
+    from emulator.plan import plan_run
+    try:
+        if spec.policy == "traffic-aware":
+            return plan_run(spec, fabric).table
+        return forwarding_table(fabric, spec.policy)
+    except ValueError as e:
+        raise SpecError(f"policy: {e}") from None
+
+
+def describe_path(fabric, table, policy: str, src: str, dst: str) -> str:
+    """The route from host src to host dst: each node with its egress port."""
+    from controller.routing import path
+    src, dst = _host_name(fabric, src), _host_name(fabric, dst)
+    if src == dst:
+        raise SpecError(f"--path: source and destination are both {src}")
+    hops = path(fabric, table, src, dst)
+    route = " > ".join(f"{node}:{port}" for node, port in hops)
+    return f"path {src} -> {dst}, policy {policy}: {route} > {dst}  ({len(hops) - 1} switches; node:egress port)"
+
+
+def cmd_topo(args) -> int:
+    from emulator.topology import build
+    spec = _experiment(args, check_kernel=False).runs[0]
+    fabric = build(spec.topology, spec.link_profile())
+    print(describe_fabric(fabric))
+    if args.path:
+        print(describe_path(fabric, _routes(spec, fabric), spec.policy, *args.path))
+    return 0
+
+
+# --- run, compare, demo, cli (root) ----------------------------------------------------------
+
+def cmd_run(args, experiment: Experiment | None = None) -> int:
+    """Validate and plan everything, then (as root) emulate."""
     experiment = experiment or _experiment(args)
-    plans = [plan_run(spec) for spec in experiment.runs]   # every error before the network
-    for plan in plans:
-        _fits_one_machine(plan)
-    out = _results_dir(args.out, experiment.name)
+    plans, out = _prepare(experiment, args.out)
+    _needs_root(args.command)
+    return _emulate(experiment, plans, out)
+
+
+def _prepare(experiment: Experiment, out: str | None):
+    """Every error before the network: plans, machine limits, the results folder."""
+    plans = [_plan_emulated(spec) for spec in experiment.runs]
+    return plans, _results_dir(out, experiment.name)
+
+
+def _plan_emulated(spec: RunSpec):
+    """The plan of a run to emulate; too large a fabric is refused before planning."""
+    from emulator.plan import plan_run
+    from emulator.topology import build
+    fabric = build(spec.topology, spec.link_profile())
+    _fits_one_machine(fabric)
+    return plan_run(spec, fabric)
+
+
+def _emulate(experiment: Experiment, plans, out: str) -> int:
+    from emulator.emulation import Emulation
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "spec.json"), "w") as f:
         json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs]}, f, indent=1)
+    progress = Progress(sum(len(p.calls) for p in plans))
     ok = True
     for group in _by_fabric(plans):
-        with Emulation(group[0].fabric, group[0].spec, out) as emu:
+        with Emulation(group[0], out) as emu:
             for plan in group:
                 print(_describe(plan.spec, plan.ranks))
-                records = emu.replay(plan)
-                rows = collective_rows(plan, records, emu.dataplane.datapath)
-                append_csv(os.path.join(out, "collectives.csv"), COLLECTIVE_COLUMNS, rows)
-                append_csv(os.path.join(out, "steps.csv"), STEP_COLUMNS, step_rows(plan, records))
-                _print_table(rows)
-                if not all(r["bytes_ok"] for r in rows):
-                    print("# ERROR: some agent moved a wrong number of bytes; see steps.csv")
-                    ok = False
+                ok &= _replay(emu, plan, out, progress)
     _report(out, plans)
-    print(f"# results: {out}/ collectives.csv, steps.csv, summary.txt, busbw.png, link_loads.csv, fabric.json")
+    print(f"# results: {out}/ collectives.csv, steps.csv, links.csv, machine.csv, summary.txt, busbw.png, "
+          "heatmap.png, fabric.png, timeline.png, link_loads.csv, fabric.json")
     return 0 if ok else 1
 
+
+def _replay(emu, plan, out: str, progress: "Progress") -> bool:
+    """Replay a plan, writing every call's results as it ends; prints the
+    table, and False if some agent moved a wrong number of bytes."""
+    from emulator.results import write_call
+    rows = []
+
+    def on_call(call, record):
+        if live:
+            live.clear()
+        row = write_call(out, plan, call, record, emu.dataplane.datapath)
+        rows.extend([row] if row else [])
+        progress.call_done(_call_label(plan, call), row)
+
+    live = LiveView(emu, plan, progress) if sys.stdout.isatty() else None
+    emu.on_sample = live.update if live else None
+    emu.replay(plan, on_call=on_call)
+    _print_table(rows)
+    if not all(r["bytes_ok"] for r in rows):
+        print("# ERROR: some agent moved a wrong number of bytes; see steps.csv")
+        return False
+    return True
+
+
+def _call_label(plan, call) -> str:
+    what = "warm-up" if call.repetition < 0 else f"rep {call.repetition + 1}/{plan.spec.repetitions}"
+    return f"{plan.spec.algorithm} {plan.spec.mapping} {_size(call.size_bytes)} {what}"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+class Progress:
+    """One line per finished call: which, its verdict, and the time left."""
+
+    def __init__(self, total_calls: int):
+        self.total, self.done, self.start = total_calls, 0, time.monotonic()
+
+    def call_done(self, label: str, row: dict | None) -> None:
+        self.done += 1
+        verdict = f" busbw {row['busbw_mbps']:.2f} Mbit/s, {row['fidelity']}" if row else ""
+        print(progress_line(self.done, self.total, time.monotonic() - self.start, label) + verdict, flush=True)
+
+
+class LiveView:
+    """Redraws the busiest links and the step progress in place while a
+    call runs (only on a terminal)."""
+
+    def __init__(self, emu, plan, progress: Progress):
+        self.emu, self.plan, self.progress = emu, plan, progress
+        self.steps_total = max(len(s) for s in plan.schedules[max(plan.schedules)].steps)
+        self.lines = 0
+
+    def update(self, samples) -> None:
+        from emulator import linkstats, liveview
+        if len(samples) < 2 or self.emu.fleet is None:
+            return
+        rows = linkstats.link_rows(0, self.emu.links, samples[-2:], samples[0].t)
+        text = liveview.render(f"[{self.progress.done + 1}/{self.progress.total}]", rows,
+                               self.emu.fleet.steps_done, self.steps_total, samples[-1].t - self.emu.fleet.call_start)
+        up = f"\x1b[{self.lines}F\x1b[J" if self.lines else ""
+        print(up + text, flush=True)
+        self.lines = text.count("\n") + 1
+
+    def clear(self) -> None:
+        if self.lines:
+            print(f"\x1b[{self.lines}F\x1b[J", end="", flush=True)
+            self.lines = 0
+
+
+def _vary_values(text: str) -> tuple[str, list[str]]:
+    """'policy=shortest,ecmp' -> ('policy', ['shortest', 'ecmp']); ';' separates when values hold commas."""
+    name, eq, rest = text.partition("=")
+    key = FLAG_KEYS.get(name.strip(), name.strip())
+    if not eq or key not in FIELDS:
+        raise SpecError(f"--vary: {text!r} is not KEY=V1,V2,... with a known key; keys: {', '.join(FIELDS)}")
+    values = [v.strip() for v in rest.split(";" if ";" in rest else ",") if v.strip()]
+    if not values:
+        raise SpecError(f"--vary {key}: give at least one value")
+    return key, values
+
+
+def compare_experiment(args) -> Experiment:
+    """One run per combination of --vary values (each over every run of
+    --experiment), labelled 'key=value'."""
+    varied = [_vary_values(text) for text in args.vary]
+    keys = [key for key, _ in varied]
+    flags = _flag_values(args)
+    for key in keys:
+        if keys.count(key) > 1 or key in flags:
+            raise SpecError(f"--vary {key}: {key} is given twice (in --vary or also as a flag); give it once")
+    combos = list(itertools.product(*[[(key, v) for v in values] for key, values in varied]))
+    runs = []
+    for combo in combos:
+        tag = " ".join(f"{k}={v}" for k, v in combo)
+        args_combo = {**flags, **dict(combo)}
+        try:
+            specs = (load_experiment(args.experiment, args_combo).runs if args.experiment
+                     else [make_run(args_combo)])
+        except SpecError as e:
+            raise SpecError(f"--vary {tag}: {e}") from None
+        runs += [dataclasses.replace(s, label=f"{s.label} {tag}".strip()) for s in specs]
+    if len(runs) > MAX_COMPARE_RUNS:
+        raise SpecError(f"--vary: {len(runs)} runs; compare at most {MAX_COMPARE_RUNS} at once")
+    return Experiment("compare-" + "-".join(keys), runs)
+
+
+def cmd_compare(args) -> int:
+    return cmd_run(args, compare_experiment(args))
+
+
+def cmd_demo(args) -> int:
+    return cmd_run(args, Experiment("demo", [make_run(DEMO)]))
+
+
+def cmd_cli(args) -> int:
+    """Validate, then (as root) the fabric and controller up and Mininet's CLI."""
+    experiment = _experiment(args)
+    if len(experiment.runs) > 1:
+        print(f"# {args.experiment} has {len(experiment.runs)} runs; the fabric of the first one comes up")
+    plan = _plan_emulated(experiment.runs[0])
+    out = _results_dir(args.out, "cli")
+    _needs_root(args.command)
+    return _interactive(plan, out)
+
+
+def _interactive(plan, out: str) -> int:
+    from mininet.cli import CLI
+    from emulator.emulation import Emulation
+    os.makedirs(out, exist_ok=True)
+    with Emulation(plan, out) as emu:
+        hosts = plan.fabric.hosts
+        print(f"# Mininet CLI on {plan.fabric.topology}: hosts {hosts[0].name}..{hosts[-1].name} "
+              f"({hosts[0].ip}..), e.g. '{hosts[0].name} ping -c1 {hosts[-1].ip}'; 'exit' tears it down")
+        CLI(emu.network.net)
+    return 0
+
+
+# --- report and clean ---------------------------------------------------------------------
 
 def _report(out: str, plans) -> None:
     from emulator.report import write_report
@@ -178,30 +501,65 @@ def _report(out: str, plans) -> None:
         print(text)
 
 
-def cmd_report(args) -> int:
-    """Rebuild summary.txt, busbw.png and link_loads.csv of a results folder."""
-    from emulator.plan import plan_run
+def _results_folder(folder: str) -> list[dict]:
+    """The runs of a results folder's spec.json; SpecError if it is not one."""
     try:
-        with open(os.path.join(args.folder, "spec.json")) as f:
+        with open(os.path.join(folder, "spec.json")) as f:
             runs = json.load(f)["runs"]
-    except (OSError, ValueError, KeyError) as e:
-        raise SpecError(f"{args.folder} is not a results folder with a readable spec.json: {e}") from None
-    if not os.path.exists(os.path.join(args.folder, "collectives.csv")):
-        raise SpecError(f"{args.folder} has no collectives.csv: its run measured nothing")
-    plans = [plan_run(make_run(r)) for r in runs]
-    _report(args.folder, plans)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SpecError(f"{folder} is not a results folder with a readable spec.json: {e}") from None
+    if not os.path.exists(os.path.join(folder, "collectives.csv")):
+        raise SpecError(f"{folder} has no collectives.csv: its run measured nothing")
+    return runs
+
+
+def cmd_report(args) -> int:
+    """One folder: rebuild summary.txt, busbw.png and link_loads.csv.
+    Several: one comparison table and plot."""
+    from emulator.plan import plan_run
+    runs = [_results_folder(folder) for folder in args.folder]
+    if len(args.folder) > 1:
+        return _compare_folders(args.folder, args.plot)
+    plans = [plan_run(make_run(r, check_kernel=False)) for r in runs[0]]
+    _report(args.folder[0], plans)
     return 0
 
+
+def _compare_folders(folders: list[str], plot_path: str | None) -> int:
+    from emulator import report
+    missing = [name for name in ("compare", "format_compare", "plot_compare") if not hasattr(report, name)]
+    if missing:
+        raise RuntimeError(f"comparing folders needs emulator.report.{', '.join(missing)}, which this version "
+                           "lacks; report one folder at a time")
+    df = report.compare(folders)
+    print(report.format_compare(df))
+    parent = os.path.dirname(os.path.normpath(folders[0])) or "."
+    plot_path = plot_path or os.path.join(parent, f"compare-{time.strftime('%Y%m%d-%H%M%S')}.png")
+    report.plot_compare(df, plot_path)
+    print(f"# plot: {plot_path}")
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from emulator.net import processes
+    _needs_root(args.command)
+    with processes.RunLock():
+        removed = processes.sweep()
+    print("removed: " + (", ".join(removed) if removed else "nothing; the machine is clean"))
+    return 0
+
+
+# --- shared ---------------------------------------------------------------------------
 
 # Mininet on one machine: beyond these, use `bigraph-emu model`.
 MAX_EMULATED_HOSTS = 256
 MAX_EMULATED_SWITCHES = 128
 
 
-def _fits_one_machine(plan) -> None:
-    hosts, switches = len(plan.fabric.hosts), len(plan.fabric.switches)
+def _fits_one_machine(fabric) -> None:
+    hosts, switches = len(fabric.hosts), len(fabric.switches)
     if hosts > MAX_EMULATED_HOSTS or switches > MAX_EMULATED_SWITCHES:
-        raise SpecError(f"{plan.fabric.topology} has {hosts} hosts and {switches} switches; one machine "
+        raise SpecError(f"topology: {fabric.topology} has {hosts} hosts and {switches} switches; one machine "
                         f"emulates at most {MAX_EMULATED_HOSTS} and {MAX_EMULATED_SWITCHES}: "
                         "use 'bigraph-emu model' for it")
 
@@ -217,22 +575,11 @@ def _by_fabric(plans):
     return groups
 
 
-def cmd_demo(args) -> int:
-    return cmd_run(args, Experiment("demo", [make_run(DEMO)]))
-
-
-def cmd_cleanup(_args) -> int:
-    from emulator.net import processes
-    with processes.RunLock():
-        removed = processes.sweep()
-    print("removed: " + (", ".join(removed) if removed else "nothing; the machine is clean"))
-    return 0
-
-
 def _needs_root(command: str) -> None:
-    if command in ("demo", "run", "cleanup") and os.geteuid() != 0:
+    """Called by network commands after validation, before anything is created."""
+    if os.geteuid() != 0:
         raise SpecError(f"'bigraph-emu {command}' needs root (Mininet and Open vSwitch); "
-                        "'bigraph-emu model' runs without it")
+                        "'bigraph-emu model' and 'bigraph-emu topo' run without it")
 
 
 def _interrupt(*_):
@@ -240,13 +587,15 @@ def _interrupt(*_):
     raise KeyboardInterrupt
 
 
+COMMANDS = {"demo": cmd_demo, "run": cmd_run, "compare": cmd_compare, "cli": cmd_cli, "topo": cmd_topo,
+            "model": cmd_model, "report": cmd_report, "clean": cmd_clean, "cleanup": cmd_clean}
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        _needs_root(args.command)
-        commands = {"demo": cmd_demo, "run": cmd_run, "model": cmd_model, "cleanup": cmd_cleanup, "report": cmd_report}
-        return commands[args.command](args)
+        return COMMANDS[args.command](args)
     except SpecError as e:
         print(f"bigraph-emu: error: {e}", file=sys.stderr)
         return 2

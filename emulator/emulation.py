@@ -7,18 +7,24 @@ every host pinging every other, then the agents; and teardown always.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import time
 
-from emulator.fabric import Fabric
+from emulator import linkstats, verification
 from emulator.net import counters, ovs_buffers, processes
 from emulator.net.agents import AgentFleet
 from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
+from emulator.net.monitor import LinkMonitor
 from emulator.net.network import EmulatedFabric
-from emulator.plan import RunPlan
-from emulator.results import CallRecord
-from emulator.spec import RunSpec
+from emulator.plan import RunPlan, route_demands
+from emulator.results import CallRecord, call_time
+
+
+PROBES = 3             # packets per probe pair
+COUNTER_DELAY_S = 5.0  # longest wait for OVS to show the probes in its rule counters
 
 
 class EmulationError(RuntimeError):
@@ -27,15 +33,18 @@ class EmulationError(RuntimeError):
 
 
 class Emulation:
-    """An emulated fabric and its controller, up inside a `with` block."""
+    """The fabric of a plan and its controller, up inside a `with` block.
+    Later plans may replay on it if their spec has the same fabric_key()."""
 
-    def __init__(self, fabric: Fabric, spec: RunSpec, run_dir: str, log=print):
-        self.fabric, self.spec, self.run_dir, self.log = fabric, spec, run_dir, log
+    def __init__(self, plan: RunPlan, run_dir: str, log=print):
+        self.plan, self.fabric, self.spec, self.run_dir, self.log = plan, plan.fabric, plan.spec, run_dir, log
         self.lock = processes.RunLock()
         self.controller: ControllerProcess | None = None
         self.network: EmulatedFabric | None = None
         self.dataplane: Dataplane | None = None
         self.fleet: AgentFleet | None = None   # the agents of the workload under way
+        self.links = linkstats.directed_links(self.fabric)
+        self.on_sample = None                  # called with the monitor's samples (the live view)
 
     def __enter__(self) -> "Emulation":
         self.lock.__enter__()
@@ -47,14 +56,10 @@ class Emulation:
         return self
 
     def _bring_up(self) -> None:
-        removed = processes.sweep()
-        if removed:
-            self.log(f"# removed leftovers of an earlier run: {', '.join(removed)}")
+        self._refuse_leftovers()
         self.dataplane = detect(self.spec.datapath)
         self.log(f"# dataplane: {self.dataplane.describe()}")
-        fabric_json = os.path.join(self.run_dir, "fabric.json")
-        self.fabric.save(fabric_json)
-        self.controller = ControllerProcess(fabric_json, self.spec.policy, self.run_dir)
+        self.controller = self._controller()
         self.controller.start()
         self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu)
         with self._ovs_socket_buffers():
@@ -62,7 +67,28 @@ class Emulation:
             ready = self.controller.wait_routes()
             self._verify(ready["rules"])   # the pings make OVS create its send socket
         self.log(f"# {self.fabric.topology}: {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
-                 f"routes '{self.spec.policy}' installed and confirmed, all {len(self.fabric.hosts)} hosts reach each other")
+                 f"routes '{self.spec.policy}' installed, read back from OVS and followed by probe packets; "
+                 f"all {len(self.fabric.hosts)} hosts reach each other")
+
+    def _refuse_leftovers(self) -> None:
+        """Leftovers of a crashed run would make Mininet fail halfway ("File
+        exists"): stop before creating anything and say what to do."""
+        left = processes.leftover_bridges() + processes.leftover_links() + \
+            [f"process {pid}" for pid in processes.leftover_processes()]
+        if left:
+            raise EmulationError(f"an earlier run left {', '.join(left[:6])}"
+                                 f"{' and more' if len(left) > 6 else ''}; run 'bigraph-emu clean' first")
+
+    def _controller(self) -> ControllerProcess:
+        fabric_json = os.path.join(self.run_dir, "fabric.json")
+        self.fabric.save(fabric_json)
+        demands_json = ""
+        demands = route_demands(self.spec, self.plan.schedules, self.plan.hosts)
+        if demands is not None:
+            demands_json = os.path.join(self.run_dir, "demands.json")
+            with open(demands_json, "w") as f:
+                json.dump([[a, b, n] for (a, b), n in sorted(demands.items())], f)
+        return ControllerProcess(fabric_json, self.spec.policy, self.run_dir, demands_json, self.spec.seed)
 
     def _ovs_socket_buffers(self):
         """The userspace datapath needs large socket buffers (see ovs_buffers)."""
@@ -74,14 +100,49 @@ class Emulation:
         return ovs_buffers.large_socket_buffers()
 
     def _verify(self, confirmed: dict[str, int]) -> None:
-        """OVS itself must hold what the controller says it installed, and
-        every host must reach every other before any traffic is measured."""
-        in_ovs = self.network.flow_counts()
-        if in_ovs != confirmed:
-            raise EmulationError(f"switch rule counts differ: controller confirmed {confirmed}, OVS holds {in_ovs}")
+        """Before any traffic is measured: OVS holds exactly the rules the
+        policy computed, every host reaches every other, and probe packets
+        cross exactly the switches the routes say, one probe per route shape."""
+        installed = self.installed_rules()
+        problems = verification.rule_differences(self.fabric, self.plan.table, installed)
+        if problems:
+            raise EmulationError(f"switches do not hold the computed rules: {'; '.join(problems[:4])}")
+        if {s: len(r) for s, r in installed.items()} != confirmed:
+            raise EmulationError(f"rule counts differ from what the controller confirmed: {confirmed}")
         failed = self.network.ping_all()
         if failed:
             raise EmulationError(f"{len(failed)} host pairs cannot reach each other, e.g. {failed[:5]}")
+        for pairs in verification.probe_rounds(verification.probe_pairs(self.fabric, self.plan.table)):
+            self._probe(pairs)
+
+    def installed_rules(self) -> dict:
+        """Every switch's rules as OVS reports them, with packet counters."""
+        return {s: verification.parse_flows(text) for s, text in self.network.dump_flows().items()}
+
+    def _probe(self, pairs, count: int = PROBES) -> None:
+        """OVS moves packet counts from its datapath to its rules every half
+        second or so: read them until every probe shows, or give up."""
+        before = self.installed_rules()
+        lost = self.network.probe(pairs, count)
+        if lost:
+            raise EmulationError(f"probe packets were lost between {lost[:5]}")
+        deadline = time.monotonic() + COUNTER_DELAY_S
+        while True:
+            wrong = self._probe_mismatches(pairs, before, self.installed_rules(), count)
+            if not wrong or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if wrong:
+            raise EmulationError(f"packets did not follow their routes: {'; '.join(wrong[:3])}")
+
+    def _probe_mismatches(self, pairs, before, after, count: int) -> list[str]:
+        wrong = []
+        for src, dst in pairs:
+            crossed = verification.switches_crossed(self.fabric, before, after, src, dst, count)
+            mismatch = verification.path_mismatch(self.fabric, self.plan.table, src, dst, crossed)
+            if mismatch:
+                wrong.append(mismatch)
+        return wrong
 
     def __exit__(self, *exc) -> None:
         """Every step runs even if one before it fails; Ctrl-C and SIGTERM
@@ -90,7 +151,8 @@ class Emulation:
         try:
             with contextlib.ExitStack() as steps:   # runs in reverse order
                 steps.callback(self.lock.__exit__, None, None, None)
-                steps.callback(self._sweep)
+                if self.controller is not None:   # we created something: leave nothing of it
+                    steps.callback(self._sweep)
                 if self.controller is not None:
                     steps.callback(self.controller.stop)
                 if self.network is not None:
@@ -105,9 +167,11 @@ class Emulation:
             self.log(f"# teardown removed what Mininet left: {', '.join(left)}")
 
     # --- workloads -----------------------------------------------------------
-    def replay(self, plan: RunPlan) -> list[CallRecord]:
-        """Run every call of the plan: the agents' step records and the
-        machine's counters around each call."""
+    def replay(self, plan: RunPlan, on_call=None) -> list[CallRecord]:
+        """Run every call of the plan: the agents' step records, the
+        machine's counters around each call and the link time series.
+        `on_call(call, record)` is told of each call as it ends, so what was
+        measured is kept even if a later call fails."""
         hosts = [self.network.host(h) for h in plan.hosts]
         ips = [self.fabric.host(h).ip for h in plan.hosts]
         calls = [{"collective": plan.spec.collective, "algorithm": plan.spec.algorithm, "size_bytes": c.size_bytes}
@@ -118,10 +182,21 @@ class Emulation:
             results = []
             host_pids = {h: self.network.host(h).pid for h in plan.hosts}
             for call in plan.calls:
-                predicted = plan.predictions[call.size_bytes].time_s
-                before = counters.snapshot(host_pids)
-                records = fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
-                results.append(CallRecord(records, counters.delta(before, counters.snapshot(host_pids))))
+                results.append(self._call(plan, call, host_pids))
+                if on_call is not None:
+                    on_call(call, results[-1])
             return results
         finally:
             fleet.stop()
+
+    def _call(self, plan: RunPlan, call, host_pids) -> CallRecord:
+        predicted = plan.predictions[call.size_bytes].time_s
+        before = counters.snapshot(host_pids)
+        with LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample) as monitor:
+            steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
+        record = CallRecord(steps, counters.delta(before, counters.snapshot(host_pids)))
+        t0 = self.fleet.call_start
+        record.links = linkstats.link_rows(call.index, self.links, monitor.samples, t0)
+        record.machine = linkstats.machine_rows(call.index, monitor.samples, t0, counters.TICKS)
+        record.counters.update(linkstats.call_figures(record.links, call_time(steps), plan.spec.mtu))
+        return record

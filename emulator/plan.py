@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.routing import ForwardingTable, forwarding_table
+from controller.routing import ForwardingTable, demands_from_schedule, forwarding_table
 from emulator.fabric import Fabric
 from emulator.mapping import hosts_for_ranks
 from emulator.metrics import payload_efficiency
@@ -41,9 +41,9 @@ class RunPlan:
 def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
     try:
         fabric = fabric or build(spec.topology, spec.link_profile())
-        table = forwarding_table(fabric, spec.policy)
         hosts = hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed)
         schedules = {s: build_schedule(spec.collective, spec.algorithm, len(hosts), s) for s in spec.sizes}
+        table = forwarding_table(fabric, spec.policy, route_demands(spec, schedules, hosts), spec.seed)
     except ValueError as e:
         raise SpecError(str(e)) from None
     efficiency = payload_efficiency(spec.mtu)
@@ -54,3 +54,11 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
         for rep in range(-spec.warmup, spec.repetitions):
             calls.append(Call(len(calls), size, rep))
     return RunPlan(spec, fabric, table, hosts, calls, schedules, predictions)
+
+
+def route_demands(spec: RunSpec, schedules: dict[int, Schedule], hosts: list[str]) -> dict | None:
+    """What "traffic-aware" routing places: the largest size's host-pair
+    demands (every size has the same pattern); None for other policies."""
+    if spec.policy != "traffic-aware":
+        return None
+    return demands_from_schedule(schedules[max(schedules)], hosts)

@@ -1,6 +1,7 @@
 """Analysis of a results folder (pure, no root): the comparison table of
-busbw against size per fabric, algorithm and mapping, the plot, and the
-per-step link loads of every run."""
+busbw against size per fabric, algorithm and mapping, the plot, the
+per-step link loads of every run, the plots of emulator.plots when their
+inputs exist, and the comparison of several results folders."""
 from __future__ import annotations
 
 import csv
@@ -8,8 +9,10 @@ import os
 
 import pandas as pd
 
+from emulator.fabric import Fabric
 from emulator.metrics import busbw_mbps
 from emulator.model import link_loads_per_step
+from emulator.plots import fabric_drawing, one_run, run_name, step_timeline, utilisation_heatmap
 
 KEYS = ["topology", "policy", "algorithm", "mapping"]
 # runs that differ in any of these are different runs, even on one topology
@@ -90,8 +93,15 @@ LINK_LOAD_COLUMNS = ["topology", "policy", "algorithm", "mapping", "step", "phas
                      "busiest_link", "links_with_2plus_flows"]
 
 
-def write_report(out_dir: str, plans) -> str:
-    """Write summary.txt, busbw.png and link_loads.csv; return the summary."""
+class Report(str):
+    """The summary text, as write_report always returned it (callers print
+    it), with `plots`: the file names of the extra plots it wrote."""
+    plots: tuple[str, ...] = ()
+
+
+def write_report(out_dir: str, plans) -> Report:
+    """Write summary.txt, busbw.png and link_loads.csv, then the plots whose
+    inputs exist (see write_plots); return the summary and those plots."""
     s = summary(os.path.join(out_dir, "collectives.csv"))
     text = format_summary(s)
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
@@ -102,4 +112,113 @@ def write_report(out_dir: str, plans) -> str:
         w.writeheader()
         for plan in plans:
             w.writerows(link_load_rows(plan))
-    return text
+    report = Report(text)
+    report.plots = tuple(write_plots(out_dir))
+    return report
+
+
+def _read(out_dir: str, name: str) -> pd.DataFrame | None:
+    """A results table, or None if the run did not leave it (or left no rows)."""
+    path = os.path.join(out_dir, name)
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    d = pd.read_csv(path)
+    return d if len(d) else None
+
+
+def peak_utilisation(links: pd.DataFrame) -> dict[str, float]:
+    """{link label: highest utilisation of any sample}: a link that never
+    got busy was not part of the congestion, whatever its mean."""
+    return {k: float(v) for k, v in links.groupby("link").util.max().dropna().items()}
+
+
+def write_plots(out_dir: str) -> list[str]:
+    """heatmap.png (links.csv), fabric.png (fabric.json; coloured from
+    links.csv when there is one) and timeline.png (steps.csv), each of the
+    last run; a missing input skips its plot. Returns the files written."""
+    links, steps = _read(out_dir, "links.csv"), _read(out_dir, "steps.csv")
+    written = []
+    if links is not None:
+        utilisation_heatmap(links, os.path.join(out_dir, "heatmap.png"))
+        written.append("heatmap.png")
+    if os.path.exists(os.path.join(out_dir, "fabric.json")):
+        fabric = Fabric.load(os.path.join(out_dir, "fabric.json"))
+        if links is not None and "topology" in links.columns:
+            links = links[links.topology == fabric.topology]   # fabric.json holds the last fabric only
+        run = one_run(links) if links is not None else None
+        peaks = peak_utilisation(run) if run is not None else {}
+        name = run_name(run) if run is not None else ""
+        fabric_drawing(fabric, peaks, os.path.join(out_dir, "fabric.png"),
+                       f"{fabric.topology}: peak link utilisation" + (f"\n{name}" if name else ""))
+        written.append("fabric.png")
+    if steps is not None:
+        step_timeline(steps, os.path.join(out_dir, "timeline.png"))
+        written.append("timeline.png")
+    return written
+
+
+# --- several results folders -----------------------------------------------------------------
+
+def _folder_names(folders: list[str]) -> list[str]:
+    """Short names (the folders' last parts) unless two would be the same."""
+    names = [os.path.basename(os.path.normpath(f)) for f in folders]
+    return names if len(set(names)) == len(names) else list(folders)
+
+
+def compare(folders: list[str]) -> pd.DataFrame:
+    """summary() of every folder in one table with a `folder` column: the
+    same run and size of every folder on adjacent lines, runs in the order
+    first seen, sizes ascending, folders in the order given; `busbw_vs_first`
+    is busbw over that of the first folder holding the same run and size."""
+    parts = []
+    for i, (folder, name) in enumerate(zip(folders, _folder_names(folders))):
+        path = os.path.join(folder, "collectives.csv")
+        if not os.path.exists(path):
+            raise ValueError(f"{folder} has no collectives.csv")
+        s = summary(path)
+        s.insert(0, "folder", name)
+        s["_folder"] = i
+        parts.append(s)
+    d = pd.concat(parts, ignore_index=True)
+    d["_run"] = d.groupby(RUN_KEYS, sort=False).ngroup()
+    d = d.sort_values(["_run", "size_bytes", "_folder"], kind="stable").reset_index(drop=True)
+    first = d.groupby(RUN_KEYS + ["size_bytes"], sort=False).busbw_mbps.transform("first")
+    d["busbw_vs_first"] = d.busbw_mbps / first
+    return d.drop(columns=["_run", "_folder"])
+
+
+def format_compare(d: pd.DataFrame) -> str:
+    width = max([6] + [len(f) for f in d.folder])
+    lines = [f"{'folder':{width}} {'topology':34} {'policy':8} {'algorithm':16} {'mapping':7} {'size':>10} "
+             f"{'time(ms)':>9} {'busbw':>8} {'model':>8} {'meas/model':>10} {'vs first':>8}"]
+    for r in d.itertuples():
+        lines.append(f"{r.folder:{width}} {r.topology:34} {r.policy:8} {r.algorithm:16} {r.mapping:7} "
+                     f"{r.size_bytes:10d} {r.time_s * 1e3:9.1f} {r.busbw_mbps:8.2f} {r.model_busbw_mbps:8.2f} "
+                     f"{r.meas_over_model:10.2f} {r.busbw_vs_first:8.2f}")
+    return "\n".join(lines)
+
+
+def plot_compare(d: pd.DataFrame, path: str) -> None:
+    """busbw against size: one colour per run, one line style per folder."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    styles = ["o-", "s--", "^:", "d-.", "v-", "x--"]
+    folders = list(dict.fromkeys(d.folder))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for i, (key, run) in enumerate(d.groupby(RUN_KEYS, sort=False)):
+        for j, folder in enumerate(folders):
+            r = run[run.folder == folder]
+            if len(r):
+                ax.plot(r.size_bytes, r.busbw_mbps, styles[j % len(styles)], color=f"C{i % 10}",
+                        label=f"{folder}: {key[0]} {key[2]} {key[3]} ({key[1]})")
+    ax.axhline(d.rate_mbps.max(), color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("busbw (Mbit/s)")
+    ax.set_title("busbw against size across results folders (colour: run, line style: folder)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -7,6 +7,7 @@ import csv
 import os
 from dataclasses import dataclass, field
 
+from emulator.linkstats import LINK_COLUMNS, MACHINE_COLUMNS
 from emulator.metrics import algbw_mbps, busbw_mbps
 
 
@@ -84,29 +85,36 @@ def bytes_ok(plan, size: int, records: list[list[dict]]) -> bool:
 
 def collective_rows(plan, call_records, datapath: str) -> list[dict]:
     """One row per counted call (`call_records`: Emulation.replay's result)."""
+    rows = [collective_row(plan, call, rec, datapath) for call, rec in zip(plan.calls, call_records)]
+    return [r for r in rows if r is not None]
+
+
+def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
+    """collectives.csv's row of one call; None for a warm-up call."""
+    if call.repetition < 0:
+        return None
     s = plan.spec
-    rows = []
-    for call, rec in zip(plan.calls, call_records):
-        if call.repetition < 0:
-            continue   # warm-up
-        records = rec.steps
-        t = call_time(records)
-        if t <= 0:
-            raise RuntimeError(f"call {call.index} has no step records; the agents reported nothing")
-        model = plan.predictions[call.size_bytes].time_s
-        rows.append({
-            "topology": plan.fabric.topology, "policy": s.policy, "collective": s.collective,
-            "algorithm": s.algorithm, "mapping": s.mapping, "ranks": plan.ranks,
-            "size_bytes": call.size_bytes, "repetition": call.repetition, "time_s": t,
-            "algbw_mbps": algbw_mbps(call.size_bytes, t),
-            "busbw_mbps": busbw_mbps(s.collective, plan.ranks, call.size_bytes, t),
-            "model_time_s": model, "time_over_model": t / model if model else "",
-            "fidelity": fidelity(t / model if model else 1.0, rec.counters),
-            "bytes_ok": bytes_ok(plan, call.size_bytes, records),
-            **{key: _blank_none(rec.counters.get(key)) for key in COUNTER_COLUMNS},
-            "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,
-            "mtu": s.mtu, "datapath": datapath, "label": s.label})
-    return rows
+    t = call_time(rec.steps)
+    if t <= 0:
+        raise RuntimeError(f"call {call.index} has no step records; the agents reported nothing")
+    model = plan.predictions[call.size_bytes].time_s
+    row = {
+        **_run_keys(plan), "collective": s.collective, "ranks": plan.ranks,
+        "size_bytes": call.size_bytes, "repetition": call.repetition, "time_s": t,
+        "algbw_mbps": algbw_mbps(call.size_bytes, t),
+        "busbw_mbps": busbw_mbps(s.collective, plan.ranks, call.size_bytes, t),
+        "model_time_s": model, "time_over_model": t / model if model else "",
+        "fidelity": fidelity(t / model if model else 1.0, rec.counters),
+        "bytes_ok": bytes_ok(plan, call.size_bytes, rec.steps),
+        **{key: _blank_none(rec.counters.get(key)) for key in COUNTER_COLUMNS},
+        "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,
+        "mtu": s.mtu, "datapath": datapath, "label": s.label}
+    return {key: row[key] for key in COLLECTIVE_COLUMNS}
+
+
+def _run_keys(plan) -> dict:
+    s = plan.spec
+    return {"topology": plan.fabric.topology, "policy": s.policy, "algorithm": s.algorithm, "mapping": s.mapping}
 
 
 def _blank_none(value):
@@ -114,23 +122,43 @@ def _blank_none(value):
 
 
 def step_rows(plan, call_records) -> list[dict]:
-    s = plan.spec
-    rows = []
-    for call, rec in zip(plan.calls, call_records):
-        records = rec.steps
-        if call.repetition < 0:
-            continue
-        sched = plan.schedules[call.size_bytes]
-        model_ends = plan.predictions[call.size_bytes].step_end_s
-        for rank, steps in enumerate(records):
-            for k, rec in enumerate(steps):
-                rows.append({
-                    "topology": plan.fabric.topology, "policy": s.policy, "algorithm": s.algorithm,
-                    "mapping": s.mapping, "size_bytes": call.size_bytes, "repetition": call.repetition,
-                    "rank": rank, "host": plan.hosts[rank], "step": k, "phase": sched.steps[rank][k].phase,
-                    "start_s": rec["start"], "end_s": rec["end"], "bytes_sent": rec["sent"],
-                    "bytes_received": rec["received"], "model_end_s": model_ends[rank][k]})
-    return rows
+    return [row for call, rec in zip(plan.calls, call_records) for row in call_step_rows(plan, call, rec)]
+
+
+def call_step_rows(plan, call, rec: CallRecord) -> list[dict]:
+    """steps.csv's rows of one counted call: every step of every rank."""
+    if call.repetition < 0:
+        return []
+    sched = plan.schedules[call.size_bytes]
+    model_ends = plan.predictions[call.size_bytes].step_end_s
+    return [{**_run_keys(plan), "size_bytes": call.size_bytes, "repetition": call.repetition,
+             "rank": rank, "host": plan.hosts[rank], "step": k, "phase": sched.steps[rank][k].phase,
+             "start_s": step["start"], "end_s": step["end"], "bytes_sent": step["sent"],
+             "bytes_received": step["received"], "model_end_s": model_ends[rank][k]}
+            for rank, steps in enumerate(rec.steps) for k, step in enumerate(steps)]
+
+
+SERIES_KEYS = ["topology", "policy", "algorithm", "mapping", "size_bytes", "repetition"]
+LINK_SERIES_COLUMNS = SERIES_KEYS + LINK_COLUMNS
+MACHINE_SERIES_COLUMNS = SERIES_KEYS + MACHINE_COLUMNS
+
+
+def series_rows(plan, call, rows: list[dict]) -> list[dict]:
+    """links.csv or machine.csv rows of a call, with the run and call they belong to."""
+    keys = {**_run_keys(plan), "size_bytes": call.size_bytes, "repetition": call.repetition}
+    return [{**keys, **r} for r in rows]
+
+
+def write_call(out_dir: str, plan, call, rec: CallRecord, datapath: str) -> dict | None:
+    """Append everything one call measured to the results folder, as soon
+    as it ends, so a later failure loses nothing; returns its collectives row."""
+    row = collective_row(plan, call, rec, datapath)
+    if row is not None:
+        append_csv(os.path.join(out_dir, "collectives.csv"), COLLECTIVE_COLUMNS, [row])
+    append_csv(os.path.join(out_dir, "steps.csv"), STEP_COLUMNS, call_step_rows(plan, call, rec))
+    append_csv(os.path.join(out_dir, "links.csv"), LINK_SERIES_COLUMNS, series_rows(plan, call, rec.links))
+    append_csv(os.path.join(out_dir, "machine.csv"), MACHINE_SERIES_COLUMNS, series_rows(plan, call, rec.machine))
+    return row
 
 
 def append_csv(path: str, columns: list[str], rows: list[dict]) -> None:

@@ -1,16 +1,20 @@
 """Experiment specs (pure): parsed and validated before anything touches
 the network. A run is one flat set of keys, the same in TOML experiment
-files and on the command line; bad input raises SpecError naming the key.
+files and on the command line; bad input raises SpecError naming the key
+and the values it accepts.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass, field
 
 from controller.routing import POLICIES
-from emulator.mapping import MAPPINGS
+from emulator.fabric import Fabric
+from emulator.mapping import MAPPINGS, hosts_for_ranks
 from emulator.metrics import parse_size, size_sweep
+from emulator.net import capabilities
 from emulator.schedule import ALGORITHMS, COLLECTIVES
 from emulator.topology import LinkProfile, build
 
@@ -24,13 +28,37 @@ class SpecError(ValueError):
     pass
 
 
+# Limits of what one run may ask for: a typo must not start a week-long run.
+MIN_RATE_MBPS, MAX_RATE_MBPS = 1.0, 100_000.0
+MAX_QUEUE_PACKETS = 100_000
+MAX_SIZE_BYTES = 1 << 32           # 4 GiB per call
+MAX_SIZES = 64
+LINK_ACTIONS = ("down", "up")
+
+
+@dataclass(frozen=True)
+class LinkEvent:
+    """Switch-switch link `a`-`b` goes `action` ("down"/"up") `time_s`
+    seconds after the run's first counted call starts."""
+    time_s: float
+    a: str
+    b: str
+    action: str
+
+    def __str__(self) -> str:
+        return f"{self.time_s:g}:{self.a}-{self.b}:{self.action}"
+
+    def pair(self) -> frozenset:
+        return frozenset((self.a, self.b))
+
+
 @dataclass(frozen=True)
 class RunSpec:
     topology: str = "bigraph:m=2,n=4"
     collective: str = "allreduce"
     algorithm: str = "ring"
     mapping: str = "naive"
-    policy: str = "shortest"
+    policy: str = "shortest"           # one of controller.routing.POLICIES
     ranks: int = 0                     # 0: one rank on every host
     seed: int = 1                      # for mapping "random"
     sizes: tuple[int, ...] = (1 << 20, 2 << 20, 4 << 20)
@@ -42,6 +70,13 @@ class RunSpec:
     switch_queue_packets: int = LinkProfile.switch_queue_packets
     mtu: int = 9000                    # jumbo frames: 6x less per-packet work for OVS
     datapath: str = "auto"             # auto, kernel or user
+    connections: int = 1               # TCP connections per peer pair (1..16), NCCL-like:
+                                       # a step's bytes split over them, so ECMP can hash several flows
+    link_delay_ms: float = 0.0         # netem delay on every link, each direction (0..1000 ms)
+    link_loss_pct: float = 0.0         # netem random loss on every link, each direction (0..100 %)
+    link_events: tuple[LinkEvent, ...] = ()   # switch-switch links going down/up during the run,
+                                       # "T:A-B:down|up", T seconds after the first counted call starts
+    monitor_interval_ms: float = 100.0  # link counters sampled this often (10..1000 ms)
     model_alpha_us: float = 500.0      # per-message latency the model adds
     label: str = ""                    # free text carried into the results
 
@@ -50,20 +85,33 @@ class RunSpec:
                            self.switch_rate_mbps, self.switch_queue_packets)
 
     def fabric_key(self) -> tuple:
-        """Runs with equal keys can share one emulated network."""
-        return (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
-                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath)
+        """Runs with equal keys can share one emulated network (link events
+        change it too: a run that took a link down does not lend its network)."""
+        key = (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
+               self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
+               self.link_delay_ms, self.link_loss_pct, self.link_events)
+        if self.policy in ("traffic-aware", "valiant"):   # routes depend on the workload or the seed
+            key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed)
+        return key
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
 _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
             "policy": tuple(POLICIES), "datapath": ("auto", "kernel", "user")}
+# key -> (lowest, highest) allowed, both inclusive; None: no upper limit
+_RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
+           "host_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS), "switch_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS),
+           "host_queue_packets": (1, MAX_QUEUE_PACKETS), "switch_queue_packets": (1, MAX_QUEUE_PACKETS),
+           "mtu": (576, 9000), "connections": (1, 16), "link_delay_ms": (0, 1000), "link_loss_pct": (0, 100),
+           "monitor_interval_ms": (10, 1000), "model_alpha_us": (0, 1e6)}
 
 
 def _convert(key: str, value):
     """Coerce one user value to the field's type, or raise naming the key."""
     if key == "sizes":
         return _sizes(value)
+    if key == "link_events":
+        return _link_events(value)
     kind = FIELDS[key].type
     try:
         if kind == "int":
@@ -71,6 +119,8 @@ def _convert(key: str, value):
                 raise ValueError
             return int(value)
         if kind == "float":
+            if isinstance(value, bool):
+                raise ValueError
             return float(value)
         return str(value)
     except (TypeError, ValueError):
@@ -85,40 +135,155 @@ def _sizes(value) -> tuple[int, ...]:
             if len(fields) > 3:
                 raise ValueError(f"sweep {value!r} has more than begin:end:factor")
             begin, end, factor = (fields + ["2"])[:3]
-            return tuple(size_sweep(parse_size(begin), parse_size(end), float(factor)))
+            begin, end = parse_size(begin), parse_size(end)
+            if end > MAX_SIZE_BYTES:
+                raise ValueError(f"sweep ends at {end} bytes, above the limit of {MAX_SIZE_BYTES} (4G)")
+            return tuple(size_sweep(begin, end, float(factor)))
         items = value if isinstance(value, (list, tuple)) else [value]
         return tuple(parse_size(v) for v in items)
     except ValueError as e:
         raise SpecError(f"sizes: {e}") from None
 
 
-def make_run(values: dict) -> RunSpec:
-    """A validated RunSpec from user keys (unknown keys are errors)."""
+LINK_EVENT_FORM = "TIME:SWITCH-SWITCH:down|up, e.g. 2.5:bgs1-bgs5:down"
+
+
+def parse_link_event(value) -> LinkEvent:
+    """'2.5:bgs1-bgs5:down' (or a LinkEvent, or its dict from spec.json)."""
+    if isinstance(value, LinkEvent):
+        return value
+    if isinstance(value, dict):
+        try:
+            return LinkEvent(float(value["time_s"]), str(value["a"]), str(value["b"]), str(value["action"]))
+        except (KeyError, TypeError, ValueError):
+            raise SpecError(f"link_events: {value!r} is not an event ({LINK_EVENT_FORM})") from None
+    bad = SpecError(f"link_events: {value!r} is not {LINK_EVENT_FORM}")
+    if not isinstance(value, str) or value.count(":") != 2:
+        raise bad
+    when, link, action = (part.strip() for part in value.split(":"))
+    a, dash, b = link.partition("-")
+    try:
+        time_s = float(when)
+    except ValueError:
+        raise bad from None
+    if not dash or not a or not b:
+        raise bad
+    return LinkEvent(time_s, a.strip(), b.strip(), action)
+
+
+def _link_events(value) -> tuple[LinkEvent, ...]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return tuple(parse_link_event(v) for v in items)
+
+
+def make_run(values: dict, check_kernel: bool = True) -> RunSpec:
+    """A validated RunSpec from user keys (unknown keys are errors).
+    `check_kernel`: also refuse what this kernel cannot emulate (netem)."""
     unknown = sorted(set(values) - set(FIELDS))
     if unknown:
         raise SpecError(f"unknown key(s) {', '.join(unknown)}; known keys: {', '.join(FIELDS)}")
     spec = RunSpec(**{k: _convert(k, v) for k, v in values.items()})
-    validate(spec)
+    validate(spec, capabilities.netem_available if check_kernel else None)
     return spec
 
 
-def validate(spec: RunSpec) -> None:
+def validate(spec: RunSpec, has_netem=None) -> Fabric:
+    """Raise SpecError naming the first bad key; returns the built fabric.
+    `has_netem`: a callable telling whether the kernel has netem (None: not checked)."""
+    _check_choices(spec)
+    _check_ranges(spec)
+    try:
+        fabric = build(spec.topology, spec.link_profile())   # pure and quick: checks every parameter
+    except ValueError as e:
+        raise SpecError(f"topology: {str(e).removeprefix('topology ')}") from None
+    _check_policy(spec, fabric)
+    _check_placement(spec, fabric)
+    check_link_events(spec.link_events, fabric)
+    if has_netem is not None:
+        _check_netem(spec, has_netem)
+    return fabric
+
+
+def _check_choices(spec: RunSpec) -> None:
     for key, choices in _CHOICES.items():
         if getattr(spec, key) not in choices:
             raise SpecError(f"{key}: {getattr(spec, key)!r} is not one of: {', '.join(choices)}")
-    try:
-        build(spec.topology, spec.link_profile())   # pure and quick: checks every parameter
-    except ValueError as e:
-        raise SpecError(f"topology/link: {e}") from None
-    checks = [("repetitions", spec.repetitions >= 1, "at least 1"),
-              ("warmup", spec.warmup >= 0, "0 or more"),
-              ("ranks", spec.ranks >= 0, "0 (all hosts) or a rank count"),
-              ("mtu", 576 <= spec.mtu <= 9000, "between 576 and 9000"),
-              ("model_alpha_us", spec.model_alpha_us >= 0, ">= 0"),
-              ("sizes", len(spec.sizes) >= 1, "at least one size")]
-    for key, ok, need in checks:
-        if not ok:
-            raise SpecError(f"{key}: must be {need}, got {getattr(spec, key)!r}")
+
+
+def _check_ranges(spec: RunSpec) -> None:
+    for key, (lo, hi) in _RANGES.items():
+        value = getattr(spec, key)
+        if not (lo <= value and (hi is None or value <= hi)):   # also refuses NaN
+            need = f"between {lo:g} and {hi:g}" if hi is not None else f"{lo:g} or more"
+            raise SpecError(f"{key}: must be {need}, got {value!r}")
+    if not 1 <= len(spec.sizes) <= MAX_SIZES:
+        raise SpecError(f"sizes: must be 1 to {MAX_SIZES} sizes, got {len(spec.sizes)}")
+    if max(spec.sizes) > MAX_SIZE_BYTES:
+        raise SpecError(f"sizes: {max(spec.sizes)} bytes is above the limit of {MAX_SIZE_BYTES} (4G)")
+
+
+def _check_policy(spec: RunSpec, fabric: Fabric) -> None:
+    kind = fabric.params.get("kind")
+    if spec.policy == "bigraph" and kind != "bigraph":
+        raise SpecError(f"policy: 'bigraph' routes BiGraph fabrics only, not {fabric.topology}; "
+                        f"choose one of: {', '.join(p for p in POLICIES if p != 'bigraph')}")
+
+
+def _check_placement(spec: RunSpec, fabric: Fabric) -> None:
+    hosts = len(fabric.hosts)
+    ranks = spec.ranks or hosts
+    if not 2 <= ranks <= hosts:
+        raise SpecError(f"ranks: {fabric.topology} has {hosts} hosts, so ranks must be 2 to {hosts} "
+                        f"(or 0 for all), got {spec.ranks}")
+    if spec.mapping == "hdrm" and ranks & (ranks - 1):
+        raise SpecError(f"mapping: 'hdrm' needs a power-of-two rank count (it pairs halving-doubling "
+                        f"partners), got {ranks} ranks on {fabric.topology}; use naive or random")
+    if spec.mapping == "hdrm":
+        try:
+            hosts_for_ranks(fabric, spec.mapping, ranks, spec.seed)
+        except ValueError as e:
+            raise SpecError(f"mapping: {e}") from None
+    if (spec.algorithm == "halving-doubling" and spec.collective in ("reduce-scatter", "allgather")
+            and ranks & (ranks - 1)):
+        raise SpecError(f"algorithm: halving-doubling {spec.collective} needs a power-of-two rank count, "
+                        f"got {ranks}; use algorithm ring (halving-doubling allreduce takes any count)")
+
+
+def switch_links(fabric: Fabric) -> list[str]:
+    """Switch-switch links as 'a-b', once each (parallel links once)."""
+    seen = []
+    for link in fabric.links:
+        name = f"{link.a}-{link.b}"
+        if link.kind == "switch" and name not in seen:
+            seen.append(name)
+    return seen
+
+
+def check_link_events(events, fabric: Fabric) -> None:
+    """Times >= 0, actions down/up, existing switch-switch links, and per
+    link alternating down, up, down... in time order."""
+    valid = {frozenset(name.split("-")) for name in switch_links(fabric)}
+    down = set()
+    for event in sorted(events, key=lambda e: e.time_s):
+        if not (math.isfinite(event.time_s) and event.time_s >= 0):
+            raise SpecError(f"link_events: {event}: time must be >= 0 seconds")
+        if event.action not in LINK_ACTIONS:
+            raise SpecError(f"link_events: {event}: action must be one of: {', '.join(LINK_ACTIONS)}")
+        if event.pair() not in valid:
+            examples = ", ".join(switch_links(fabric)[:4])
+            raise SpecError(f"link_events: {event}: {event.a}-{event.b} is not a switch-switch link of "
+                            f"{fabric.topology}; links are e.g. {examples} ('bigraph-emu topo' lists them)")
+        if (event.action == "down") == (event.pair() in down):
+            state = "already down" if event.action == "down" else "not down"
+            raise SpecError(f"link_events: {event}: the link is {state} at {event.time_s:g} s")
+        down ^= {event.pair()}
+
+
+def _check_netem(spec: RunSpec, has_netem) -> None:
+    for key in ("link_delay_ms", "link_loss_pct"):
+        if getattr(spec, key) and not has_netem():
+            raise SpecError(f"{key}: delay and loss need netem (sch_netem), which this kernel does not have; "
+                            f"set {key} to 0 or use a kernel with sch_netem")
 
 
 @dataclass
@@ -127,7 +292,7 @@ class Experiment:
     runs: list[RunSpec] = field(default_factory=list)
 
 
-def load_experiment(path: str, overrides: dict | None = None) -> Experiment:
+def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool = True) -> Experiment:
     """An experiment file: `name`, a `[defaults]` table, and `[[runs]]`
     tables; each run is defaults + its own keys (+ command-line overrides)."""
     try:
@@ -148,7 +313,7 @@ def load_experiment(path: str, overrides: dict | None = None) -> Experiment:
     experiment = Experiment(str(doc.get("name", path.rsplit("/", 1)[-1].removesuffix(".toml"))))
     for i, run in enumerate(runs):
         try:
-            experiment.runs.append(make_run({**defaults, **run, **(overrides or {})}))
+            experiment.runs.append(make_run({**defaults, **run, **(overrides or {})}, check_kernel))
         except SpecError as e:
             raise SpecError(f"{path}: run {i + 1}: {e}") from None
     return experiment

@@ -18,9 +18,10 @@ def free_port() -> int:
 
 
 class ControllerProcess:
-    def __init__(self, fabric_json: str, policy: str, run_dir: str):
+    def __init__(self, fabric_json: str, policy: str, run_dir: str, demands_json: str = "", seed: int = 1):
         self.fabric_json = fabric_json
         self.policy = policy
+        self.extra = ["--seed", str(seed)] + (["--demands", demands_json] if demands_json else [])
         self.ready_file = os.path.join(run_dir, "controller-ready.json")
         self.log_path = os.path.join(run_dir, "controller.log")
         self.port = free_port()
@@ -30,10 +31,10 @@ class ControllerProcess:
         """Start the controller and return once it listens."""
         if os.path.exists(self.ready_file):
             os.remove(self.ready_file)
-        log = open(self.log_path, "w")
+        log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "controller", "--fabric", self.fabric_json, "--policy", self.policy,
-             "--ready-file", self.ready_file, "--port", str(self.port)],
+             "--ready-file", self.ready_file, "--port", str(self.port), *self.extra],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         processes.record(self.proc.pid)

@@ -126,14 +126,22 @@ class EmulatedFabric:
             failed += [(src.name, by_ip[w.split()[1]]) for w in out.splitlines() if w.startswith("FAIL ")]
         return failed
 
-    def flow_counts(self) -> dict[str, int]:
-        """Number of OpenFlow rules each bridge holds, read from OVS itself."""
-        counts = {}
-        for s in self.fabric.switches:
-            out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", s.name],
-                                 capture_output=True, text=True, check=True).stdout
-            counts[s.name] = sum(1 for line in out.splitlines() if "actions=" in line)
-        return counts
+    def dump_flows(self) -> dict[str, str]:
+        """`ovs-ofctl dump-flows` of every bridge: OVS's own view of its rules."""
+        return {s.name: subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", s.name],
+                                       capture_output=True, text=True, check=True).stdout
+                for s in self.fabric.switches}
+
+    def probe(self, pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
+        """Every src pings its dst `count` times, all pairs at once; returns
+        the pairs that lost a reply."""
+        for src, dst in pairs:
+            self.net[src].sendCmd(f"ping -c{count} -i0.01 -W2 -q {self.fabric.host(dst).ip} >/dev/null; echo rc=$?")
+        lost = []
+        for src, dst in pairs:
+            if "rc=0" not in self.net[src].waitOutput():
+                lost.append((src, dst))
+        return lost
 
     # --- teardown ----------------------------------------------------------
     def stop(self) -> None:

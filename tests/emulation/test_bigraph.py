@@ -24,9 +24,9 @@ SMALL = {"topology": "bigraph:m=2,n=4", "sizes": [256 * 1024], "repetitions": 1,
 
 def test_fabric_comes_up_with_routes_and_full_reachability(tmp_path, clean_machine):
     plan = plan_run(make_run(SMALL))
-    with Emulation(plan.fabric, plan.spec, str(tmp_path), log=lambda *_: None) as emu:
+    with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
         # one route per host plus the drop rule, read back from OVS itself
-        assert emu.network.flow_counts() == {s.name: 9 for s in plan.fabric.switches}
+        assert {s: len(rules) for s, rules in emu.installed_rules().items()} == {s.name: 9 for s in plan.fabric.switches}
         assert emu.network.ping_all() == []
         host_pids = emu.network.host_pids()
         assert all(os.path.exists(f"/proc/{pid}") for pid in host_pids)
@@ -38,7 +38,7 @@ def test_fabric_comes_up_with_routes_and_full_reachability(tmp_path, clean_machi
                                                ("halving-doubling", "hdrm"), ("halving-doubling", "random")])
 def test_allreduce_moves_exactly_the_scheduled_bytes(tmp_path, clean_machine, algorithm, mapping):
     plan = plan_run(make_run({**SMALL, "algorithm": algorithm, "mapping": mapping}))
-    with Emulation(plan.fabric, plan.spec, str(tmp_path), log=lambda *_: None) as emu:
+    with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
         records = emu.replay(plan)[0].steps
     size = plan.calls[0].size_bytes
     assert bytes_ok(plan, size, records)
@@ -56,14 +56,14 @@ def test_allreduce_moves_exactly_the_scheduled_bytes(tmp_path, clean_machine, al
 def test_teardown_after_an_error_inside_the_run(tmp_path, clean_machine):
     plan = plan_run(make_run(SMALL))
     with pytest.raises(ZeroDivisionError):
-        with Emulation(plan.fabric, plan.spec, str(tmp_path), log=lambda *_: None):
+        with Emulation(plan, str(tmp_path), log=lambda *_: None):
             1 / 0
     assert processes.leftover_bridges() == [] and processes.leftover_links() == []
 
 
 def test_a_dying_agent_fails_the_run_and_is_cleaned_up(tmp_path, clean_machine):
     plan = plan_run(make_run({**SMALL, "sizes": [64 << 20], "host_rate_mbps": 10, "switch_rate_mbps": 10}))
-    with Emulation(plan.fabric, plan.spec, str(tmp_path), log=lambda *_: None) as emu:
+    with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
         # kill rank 3's agent (by its own pid) while the call is under way
         killer = threading.Timer(3.0, lambda: os.kill(emu.fleet.procs[3].pid, signal.SIGKILL))
         killer.start()

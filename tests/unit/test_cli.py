@@ -44,8 +44,10 @@ def no_network(monkeypatch):
     """Make sure no test here can start a real emulation, even as root."""
     def refuse(*_a, **_k):
         raise AssertionError("a network command ran in a unit test")
-    for name in ("cmd_run", "cmd_demo", "cmd_cleanup"):
+    for name in ("_emulate", "_interactive", "cmd_clean"):
         monkeypatch.setattr(cli, name, refuse)
+    monkeypatch.setitem(cli.COMMANDS, "clean", refuse)
+    monkeypatch.setitem(cli.COMMANDS, "cleanup", refuse)
 
 
 def table_rows(out: str) -> list[list[str]]:
@@ -211,13 +213,43 @@ def test_network_commands_need_root(capsys, argv):
     assert "needs root" in err and f"bigraph-emu {argv[0]}" in err
 
 
-@pytest.mark.parametrize("argv", [["run"], ["demo"], ["cleanup"], ["run", "--experiment", EFLOPS]])
-def test_network_commands_need_root_simulated(capsys, monkeypatch, no_network, argv):
-    """The same check as a simulated non-root user, so it also runs as root."""
+@pytest.mark.parametrize("argv", [["run"], ["demo"], ["run", "--experiment", EFLOPS],
+                                  ["compare", "--vary", "policy=shortest,ecmp"], ["cli"]])
+def test_network_commands_need_root_simulated(capsys, monkeypatch, argv):
+    """The same check as a simulated non-root user, so it also runs as root
+    (_emulate and _interactive refuse: nothing can be built)."""
+    def refuse(*_a, **_k):
+        raise AssertionError("a network command ran in a unit test")
+    monkeypatch.setattr(cli, "_emulate", refuse)
+    monkeypatch.setattr(cli, "_interactive", refuse)
     monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
-    assert "needs root" in err and "'bigraph-emu model' runs without it" in err
+    assert "needs root" in err and "'bigraph-emu model' and 'bigraph-emu topo' run without it" in err
+    assert f"bigraph-emu {argv[0]}" in err
+
+
+@pytest.mark.parametrize("argv", [["clean"], ["cleanup"]])
+def test_clean_needs_root_simulated(capsys, monkeypatch, argv):
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    assert cli.main(argv) == 2
+    assert f"'bigraph-emu {argv[0]}' needs root" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, key", [
+    (["run", "-m", "bogus"], "mapping"),
+    (["demo", "--out", "{full}"], "--out"),
+    (["compare", "--vary", "policy=shortest,bogus"], "policy"),
+    (["cli", "-t", "torus:k=2"], "topology"),
+])
+def test_bad_input_reported_before_needs_root(capsys, monkeypatch, no_network, tmp_path, argv, key):
+    """A non-root user with bad input learns what is wrong with it first."""
+    (tmp_path / "old.txt").write_text("x")
+    argv = [a.replace("{full}", str(tmp_path)) for a in argv]
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert key in err and "needs root" not in err
 
 
 def test_model_and_report_do_not_need_root(capsys, monkeypatch, no_network, tmp_path):
@@ -276,10 +308,25 @@ def test_report_rebuilds_files(capsys, tmp_path):
 # --- helpers of `run` that need no network ------------------------------------------------
 
 def test_results_dir_refuses_folder_with_results(tmp_path):
-    assert cli._results_dir(str(tmp_path), "x") == str(tmp_path)
+    assert cli._results_dir(str(tmp_path), "x") == str(tmp_path)          # empty: fine
+    assert cli._results_dir(str(tmp_path / "new"), "x") == str(tmp_path / "new")
+    assert not (tmp_path / "new").exists()                                 # checked, not created
     (tmp_path / "collectives.csv").write_text("topology\n")
-    with pytest.raises(SpecError, match="already holds results"):
+    with pytest.raises(SpecError, match="not empty"):
         cli._results_dir(str(tmp_path), "x")
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "spec.json", ".hidden"])
+def test_results_dir_refuses_any_non_empty_folder(tmp_path, name):
+    (tmp_path / name).write_text("x")
+    with pytest.raises(SpecError, match="--out"):
+        cli._results_dir(str(tmp_path), "x")
+
+
+def test_results_dir_refuses_a_file(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(SpecError, match="not a folder"):
+        cli._results_dir(str(tmp_path / "f"), "x")
 
 
 def test_default_results_dir_named_after_experiment():
@@ -334,3 +381,280 @@ def test_model_jitter_shows_hdrm_is_sensitive(capsys):
 def test_model_jitter_out_of_range(capsys):
     assert cli.main(["model", "--jitter", "-1"]) == 2
     assert "--jitter" in capsys.readouterr().err
+
+
+# --- subcommands and their help ------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["run", "compare", "demo", "cli", "topo", "model", "report", "clean", "cleanup"])
+def test_every_subcommand_has_help(capsys, command):
+    with pytest.raises(SystemExit) as e:
+        cli.main([command, "--help"])
+    assert e.value.code == 0
+    assert "usage: bigraph-emu " + command.replace("cleanup", "clean") in capsys.readouterr().out
+
+
+def test_top_level_help_lists_commands(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("run", "compare", "demo", "cli", "topo", "model", "report", "clean"):
+        assert f"bigraph-emu {command}" in out
+
+
+def test_run_compare_model_share_flags():
+    sub = cli._parser()._subparsers._group_actions[0].choices
+    flags = {name: {s for a in sub[name]._actions for s in a.option_strings} for name in ("run", "model", "compare")}
+    assert flags["run"] <= flags["model"] | {"--out"}
+    assert flags["compare"] == flags["run"] | {"--vary"}
+
+
+def test_new_flags_reach_the_spec():
+    args = cli._parser().parse_args(["model", "--connections", "4", "--monitor-interval", "50", "--delay", "2",
+                                     "--loss", "0.5", "--link-event", "1:bgs0-bgs2:down",
+                                     "--link-event", "2:bgs2-bgs0:up"])
+    spec = cli._experiment(args, check_kernel=False).runs[0]
+    assert (spec.connections, spec.monitor_interval_ms, spec.link_delay_ms, spec.link_loss_pct) == (4, 50.0, 2.0, 0.5)
+    assert [str(e) for e in spec.link_events] == ["1:bgs0-bgs2:down", "2:bgs2-bgs0:up"]
+
+
+def test_bw_and_queue_set_both_tiers_and_yield_to_specific_flags():
+    args = cli._parser().parse_args(["model", "--bw", "20", "--queue", "30", "--switch-rate", "40"])
+    spec = cli._experiment(args).runs[0]
+    assert (spec.host_rate_mbps, spec.switch_rate_mbps) == (20.0, 40.0)
+    assert (spec.host_queue_packets, spec.switch_queue_packets) == (30, 30)
+
+
+def test_model_ignores_missing_netem(capsys, monkeypatch):
+    """The model needs no kernel: delay is accepted there even without netem."""
+    monkeypatch.setattr("emulator.net.capabilities.netem_available", lambda: False)
+    assert cli.main(["model", "-t", "bigraph:m=1,n=2", "-b", "64K", "--delay", "5"]) == 0
+    assert "netem 5 ms" in capsys.readouterr().out
+
+
+# --- progress ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("done, total, elapsed, want", [
+    (3, 12, 10.0, "[ 3/12] ring 1M ... ~30 s left"),
+    (0, 12, 0.0, "[ 0/12] ring 1M ..."),
+    (0, 12, 5.0, "[ 0/12] ring 1M ..."),
+    (1, 4, 60.0, "[1/4] ring 1M ... ~3 min left"),
+    (1, 3, 0.01, "[1/3] ring 1M ... ~1 s left"),
+    (1, 101, 100.0, "[  1/101] ring 1M ... ~2 h 47 min left"),
+    (12, 12, 95.0, "[12/12] ring 1M ... done in 95 s"),
+])
+def test_progress_line(done, total, elapsed, want):
+    assert cli.progress_line(done, total, elapsed, "ring 1M") == want
+
+
+def test_progress_line_time_left_shrinks():
+    lefts = [cli.progress_line(d, 10, d * 30.0, "x") for d in range(1, 10)]
+    assert lefts[0].endswith("~5 min left") and lefts[-1].endswith("~30 s left")
+
+
+# --- topo ----------------------------------------------------------------------------------
+
+def test_topo_bigraph(capsys, no_network):
+    assert cli.main(["topo", "-t", "bigraph:m=2,n=4", "--bw", "10"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# bigraph:m=2,n=4: 4 switches, 8 hosts, 12 links")
+    assert "upper switches: 2, 2 hosts each: bgs0 bgs1\n" in out
+    assert "lower switches: 2, 2 hosts each: bgs2 bgs3\n" in out
+    assert "hosts: bgh0 .. bgh7\n" in out
+    assert "host links: 8 at 10 Mbit/s, queues 100 packets" in out
+    assert "switch links: 4 at 10 Mbit/s" in out
+    assert "(for --link-event): bgs0-bgs2 bgs0-bgs3 bgs1-bgs2 bgs1-bgs3\n" in out
+
+
+def test_topo_fattree_tiers(capsys):
+    assert cli.main(["topo", "-t", "fattree:k=4"]) == 0
+    out = capsys.readouterr().out
+    assert "20 switches, 16 hosts" in out
+    assert "edge switches: 8, 2 hosts each" in out and "core switches: 4, no hosts:" in out
+    assert "switch links: 32 at" in out
+
+
+@pytest.mark.parametrize("src, dst", [("bgh0", "bgh7"), ("0", "7")])
+def test_topo_path(capsys, src, dst):
+    assert cli.main(["topo", "-t", "bigraph:m=2,n=4", "--path", src, dst]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    # bgh0 on upper bgs0, bgh7 on lower bgs3: one switch-switch hop
+    assert line == "path bgh0 -> bgh7, policy shortest: bgh0:0 > bgs0:4 > bgs3:2 > bgh7  (2 switches; node:egress port)"
+
+
+def test_topo_path_follows_the_routing_table(capsys):
+    from controller.routing import forwarding_table, switch_path
+    from emulator.topology import build
+    fabric = build("fattree:k=4")
+    for policy in ("shortest", "spread", "ecmp"):
+        assert cli.main(["topo", "-t", "fattree:k=4", "-p", policy, "--path", "bgh0", "bgh15"]) == 0
+        line = capsys.readouterr().out.splitlines()[-1]
+        want = switch_path(fabric, forwarding_table(fabric, policy), "bgh0", "bgh15")
+        got = [hop.split(":")[0] for hop in line.split(": ", 1)[1].split("  (")[0].split(" > ")][1:-1]
+        assert got == want and len(want) == 5
+
+
+@pytest.mark.parametrize("path, words", [(["bgh0", "bgh99"], ["--path", "bgh99"]), (["3", "3"], ["--path"]),
+                                         (["x", "bgh1"], ["--path", "'x'"])])
+def test_topo_bad_path(capsys, path, words):
+    assert cli.main(["topo", "--path", *path]) == 2
+    err = capsys.readouterr().err
+    assert all(w in err for w in words)
+
+
+def test_topo_needs_no_root(capsys, monkeypatch, no_network):
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    assert cli.main(["topo"]) == 0
+
+
+# --- compare -----------------------------------------------------------------------------------
+
+def compare_args(*argv):
+    return cli._parser().parse_args(["compare", *argv])
+
+
+def test_compare_one_run_per_value():
+    exp = cli.compare_experiment(compare_args("--vary", "policy=shortest,ecmp", "-b", "64K"))
+    assert exp.name == "compare-policy"
+    assert [r.policy for r in exp.runs] == ["shortest", "ecmp"]
+    assert [r.label for r in exp.runs] == ["policy=shortest", "policy=ecmp"]
+    assert all(r.sizes == (64 << 10,) for r in exp.runs)
+
+
+def test_compare_mapping_and_flag_names():
+    exp = cli.compare_experiment(compare_args("--vary", "mapping=naive,hdrm", "--vary", "host-rate=10,20",
+                                              "-a", "halving-doubling", "--label", "x"))
+    assert [(r.mapping, r.host_rate_mbps) for r in exp.runs] == [("naive", 10), ("naive", 20), ("hdrm", 10), ("hdrm", 20)]
+    assert exp.runs[-1].label == "x mapping=hdrm host_rate_mbps=20"
+    assert all(r.algorithm == "halving-doubling" for r in exp.runs)
+
+
+def test_compare_topologies_with_semicolons():
+    exp = cli.compare_experiment(compare_args("--vary", "topology=bigraph:m=2,n=4;leafspine:leaves=4,spines=2,hosts=2"))
+    assert [r.topology for r in exp.runs] == ["bigraph:m=2,n=4", "leafspine:leaves=4,spines=2,hosts=2"]
+
+
+def test_compare_over_an_experiment_file():
+    exp = cli.compare_experiment(compare_args("--experiment", EFLOPS, "--vary", "policy=shortest,ecmp"))
+    assert len(exp.runs) == 12
+    assert [r.policy for r in exp.runs] == ["shortest"] * 6 + ["ecmp"] * 6
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--vary", "policy"], ["--vary", "KEY=V1"]),
+    (["--vary", "bogus=1,2"], ["--vary", "bogus"]),
+    (["--vary", "policy="], ["--vary policy", "at least one value"]),
+    (["--vary", "policy=shortest,bogus"], ["--vary policy=bogus", "policy", "bogus"]),
+    (["--vary", "policy=shortest,ecmp", "-p", "spread"], ["policy", "twice"]),
+    (["--vary", "mtu=1500,9000", "--vary", "mtu=576"], ["mtu", "twice"]),
+    (["--vary", "seed=" + ",".join(map(str, range(9))), "--vary", "warmup=" + ",".join(map(str, range(9)))],
+     ["at most"]),
+])
+def test_compare_bad_vary(capsys, no_network, argv, words):
+    assert cli.main(["compare", *argv]) == 2
+    err = capsys.readouterr().err
+    assert all(w in err for w in words), err
+
+
+def test_compare_calls_run_with_one_experiment(monkeypatch, no_network):
+    seen = []
+    monkeypatch.setattr(cli, "cmd_run", lambda args, experiment=None: seen.append(experiment) or 0)
+    assert cli.main(["compare", "--vary", "algorithm=ring,halving-doubling"]) == 0
+    assert [r.algorithm for r in seen[0].runs] == ["ring", "halving-doubling"]
+
+
+# --- report of several folders ---------------------------------------------------------------
+
+def test_report_several_folders_needs_results(capsys, tmp_path):
+    a = tmp_path / "a"
+    a.mkdir()
+    fake_run_folder(str(a), [make_run({"topology": "bigraph:m=1,n=4", "sizes": "8K", "repetitions": 1, "warmup": 0})])
+    assert cli.main(["report", str(a), str(tmp_path / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err
+
+
+def test_report_several_folders_calls_report_compare(capsys, tmp_path, monkeypatch):
+    from emulator import report
+    folders = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        fake_run_folder(str(tmp_path / name), [make_run({"topology": "bigraph:m=1,n=4", "sizes": "8K",
+                                                         "repetitions": 1, "warmup": 0})])
+        folders.append(str(tmp_path / name))
+    calls = []
+    monkeypatch.setattr(report, "compare", lambda fs: calls.append(("compare", list(fs))) or "DF", raising=False)
+    monkeypatch.setattr(report, "format_compare", lambda df: "TABLE " + df, raising=False)
+    monkeypatch.setattr(report, "plot_compare", lambda df, path: calls.append(("plot", path)), raising=False)
+    plot = str(tmp_path / "cmp.png")
+    assert cli.main(["report", *folders, "--plot", plot]) == 0
+    out = capsys.readouterr().out
+    assert "TABLE DF" in out and plot in out
+    assert calls == [("compare", folders), ("plot", plot)]
+    assert cli.main(["report", *folders]) == 0          # default plot path: beside the folders
+    assert calls[-1][1].startswith(str(tmp_path / "compare-")) and calls[-1][1].endswith(".png")
+
+
+def test_report_several_folders_without_report_compare(capsys, tmp_path, monkeypatch):
+    from emulator import report
+    for name in ("compare", "format_compare", "plot_compare"):
+        monkeypatch.delattr(report, name, raising=False)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        fake_run_folder(str(tmp_path / name), [make_run({"topology": "bigraph:m=1,n=4", "sizes": "8K",
+                                                         "repetitions": 1, "warmup": 0})])
+    assert cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
+    assert "emulator.report.compare" in capsys.readouterr().err
+
+
+def test_report_reads_new_keys_back(capsys, tmp_path, monkeypatch):
+    """spec.json of a run with link events and delay is read back, also on a kernel without netem."""
+    monkeypatch.setattr("emulator.net.capabilities.netem_available", lambda: True)
+    spec = make_run({"topology": "bigraph:m=1,n=4", "sizes": "8K", "repetitions": 1, "warmup": 0,
+                     "link_delay_ms": 1, "connections": 2, "link_events": ["0.5:bgs0-bgs2:down"]})
+    fake_run_folder(str(tmp_path), [spec])
+    monkeypatch.setattr("emulator.net.capabilities.netem_available", lambda: False)
+    assert cli.main(["report", str(tmp_path)]) == 0
+    runs = json.loads((tmp_path / "spec.json").read_text())["runs"]
+    assert make_run(runs[0], check_kernel=False) == spec
+
+
+def test_topo_path_every_policy_on_bigraph(capsys):
+    from controller.routing import POLICIES, forwarding_table, switch_path
+    from emulator.topology import build
+    fabric = build("bigraph:m=2,n=8")
+    for policy in POLICIES:
+        if policy == "traffic-aware":          # routes a workload: its table comes from the plan
+            continue
+        assert cli.main(["topo", "-t", "bigraph:m=2,n=8", "-p", policy, "--path", "bgh0", "bgh3"]) == 0, policy
+        line = capsys.readouterr().out.splitlines()[-1]
+        want = switch_path(fabric, forwarding_table(fabric, policy), "bgh0", "bgh3")
+        got = [hop.split(":")[0] for hop in line.split(": ", 1)[1].split("  (")[0].split(" > ")][1:-1]
+        assert got == want, policy
+
+
+# --- cli: Mininet's CLI on the emulated network (faked here) -------------------------------------
+
+def test_cli_command_opens_mininet_cli_on_the_network(monkeypatch, tmp_path, capsys):
+    import sys
+    import types
+    seen, opened, exits = [], [], []
+
+    class FakeEmulation:
+        def __init__(self, plan, out):
+            seen.append((plan.fabric.topology, plan.spec.policy, out))
+            self.network = types.SimpleNamespace(net="the Mininet object")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            exits.append(exc)
+
+    monkeypatch.setitem(sys.modules, "mininet.cli", types.SimpleNamespace(CLI=opened.append))
+    monkeypatch.setitem(sys.modules, "emulator.emulation", types.SimpleNamespace(Emulation=FakeEmulation))
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
+    out = str(tmp_path / "c")
+    assert cli.main(["cli", "-t", "bigraph:m=1,n=2", "-p", "ecmp", "--out", out]) == 0
+    assert seen == [("bigraph:m=1,n=2", "ecmp", out)]
+    assert opened == ["the Mininet object"] and len(exits) == 1
+    assert os.path.isdir(out)
+    assert "Mininet CLI on bigraph:m=1,n=2" in capsys.readouterr().out

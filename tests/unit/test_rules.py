@@ -7,7 +7,7 @@ import pytest
 
 from controller import routing
 from controller.routing import forwarding_table
-from controller.rules import ROUTE_PRIORITY, FlowRule, switch_rules
+from controller.rules import PAIR_PRIORITY, ROUTE_PRIORITY, FlowRule, switch_rules
 from emulator.net import dataplane, shaping
 from emulator.net.dataplane import Dataplane
 from emulator.topology import bigraph, build, fattree, leafspine
@@ -239,3 +239,70 @@ def test_ecmp_rules_match_source_and_destination_where_there_is_a_choice():
             src = next(h for h in f.hosts if h.ip == r.ipv4_src)
             dst = next(h for h in f.hosts if h.ip == r.ipv4_dst)
             assert r.out_port == routing.out_port(table, "bgs0", src.name, dst.name)
+
+
+# --- per-pair (dict) entries ------------------------------------------------------------
+
+def matching_port(rules, src_ip, dst_ip):
+    """What an OpenFlow table does: the highest-priority matching rule wins;
+    two matching rules at the top priority would be ambiguous."""
+    matches = [r for r in rules if r.ipv4_dst in (None, dst_ip) and r.ipv4_src in (None, src_ip)]
+    top = max(r.priority for r in matches)
+    winners = [r for r in matches if r.priority == top]
+    assert len(winners) == 1, winners
+    return winners[0].out_port
+
+
+def per_pair_tables():
+    yield "bigraph", bigraph(2, 4), forwarding_table(bigraph(2, 4), "bigraph")
+    yield "bigraph", bigraph(3, 6), forwarding_table(bigraph(3, 6), "bigraph")
+    yield "valiant", fattree(4), forwarding_table(fattree(4), "valiant", seed=3)
+    ls = leafspine(3, 3, 2, 2)
+    demands = {(s.name, d.name): 1 + s.index * d.index for s in ls.hosts for d in ls.hosts}
+    yield "traffic-aware", ls, forwarding_table(ls, "traffic-aware", demands=demands)
+    yield "ecmp", bigraph(2, 4), forwarding_table(bigraph(2, 4), "ecmp")
+    moved = forwarding_table(leafspine(4, 2, 2), "adaptive")
+    ls2 = leafspine(4, 2, 2)
+    route = routing.ShortestRoutes(ls2).between("bgh0", "bgh7")[1]
+    routing.set_route(ls2, moved, "bgh0", "bgh7", route)
+    yield "adaptive, one pair moved", ls2, moved
+
+
+@pytest.mark.parametrize("policy,fabric,table", list(per_pair_tables()), ids=lambda x: x if isinstance(x, str) else "")
+def test_rules_forward_every_pair_as_the_table_does(policy, fabric, table):
+    for sw in fabric.switches:
+        rules = switch_rules(fabric, table, sw.name)
+        assert rules[-1] == FlowRule(0, None, None)
+        for src in fabric.hosts:
+            for dst in fabric.hosts:
+                if src.name != dst.name:
+                    assert matching_port(rules, src.ip, dst.ip) == routing.out_port(table, sw.name, src.name, dst.name)
+
+
+def test_bigraph_policy_rules_by_hand():
+    """bgs0 of bigraph(2,4): one rule per host, and for bgh3 (on bgs1, the
+    same part) the two local sources leave over bgs3 instead of the default
+    bgs2 (port 3): two pair rules above the destination rule. bgh2's pairs
+    both use bgs2, the default: no pair rule."""
+    f = bigraph(2, 4)
+    table = forwarding_table(f, "bigraph")
+    rules = switch_rules(f, table, "bgs0")
+    pair = [r for r in rules if r.ipv4_src is not None]
+    ip = {h.name: h.ip for h in f.hosts}
+    assert pair == [FlowRule(PAIR_PRIORITY, ip["bgh3"], 4, ip["bgh0"]),
+                    FlowRule(PAIR_PRIORITY, ip["bgh3"], 4, ip["bgh1"])]
+    dst_rules = [r for r in rules if r.ipv4_src is None and r.ipv4_dst is not None]
+    assert [r.ipv4_dst for r in dst_rules] == [h.ip for h in f.hosts]
+    assert all(r.priority == ROUTE_PRIORITY for r in dst_rules)
+    assert FlowRule(ROUTE_PRIORITY, ip["bgh3"], 3) in dst_rules
+    assert len(rules) == 8 + 2 + 1
+    assert PAIR_PRIORITY > ROUTE_PRIORITY
+
+
+def test_per_pair_rules_skip_sources_on_the_default_port():
+    f = bigraph(2, 4)
+    table = forwarding_table(f, "shortest")
+    table["bgs0"]["bgh3"] = {routing.ANY_SOURCE: 3, "bgh0": 3, "bgh1": 4, "bgh3": 4}
+    rules = [r for r in switch_rules(f, table, "bgs0") if r.ipv4_dst == f.host("bgh3").ip]
+    assert rules == [FlowRule(ROUTE_PRIORITY, f.host("bgh3").ip, 3),
+                     FlowRule(PAIR_PRIORITY, f.host("bgh3").ip, 4, f.host("bgh1").ip)]

@@ -7,7 +7,10 @@ import os
 
 import pytest
 
-from emulator.spec import FIELDS, RunSpec, SpecError, load_experiment, make_run
+from emulator.net import capabilities
+from emulator.spec import (FIELDS, MAX_SIZE_BYTES, LinkEvent, RunSpec, SpecError, load_experiment, make_run,
+                           parse_link_event, validate)
+from emulator import spec as spec_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 M = 1 << 20
@@ -51,6 +54,11 @@ FROM_STRINGS = {
     "switch_queue_packets": ("40", 40),
     "mtu": ("9000", 9000),
     "datapath": ("user", "user"),
+    "connections": ("4", 4),
+    "link_delay_ms": ("0", 0.0),
+    "link_loss_pct": ("0", 0.0),
+    "link_events": ("1.5:bgs0-bgs2:down", (LinkEvent(1.5, "bgs0", "bgs2", "down"),)),
+    "monitor_interval_ms": ("50", 50.0),
     "model_alpha_us": ("0", 0.0),
     "label": ("hello world", "hello world"),
 }
@@ -74,9 +82,12 @@ def test_each_key_converted_from_string(key):
 
 
 def test_all_keys_from_strings_at_once():
-    spec = make_run({k: v[0] for k, v in FROM_STRINGS.items()})
+    values = {**{k: v[0] for k, v in FROM_STRINGS.items()}, "link_events": "1.5:bgs8-bgs0:down"}  # a fat-tree link
+    spec = make_run(values)
     for k, (_, want) in FROM_STRINGS.items():
-        assert getattr(spec, k) == want
+        if k != "link_events":
+            assert getattr(spec, k) == want
+    assert spec.link_events == (LinkEvent(1.5, "bgs8", "bgs0", "down"),)
 
 
 def test_toml_native_types():
@@ -168,7 +179,7 @@ def test_mtu_bounds_inclusive(mtu):
 
 
 @pytest.mark.parametrize("key", ["ranks", "seed", "repetitions", "warmup", "mtu",
-                                 "host_queue_packets", "switch_queue_packets"])
+                                 "host_queue_packets", "switch_queue_packets", "connections"])
 @pytest.mark.parametrize("value", [1.5, "1.5", "abc", True, None, [1]])
 def test_non_integer_ints_rejected(key, value):
     msg = spec_error({key: value})
@@ -180,8 +191,9 @@ def test_integer_valued_float_rejected_for_int_keys():
     assert "repetitions" in spec_error({"repetitions": 2.0})
 
 
-@pytest.mark.parametrize("key", ["host_rate_mbps", "switch_rate_mbps", "model_alpha_us"])
-@pytest.mark.parametrize("value", ["fast", None, [1]])
+@pytest.mark.parametrize("key", ["host_rate_mbps", "switch_rate_mbps", "model_alpha_us", "link_delay_ms",
+                                 "link_loss_pct", "monitor_interval_ms"])
+@pytest.mark.parametrize("value", ["fast", None, [1], True, "nan"])
 def test_non_numeric_floats_rejected(key, value):
     assert spec_error({key: value}).startswith(f"{key}:")
 
@@ -234,10 +246,17 @@ def test_fabric_key_ignores_algorithm_mapping_and_traffic():
 @pytest.mark.parametrize("key, value", [
     ("topology", "bigraph:m=4,n=8"), ("policy", "spread"), ("host_rate_mbps", 10),
     ("switch_rate_mbps", 10), ("host_queue_packets", 10), ("switch_queue_packets", 10),
-    ("mtu", 1500), ("datapath", "user"),
+    ("mtu", 1500), ("datapath", "user"), ("link_delay_ms", 5), ("link_loss_pct", 1),
+    ("link_events", ["1:bgs0-bgs2:down"]),
 ])
-def test_fabric_key_differs_for_fabric_keys(key, value):
+def test_fabric_key_differs_for_fabric_keys(key, value, monkeypatch):
+    monkeypatch.setattr(capabilities, "netem_available", lambda: True)
     assert make_run({key: value}).fabric_key() != RunSpec().fabric_key()
+
+
+def test_fabric_key_ignores_connections_and_monitoring():
+    a = make_run({"connections": 4, "monitor_interval_ms": 20})
+    assert a.fabric_key() == RunSpec().fabric_key()
 
 
 def test_link_profile_follows_spec():
@@ -380,3 +399,231 @@ def test_eflops_toml_loads():
         ("ring", "naive"), ("halving-doubling", "naive"), ("halving-doubling", "hdrm")]
     # the three runs per topology can share one emulated network
     assert len({r.fabric_key() for r in exp.runs}) == 2
+
+
+# --- new keys: ranges ------------------------------------------------------------------
+
+@pytest.mark.parametrize("key, low, high, bad", [
+    ("connections", 1, 16, [0, 17, -1]),
+    ("link_delay_ms", 0, 1000, [-0.1, 1000.5, "inf"]),
+    ("link_loss_pct", 0, 100, [-1, 100.01, 150]),
+    ("monitor_interval_ms", 10, 1000, [9.9, 1001, 0]),
+    ("host_rate_mbps", 1, 100_000, [0.5, 100_001, -5]),
+    ("switch_rate_mbps", 1, 100_000, [0, 1e9]),
+    ("host_queue_packets", 1, 100_000, [0, 100_001]),
+    ("switch_queue_packets", 1, 100_000, [0, 10 ** 9]),
+])
+def test_new_ranges(key, low, high, bad, monkeypatch):
+    monkeypatch.setattr(capabilities, "netem_available", lambda: True)
+    assert getattr(make_run({key: low}), key) == low
+    assert getattr(make_run({key: high}), key) == high
+    for value in bad:
+        msg = spec_error({key: value})
+        assert msg.startswith(f"{key}:") and "between" in msg, msg
+
+
+def test_new_defaults():
+    s = RunSpec()
+    assert (s.connections, s.link_delay_ms, s.link_loss_pct, s.link_events, s.monitor_interval_ms) == (1, 0, 0, (), 100)
+
+
+def test_size_limit():
+    assert make_run({"sizes": "4G"}).sizes == (MAX_SIZE_BYTES,)
+    assert spec_error({"sizes": "5G"}).startswith("sizes:")
+    assert spec_error({"sizes": "1M:8G:2"}).startswith("sizes:")
+
+
+def test_too_many_sizes():
+    assert spec_error({"sizes": "1:1G:1.2"}).startswith("sizes: must be 1 to 64 sizes")
+
+
+# --- netem: refused on a kernel without it, the check injectable ----------------------------
+
+@pytest.mark.parametrize("key", ["link_delay_ms", "link_loss_pct"])
+def test_netem_missing_is_refused(monkeypatch, key):
+    monkeypatch.setattr(capabilities, "netem_available", lambda: False)
+    msg = spec_error({key: 1})
+    assert msg.startswith(f"{key}:") and "netem (sch_netem)" in msg
+    assert make_run({key: 0})                                 # zero needs no netem
+    assert make_run({key: 1}, check_kernel=False)              # the model and reports do not check
+
+
+@pytest.mark.parametrize("key", ["link_delay_ms", "link_loss_pct"])
+def test_netem_present_is_accepted(monkeypatch, key):
+    monkeypatch.setattr(capabilities, "netem_available", lambda: True)
+    assert getattr(make_run({key: 2.5}), key) == 2.5
+
+
+def test_validate_takes_the_netem_check():
+    spec = RunSpec(link_delay_ms=5.0)
+    with pytest.raises(SpecError, match="link_delay_ms"):
+        validate(spec, has_netem=lambda: False)
+    assert validate(spec, has_netem=lambda: True).topology == spec.topology
+    validate(spec)                                             # None: not checked
+
+
+def test_netem_missing_on_this_machine_matches_detection():
+    """On this machine (whatever it has) make_run agrees with capabilities."""
+    if capabilities.netem_available():
+        assert make_run({"link_loss_pct": 1}).link_loss_pct == 1
+    else:
+        assert "netem" in spec_error({"link_loss_pct": 1})
+
+
+def test_experiment_file_netem_check(tmp_path, monkeypatch):
+    monkeypatch.setattr(capabilities, "netem_available", lambda: False)
+    path = write(tmp_path, "[defaults]\nlink_delay_ms = 2\n")
+    with pytest.raises(SpecError, match="run 1: link_delay_ms"):
+        load_experiment(path)
+    assert load_experiment(path, check_kernel=False).runs[0].link_delay_ms == 2
+
+
+# --- capabilities.netem_available on fake trees ------------------------------------------------
+
+REL = "6.1.0-test"
+
+
+def fake_tree(tmp_path, files: dict[str, str]):
+    for name, text in files.items():
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".gz"):
+            import gzip
+            with gzip.open(p, "wt") as f:
+                f.write(text)
+        else:
+            p.write_text(text)
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("files, want", [
+    ({}, False),
+    ({"sys/module/sch_netem/refcnt": "0"}, True),
+    ({"proc/modules": "sch_htb 1 0 - Live 0x0\nsch_netem 24576 0 - Live 0x0\n"}, True),
+    ({"proc/modules": "sch_netem_other 1 0 - Live 0x0\n"}, False),
+    ({"proc/config.gz": "CONFIG_NET_SCH_NETEM=y\n"}, True),
+    ({"proc/config.gz": "# CONFIG_NET_SCH_NETEM is not set\n",
+      f"lib/modules/{REL}/modules.dep": "kernel/net/sched/sch_netem.ko:\n", "proc/modules": ""}, False),
+    ({f"boot/config-{REL}": "CONFIG_NET_SCH_NETEM=m\n", "proc/modules": "",
+      f"lib/modules/{REL}/modules.dep": "kernel/net/sched/sch_netem.ko.zst:\n"}, True),
+    ({f"boot/config-{REL}": "CONFIG_NET_SCH_NETEM=m\n", "proc/modules": ""}, False),   # config says m, not installed
+    ({"proc/modules": "", f"lib/modules/{REL}/kernel/net/sched/sch_netem.ko.xz": ""}, True),
+    ({f"lib/modules/{REL}/kernel/net/sched/sch_netem.ko": ""}, False),   # no /proc/modules: cannot load
+    ({f"lib/modules/{REL}/modules.builtin": "kernel/net/sched/sch_netem.ko\n"}, True),
+    ({"proc/modules": "", f"lib/modules/{REL}/modules.dep": "kernel/net/sched/sch_htb.ko:\n"}, False),
+])
+def test_netem_detection(tmp_path, files, want):
+    assert capabilities.netem_available(fake_tree(tmp_path, files), REL) is want
+
+
+def test_netem_detection_other_release_ignored(tmp_path):
+    root = fake_tree(tmp_path, {"proc/modules": "", "lib/modules/9.9/modules.dep": "kernel/net/sched/sch_netem.ko:\n"})
+    assert capabilities.netem_available(root, REL) is False
+    assert capabilities.netem_available(root, "9.9") is True
+
+
+def test_netem_detection_on_this_machine_reads_only():
+    assert capabilities.netem_available() in (True, False)
+
+
+# --- link events ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, want", [
+    ("2.5:bgs1-bgs5:down", LinkEvent(2.5, "bgs1", "bgs5", "down")),
+    ("0:bgs5-bgs1:up", LinkEvent(0.0, "bgs5", "bgs1", "up")),
+    (" 6 : bgs1 - bgs5 : up ", LinkEvent(6.0, "bgs1", "bgs5", "up")),
+    ({"time_s": 1, "a": "bgs0", "b": "bgs2", "action": "down"}, LinkEvent(1.0, "bgs0", "bgs2", "down")),
+])
+def test_parse_link_event(text, want):
+    assert parse_link_event(text) == want
+
+
+@pytest.mark.parametrize("text", ["", "2.5", "2.5:bgs1-bgs5", "x:bgs1-bgs5:down", "2:bgs1bgs5:down",
+                                  "2:-bgs5:down", "1:2:3:4", 5, None, {"time_s": 1}])
+def test_parse_link_event_bad_form(text):
+    with pytest.raises(SpecError) as e:
+        parse_link_event(text)
+    assert str(e.value).startswith("link_events:") and "2.5:bgs1-bgs5:down" in str(e.value)
+
+
+def test_link_event_str_round_trip():
+    e = LinkEvent(2.5, "bgs1", "bgs5", "down")
+    assert str(e) == "2.5:bgs1-bgs5:down" and parse_link_event(str(e)) == e
+
+
+def test_link_events_validated_against_fabric():
+    spec = make_run({"topology": "bigraph:m=2,n=8", "link_events": ["2.5:bgs1-bgs5:down", "6:bgs5-bgs1:up"]})
+    assert [str(e) for e in spec.link_events] == ["2.5:bgs1-bgs5:down", "6:bgs5-bgs1:up"]
+
+
+@pytest.mark.parametrize("events, words", [
+    (["1:bgs0-bgs1:down"], ["bgs0-bgs1", "not a switch-switch link", "bgs0-bgs2"]),      # both upper
+    (["1:bgs0-bgh0:down"], ["not a switch-switch link"]),                                 # a host link
+    (["1:bgs0-bgs9:down"], ["bgs0-bgs9"]),
+    (["-1:bgs0-bgs2:down"], [">= 0"]),
+    (["nan:bgs0-bgs2:down"], [">= 0"]),
+    (["1:bgs0-bgs2:sideways"], ["down, up"]),
+    (["1:bgs0-bgs2:up"], ["not down"]),
+    (["1:bgs0-bgs2:down", "2:bgs2-bgs0:down"], ["already down"]),
+    (["3:bgs0-bgs2:up", "1:bgs0-bgs2:down", "2:bgs0-bgs2:up"], ["not down"]),
+])
+def test_bad_link_events(events, words):
+    msg = spec_error({"link_events": events})
+    assert msg.startswith("link_events:")
+    assert all(w in msg for w in words), msg
+
+
+def test_link_events_in_toml_and_json_round_trip(tmp_path):
+    path = write(tmp_path, '[defaults]\nlink_events = ["1:bgs0-bgs2:down", "2:bgs0-bgs2:up"]\n')
+    spec = load_experiment(path).runs[0]
+    assert len(spec.link_events) == 2
+    again = make_run(dataclasses.asdict(spec))                   # as `report` reads spec.json
+    assert again == spec
+
+
+def test_link_events_any_order_of_switches_and_time():
+    spec = make_run({"link_events": ["4:bgs2-bgs0:up", "1:bgs0-bgs2:down"]})
+    assert len(spec.link_events) == 2
+
+
+# --- checks against the fabric -------------------------------------------------------------------
+
+def test_hdrm_needs_power_of_two_ranks():
+    msg = spec_error({"topology": "bigraph:m=3,n=4", "mapping": "hdrm"})
+    assert msg.startswith("mapping:") and "power-of-two" in msg and "12" in msg
+    assert make_run({"topology": "bigraph:m=4,n=4", "mapping": "hdrm"}).mapping == "hdrm"
+
+
+def test_hdrm_needs_every_host():
+    msg = spec_error({"topology": "bigraph:m=4,n=8", "mapping": "hdrm", "ranks": 16})
+    assert msg.startswith("mapping:") and "every host" in msg
+
+
+@pytest.mark.parametrize("collective", ["reduce-scatter", "allgather"])
+def test_halving_doubling_rs_ag_need_power_of_two(collective):
+    msg = spec_error({"topology": "bigraph:m=3,n=4", "collective": collective, "algorithm": "halving-doubling"})
+    assert msg.startswith("algorithm:") and "power-of-two" in msg
+    assert make_run({"topology": "bigraph:m=3,n=4", "algorithm": "halving-doubling"})   # allreduce: any count
+
+
+@pytest.mark.parametrize("ranks", [1, 9, 100])
+def test_ranks_must_fit(ranks):
+    msg = spec_error({"ranks": ranks})
+    assert msg.startswith("ranks:") and "2 to 8" in msg
+
+
+def test_bigraph_policy_needs_bigraph(monkeypatch):
+    """The 'bigraph' routing policy (added in controller/routing.py) routes BiGraph only."""
+    monkeypatch.setitem(spec_module._CHOICES, "policy", tuple(dict.fromkeys((*spec_module._CHOICES["policy"], "bigraph"))))
+    for topology in ("fattree:k=4", "leafspine:leaves=4,spines=2,hosts=2"):
+        msg = spec_error({"policy": "bigraph", "topology": topology})
+        assert msg.startswith("policy:") and "BiGraph" in msg and topology in msg
+    assert make_run({"policy": "bigraph", "topology": "bigraph:m=2,n=4"}).policy == "bigraph"
+
+
+def test_policy_choices_follow_routing():
+    from controller.routing import POLICIES
+    for policy in POLICIES:
+        values = {"policy": policy, "topology": "bigraph:m=2,n=4"}
+        assert make_run(values).policy == policy
+    assert all(p in spec_error({"policy": "bogus"}) for p in POLICIES)

@@ -1,0 +1,272 @@
+"""Plots of one results folder (pure, no root, matplotlib's Agg backend):
+link utilisation over time, the fabric coloured by its busiest moments, and
+the step timeline of one call.
+
+Each plot keeps its data shaping in a pure function (`utilisation_matrix`,
+`layout`, `link_peaks`, `timeline_bars`) so tests check numbers, not pixels.
+
+Inputs: `links.csv` (the link monitor: one row per sample per directed link,
+columns in LINK_SAMPLE_COLUMNS, optionally the run keys of steps.csv),
+`steps.csv` (emulator.results.STEP_COLUMNS) and `fabric.json`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from emulator.fabric import Fabric
+
+LINK_SAMPLE_COLUMNS = ["call", "t_s", "link", "kind", "rate_mbps", "tx_bytes", "util", "backlog_bytes", "drops"]
+# the keys that tell runs apart in steps.csv (and in links.csv, when the monitor writes them)
+RUN_COLUMNS = ["topology", "policy", "algorithm", "mapping"]
+MAX_HEATMAP_ROWS = 40
+# switch tiers from the top of a drawing down (emulator/topology.py names them)
+TIER_ORDER = ["upper", "lower", "core", "agg", "spine", "edge", "leaf"]
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, path: str) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    _pyplot().close(fig)
+
+
+def link_label(node: str, port: int, peer: str) -> str:
+    """The monitor's name of a directed link: what leaves `node` by `port`."""
+    return f"{node}:{port}>{peer}"
+
+
+def one_run(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the last run in a table that may hold several; a call
+    index or a rank means something only inside one run. The last run is the
+    one on the fabric fabric.json holds (the emulator rewrites it per fabric)."""
+    keys = [c for c in RUN_COLUMNS if c in df.columns]
+    if df.empty or not keys:
+        return df
+    last = df.iloc[-1]
+    return df[(df[keys] == last[keys]).all(axis=1)]
+
+
+def run_name(df: pd.DataFrame) -> str:
+    """'topology algorithm mapping (policy)' of a one-run table, or ''."""
+    if df.empty or not all(c in df.columns for c in RUN_COLUMNS):
+        return ""
+    r = df.iloc[0]
+    return f"{r.topology} {r.algorithm} {r.mapping} ({r.policy})"
+
+
+# --- link utilisation over time ------------------------------------------------------------
+
+def default_call(links: pd.DataFrame) -> int:
+    """The last counted call: the largest size, after the warm-ups
+    (the emulator orders calls by size, warm-ups first)."""
+    if "repetition" in links.columns and (links.repetition >= 0).any():
+        links = links[links.repetition >= 0]
+    return int(links.call.max())
+
+
+def utilisation_matrix(links: pd.DataFrame, call: int, limit: int | None = None):
+    """(link labels, sample times, util[link, time]) of one call.
+
+    Switch-switch links only (host links mirror the schedule; congestion
+    shows between switches), all links if the fabric has none. Rows: the
+    busiest link (highest mean util) first, ties by label; at most `limit`.
+    A link without a sample at some time gets NaN there."""
+    d = links[links.call == call]
+    if d.empty:
+        raise ValueError(f"links.csv has no samples of call {call}")
+    if (d.kind == "switch").any():
+        d = d[d.kind == "switch"]
+    grid = d.pivot_table(index="link", columns="t_s", values="util", aggfunc="mean", dropna=False)
+    order = sorted(grid.index, key=lambda link: (-np.nan_to_num(grid.loc[link].mean(), nan=-1.0), link))
+    grid = grid.loc[order[:limit] if limit else order]
+    return list(grid.index), np.asarray(grid.columns, dtype=float), grid.to_numpy(dtype=float)
+
+
+def _edges(times: np.ndarray) -> np.ndarray:
+    """Cell edges for samples that each end at `times` (the first starts at
+    0, or one interval earlier if it ends at 0)."""
+    if len(times) == 0:
+        return np.array([0.0, 1.0])
+    first = 0.0 if times[0] > 0 else times[0] - (times[1] - times[0] if len(times) > 1 else 1.0)
+    return np.concatenate([[first], times])
+
+
+def utilisation_heatmap(links: pd.DataFrame, path: str, call: int | None = None) -> int:
+    """Links x time coloured by utilisation, for one call; returns the call.
+    The hot rows at the top show where a step's flows pile up."""
+    links = one_run(links)
+    call = default_call(links) if call is None else call
+    labels, times, util = utilisation_matrix(links, call)
+    shown = labels[:MAX_HEATMAP_ROWS]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.22 * max(len(shown), 4)))
+    cmap = plt.get_cmap("inferno").with_extremes(bad="lightgrey")   # no sample: grey
+    vmax = max(1.0, float(np.nanmax(util))) if np.isfinite(util).any() else 1.0
+    mesh = ax.pcolormesh(_edges(times), np.arange(len(shown) + 1), np.ma.masked_invalid(util[:len(shown)]),
+                         cmap=cmap, vmin=0.0, vmax=vmax)
+    ax.set_yticks(np.arange(len(shown)) + 0.5, shown, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the call started (s)")
+    fig.colorbar(mesh, ax=ax, label="utilisation (fraction of link rate)")
+    title = f"link utilisation, call {call}"
+    sizes = links[links.call == call].size_bytes.unique() if "size_bytes" in links.columns else []
+    if len(sizes) == 1:
+        title += f" ({int(sizes[0])} bytes)"
+    name = run_name(links)
+    ax.set_title(title + (f"\n{name}" if name else ""), fontsize=10)
+    if len(labels) > len(shown):
+        ax.text(1.0, -0.08, f"busiest {len(shown)} of {len(labels)} links shown", transform=ax.transAxes,
+                ha="right", va="top", fontsize=8, color="grey")
+    _save(fig, path)
+    return call
+
+
+# --- the fabric ------------------------------------------------------------------------------
+
+def _tiers(fabric: Fabric) -> list[str]:
+    """The fabric's tier names, top row first; unknown tiers go last."""
+    present = {s.tier for s in fabric.switches}
+    rank = {t: i for i, t in enumerate(TIER_ORDER)}
+    return sorted(present, key=lambda t: (rank.get(t, len(TIER_ORDER)), t))
+
+
+def layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
+    """{node: (x, y)}: one row per switch tier (top tier highest), each row
+    spread over the same width, hosts in a row next to their switch.
+
+    Hosts hang below their switch, except those of the top row of a fabric
+    with several rows (BiGraph's upper part): they go above it, so the
+    bipartite links between the parts stay clear, as in the EFLOPS figure."""
+    tiers = _tiers(fabric)
+    rows = {t: sorted((s for s in fabric.switches if s.tier == t), key=lambda s: s.index) for t in tiers}
+    width = max([len(r) for r in rows.values()] +
+                [sum(len(fabric.hosts_on(s.name)) for s in r) for r in rows.values()])
+    pos = {}
+    for i, tier in enumerate(tiers):
+        y = float(len(tiers) - i)
+        slot = width / len(rows[tier])
+        for j, s in enumerate(rows[tier]):
+            x = (j + 0.5) * slot - 0.5
+            pos[s.name] = (x, y)
+            hosts = fabric.hosts_on(s.name)
+            hy = y + 0.6 if (i == 0 and len(tiers) > 1) else y - 0.6
+            for h, host in enumerate(hosts):
+                pos[host.name] = (x + (h - (len(hosts) - 1) / 2) * slot / len(hosts), hy)
+    return pos
+
+
+def link_peaks(fabric: Fabric, peak_util: dict[str, float]) -> list[float | None]:
+    """Per fabric link (fabric.links order): the higher peak of its two
+    directions, None if the monitor has neither."""
+    out = []
+    for link in fabric.links:
+        (a, ap), (b, bp) = link.ends()
+        values = [peak_util[k] for k in (link_label(a, ap, b), link_label(b, bp, a))
+                  if k in peak_util and pd.notna(peak_util[k])]
+        out.append(max(values) if values else None)
+    return out
+
+
+def fabric_drawing(fabric: Fabric, peak_util: dict[str, float], path: str, title: str = "") -> None:
+    """The fabric, each link coloured by its peak utilisation (grey: no data),
+    to see at a glance which links a run loaded and which it left idle."""
+    from matplotlib.collections import LineCollection
+    plt = _pyplot()
+    pos = layout(fabric)
+    peaks = link_peaks(fabric, peak_util)
+    xs = [x for x, _ in pos.values()]
+    fig, ax = plt.subplots(figsize=(min(max(6.0, 0.4 * (max(xs) - min(xs) + 2)), 20.0), 5.5))
+    cmap = plt.get_cmap("plasma")
+    vmax = max([1.0] + [p for p in peaks if p is not None])
+    norm = plt.Normalize(0.0, vmax)
+    segments = [(pos[l.a], pos[l.b]) for l in fabric.links]
+    colours = [cmap(norm(p)) if p is not None else (0.75, 0.75, 0.75, 1.0) for p in peaks]
+    widths = [1.8 if l.kind == "switch" else 0.8 for l in fabric.links]
+    ax.add_collection(LineCollection(segments, colors=colours, linewidths=widths, zorder=1))
+    switches = [pos[s.name] for s in fabric.switches]
+    hosts = [pos[h.name] for h in fabric.hosts]
+    if hosts:
+        ax.scatter(*zip(*hosts), marker="o", s=12, color="black", zorder=2)
+    if len(fabric.switches) <= 40:   # named boxes while they fit
+        for s in fabric.switches:
+            ax.text(*pos[s.name], s.name, fontsize=7, ha="center", va="center", zorder=3,
+                    bbox={"boxstyle": "square,pad=0.3", "fc": "white", "ec": "black", "lw": 0.8})
+    else:
+        ax.scatter(*zip(*switches), marker="s", s=40, color="white", edgecolors="black", zorder=2)
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="peak utilisation (grey: no data)")
+    ax.set_title(title or f"{fabric.topology}: peak link utilisation", fontsize=10)
+    ax.autoscale()
+    ax.margins(0.05)
+    ax.axis("off")
+    _save(fig, path)
+
+
+# --- step timeline ---------------------------------------------------------------------------
+
+def default_size_repetition(steps: pd.DataFrame) -> tuple[int, int]:
+    """The largest size and its first counted repetition: the call where
+    bandwidth, not latency, sets the pace."""
+    size = int(steps.size_bytes.max())
+    reps = steps[steps.size_bytes == size].repetition
+    counted = reps[reps >= 0]
+    return size, int((counted if len(counted) else reps).min())
+
+
+def timeline_bars(steps: pd.DataFrame, size: int | None = None, repetition: int | None = None) -> pd.DataFrame:
+    """One row per (rank, step) of one call of one run: start and end
+    relative to the call's earliest start, the model's predicted step end
+    (NaN if absent), sorted by rank and step."""
+    steps = one_run(steps)
+    if size is None or repetition is None:
+        dsize, drep = default_size_repetition(steps if size is None else steps[steps.size_bytes == size])
+        size = dsize if size is None else size
+        repetition = drep if repetition is None else repetition
+    d = steps[(steps.size_bytes == size) & (steps.repetition == repetition)]
+    if d.empty:
+        raise ValueError(f"steps.csv has no call of {size} bytes, repetition {repetition}")
+    t0 = d.start_s.min()
+    return pd.DataFrame({
+        "rank": d["rank"].astype(int), "step": d.step.astype(int), "phase": d.phase.astype(str),
+        "start": d.start_s - t0, "end": d.end_s - t0,
+        "model_end": pd.to_numeric(d.model_end_s, errors="coerce"),
+        "size_bytes": size, "repetition": repetition,
+    }).sort_values(["rank", "step"]).reset_index(drop=True)
+
+
+def step_timeline(steps: pd.DataFrame, path: str, size: int | None = None,
+                  repetition: int | None = None) -> tuple[int, int]:
+    """Each rank's steps as bars over time, the model's step ends as ticks;
+    returns (size, repetition). Shows which step stretched and who waited."""
+    bars = timeline_bars(steps, size, repetition)
+    size, repetition = int(bars.size_bytes.iloc[0]), int(bars.repetition.iloc[0])
+    plt = _pyplot()
+    ranks = bars["rank"].nunique()
+    fig, ax = plt.subplots(figsize=(10, min(max(3.0, 1.5 + 0.25 * ranks), 30.0)))
+    phases = list(dict.fromkeys(bars.phase))
+    colour = {p: f"C{i % 10}" for i, p in enumerate(phases)}
+    for phase in phases:
+        b = bars[bars.phase == phase]
+        ax.barh(b["rank"], b.end - b.start, left=b.start, height=0.7, color=colour[phase],
+                edgecolor="white", linewidth=0.5, label=phase)
+    model = bars.dropna(subset=["model_end"])
+    if len(model):
+        ax.scatter(model.model_end, model["rank"], marker="|", s=90, color="black", label="model step end")
+    ax.set_yticks(sorted(bars["rank"].unique()))
+    ax.tick_params(axis="y", labelsize=7)
+    ax.invert_yaxis()
+    ax.set_ylabel("rank")
+    ax.set_xlabel("time since the call started (s)")
+    name = run_name(one_run(steps))
+    ax.set_title(f"steps of one call: {size} bytes, repetition {repetition}" + (f"\n{name}" if name else ""),
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    _save(fig, path)
+    return size, repetition

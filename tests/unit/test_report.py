@@ -1,0 +1,188 @@
+"""Unit tests of the results report (emulator/report.py): the plots it adds
+when their inputs exist, peak utilisation, and the comparison of several
+results folders. Pure: synthetic folders and a copy of a measured one."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+
+import pandas as pd
+import pytest
+
+from emulator import report
+from emulator.plan import plan_run
+from emulator.plots import LINK_SAMPLE_COLUMNS, link_label
+from emulator.report import compare, format_compare, peak_utilisation, plot_compare, write_plots, write_report
+from emulator.results import COLLECTIVE_COLUMNS, STEP_COLUMNS, CallRecord, append_csv, collective_rows, step_rows
+from emulator.spec import make_run
+
+MEASURED = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "measured", "eflops-2026-11-30")
+
+
+def assert_png(path):
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+# --- a measured folder: no links.csv, steps.csv or fabric.json ---------------------------------
+
+@pytest.fixture(scope="module")
+def measured_plans():
+    with open(os.path.join(MEASURED, "spec.json")) as f:
+        return [plan_run(make_run(r)) for r in json.load(f)["runs"]]
+
+
+def test_write_report_on_measured_folder(tmp_path, measured_plans):
+    folder = tmp_path / "eflops"
+    shutil.copytree(MEASURED, folder)
+    for name in ("summary.txt", "busbw.png", "link_loads.csv"):
+        (folder / name).unlink()
+    text = write_report(str(folder), measured_plans)
+    assert isinstance(text, str) and text.plots == ()
+    assert (folder / "summary.txt").read_text() == text + "\n"
+    assert len(text.splitlines()) == 1 + 6 * 5                   # header + 6 runs x 5 sizes
+    assert_png(folder / "busbw.png")
+    assert len((folder / "link_loads.csv").read_text().splitlines()) > 1
+    assert not any((folder / p).exists() for p in ("heatmap.png", "fabric.png", "timeline.png"))
+
+
+# --- a small synthetic folder with every input ------------------------------------------------
+
+def fake_records(plan, call):
+    """Step records matching the schedule, each step 0.1 s, from t = 50 s."""
+    sched = plan.schedules[call.size_bytes]
+    return CallRecord([[{"start": 50 + 0.1 * k, "end": 50 + 0.1 * (k + 1), "sent": sum(t.nbytes for t in s.sends),
+                         "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(steps)]
+                       for steps in sched.steps], {})
+
+
+def link_samples(plan, call, util):
+    """links.csv rows of one call: every directed link at `util` for two
+    samples; the monitor's columns plus the run keys."""
+    rows = []
+    for link in plan.fabric.links:
+        (a, ap), (b, bp) = link.ends()
+        for label in (link_label(a, ap, b), link_label(b, bp, a)):
+            for t in (0.5, 1.0):
+                rows.append({"topology": plan.fabric.topology, "policy": plan.spec.policy,
+                             "algorithm": plan.spec.algorithm, "mapping": plan.spec.mapping, "call": call, "t_s": t,
+                             "link": label, "kind": link.kind, "rate_mbps": link.rate_mbps, "tx_bytes": 0,
+                             "util": util, "backlog_bytes": 0, "drops": 0})
+    assert set(LINK_SAMPLE_COLUMNS) <= set(rows[0])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def small_plans():
+    return [plan_run(make_run({"topology": "bigraph:m=1,n=4", "algorithm": a, "sizes": "8K:16K:2",
+                               "repetitions": 1, "warmup": 1})) for a in ("ring", "halving-doubling")]
+
+
+def fake_folder(folder, plans, links=True, steps=True, fabric=True):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "spec.json"), "w") as f:
+        json.dump({"name": "t", "runs": [dataclasses.asdict(p.spec) for p in plans]}, f)
+    samples = []
+    for i, plan in enumerate(plans):
+        records = [fake_records(plan, c) for c in plan.calls]
+        append_csv(os.path.join(folder, "collectives.csv"), COLLECTIVE_COLUMNS, collective_rows(plan, records, "user"))
+        if steps:
+            append_csv(os.path.join(folder, "steps.csv"), STEP_COLUMNS, step_rows(plan, records))
+        samples += [r for c in plan.calls for r in link_samples(plan, c.index, 0.1 * (i + 1) + 0.01 * c.index)]
+    if links:
+        pd.DataFrame(samples).to_csv(os.path.join(folder, "links.csv"), index=False)
+    if fabric:
+        plans[-1].fabric.save(os.path.join(folder, "fabric.json"))
+
+
+def test_write_report_writes_every_plot(tmp_path, small_plans):
+    fake_folder(str(tmp_path), small_plans)
+    text = write_report(str(tmp_path), small_plans)
+    assert text.plots == ("heatmap.png", "fabric.png", "timeline.png")
+    for name in ("busbw.png", *text.plots):
+        assert_png(tmp_path / name)
+    assert (tmp_path / "summary.txt").read_text() == text + "\n"
+
+
+def test_write_plots_skips_missing_inputs(tmp_path, small_plans):
+    fake_folder(str(tmp_path), small_plans, links=False, steps=False)
+    assert write_plots(str(tmp_path)) == ["fabric.png"]             # drawn grey: no samples
+    (tmp_path / "links.csv").write_text("")
+    (tmp_path / "steps.csv").write_text(",".join(STEP_COLUMNS) + "\n")
+    assert write_plots(str(tmp_path)) == ["fabric.png"]
+    (tmp_path / "fabric.json").unlink()
+    assert write_plots(str(tmp_path)) == []
+
+
+def test_fabric_is_coloured_by_the_last_run_on_its_fabric(tmp_path, small_plans, monkeypatch):
+    other = plan_run(make_run({"topology": "bigraph:m=2,n=4", "sizes": "8K", "repetitions": 1}))
+    fake_folder(str(tmp_path), small_plans)
+    pd.DataFrame(link_samples(other, 0, 0.99)).to_csv(tmp_path / "links.csv", mode="a", header=False, index=False)
+    drawn = {}
+    monkeypatch.setattr(report, "fabric_drawing", lambda fabric, peaks, path, title: drawn.update(peaks=peaks))
+    write_plots(str(tmp_path))
+    # fabric.json is bigraph:m=1,n=4; its last run (halving-doubling) peaks at its last call, 3
+    peaks = list(drawn["peaks"].values())
+    assert len(peaks) == 2 * len(small_plans[0].fabric.links) and peaks == pytest.approx([0.2 + 0.03] * len(peaks))
+
+
+def test_peak_utilisation():
+    d = pd.DataFrame({"link": ["a", "a", "b", "c"], "util": [0.2, 0.7, 0.4, float("nan")]})
+    assert peak_utilisation(d) == {"a": 0.7, "b": 0.4}
+
+
+# --- several folders --------------------------------------------------------------------------
+
+def coll(size, time_s, algorithm="ring", mapping="naive", rep=0):
+    """A collectives.csv row of a 4-rank allreduce (the columns summary() reads)."""
+    row = dict.fromkeys(COLLECTIVE_COLUMNS, "")
+    row.update(topology="bigraph:m=1,n=4", policy="shortest", collective="allreduce", algorithm=algorithm,
+               mapping=mapping, ranks=4, size_bytes=size, repetition=rep, time_s=time_s, model_time_s=1.0,
+               bytes_ok=True, host_rate_mbps=8.0, switch_rate_mbps=8.0, mtu=9000)
+    return row
+
+
+@pytest.fixture
+def two_folders(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    for folder, rows in ((a, [coll(1024, 1.0), coll(1024, 3.0, rep=1), coll(1024, 2.0, rep=2), coll(2048, 4.0),
+                              coll(1024, 1.0, "halving-doubling")]),
+                         (b, [coll(1024, 1.0, "halving-doubling", "hdrm"), coll(2048, 4.0), coll(1024, 4.0)])):
+        os.makedirs(folder)
+        append_csv(os.path.join(folder, "collectives.csv"), COLLECTIVE_COLUMNS, rows)
+    return a, b
+
+
+def test_compare_puts_folders_side_by_side(two_folders):
+    d = compare(list(two_folders))
+    assert list(d.folder) == ["a", "b", "a", "b", "a", "b"]
+    assert list(d.algorithm) == ["ring"] * 4 + ["halving-doubling"] * 2
+    assert list(d.mapping) == ["naive"] * 5 + ["hdrm"]              # a run of b only comes last
+    assert list(d.size_bytes) == [1024, 1024, 2048, 2048, 1024, 1024]
+    assert list(d.time_s) == [2.0, 4.0, 4.0, 4.0, 1.0, 1.0]        # medians
+    assert list(d.busbw_vs_first) == pytest.approx([1.0, 0.5, 1.0, 1.0, 1.0, 1.0])
+
+
+def test_compare_names(tmp_path, two_folders):
+    a, _ = two_folders
+    twin = str(tmp_path / "x" / "a")
+    shutil.copytree(a, twin)
+    assert list(dict.fromkeys(compare([a, twin]).folder)) == [a, twin]   # same last part: full paths
+    with pytest.raises(ValueError, match="no collectives.csv"):
+        compare([a, str(tmp_path)])
+
+
+def test_format_compare(two_folders):
+    d = compare(list(two_folders))
+    lines = format_compare(d).splitlines()
+    assert len(lines) == 1 + len(d)
+    assert lines[0].split()[:2] == ["folder", "topology"] and "vs first" in lines[0]
+    assert lines[1].split()[:6] == ["a", "bigraph:m=1,n=4", "shortest", "ring", "naive", "1024"]
+    assert lines[1].split()[6] == "2000.0" and lines[2].split()[-1] == "0.50"
+
+
+def test_plot_compare_writes_png(tmp_path, two_folders):
+    plot_compare(compare(list(two_folders)), str(tmp_path / "compare.png"))
+    assert_png(tmp_path / "compare.png")
