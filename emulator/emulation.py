@@ -153,10 +153,13 @@ class Emulation:
                 steps.callback(self.lock.__exit__, None, None, None)
                 if self.controller is not None:   # we created something: leave nothing of it
                     steps.callback(self._sweep)
-                if self.controller is not None:
-                    steps.callback(self.controller.stop)
+                # the network goes first, then the controller (the reverse of
+                # registration): with it gone, no port-down event reroutes a
+                # fabric that is being dismantled
                 if self.network is not None:
                     steps.callback(self.network.stop)
+                if self.controller is not None:
+                    steps.callback(self.controller.stop)
         finally:
             for s, handler in old.items():
                 signal.signal(s, handler)
