@@ -8,7 +8,9 @@ rank starts step k+1 once step k's sends and receives are all delivered.
 A flow starts when its sender and its receiver have both entered the steps
 it belongs to: the agents use a rendezvous (the receiver sends "clear to
 send" when it posts the receive), as MPI and NCCL do for large messages, so
-a fast rank never pushes data into a peer still busy with an earlier step.
+a fast rank never pushes data into a peer still busy with an earlier step
+(the agents send their first 64 KiB eagerly, to keep the path full while
+the clearance travels; the model ignores that head start).
 
 The simulation is event driven: rates change only when a flow starts or
 drains, so between two such events every flow moves at a constant rate.
