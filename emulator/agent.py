@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from emulator.schedule import Step, build_schedule
+from emulator.schedule import Step, build_schedule, over_connections
 
 CHUNK = 1 << 20   # bytes per send/recv system call
 CLEAR_TO_SEND = b"C"
@@ -29,47 +29,53 @@ def say(*words) -> None:
 
 
 class Peers:
-    """One TCP connection to every rank we send to, one from every rank we
-    receive from, opened once and reused by every step (as NCCL does)."""
+    """`connections` TCP connections to every rank we send to and from every
+    rank we receive from, opened once and reused by every step (as NCCL
+    does). The i-th transfer to a peer within a step uses connection i."""
 
-    def __init__(self, rank: int, addresses: list[tuple[str, int]]):
+    def __init__(self, rank: int, addresses: list[tuple[str, int]], connections: int = 1):
         self.rank = rank
         self.addresses = addresses
+        self.connections = connections
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(addresses[rank])
-        self.listener.listen(len(addresses))
-        self.to: dict[int, socket.socket] = {}
-        self.frm: dict[int, socket.socket] = {}
+        self.listener.listen(len(addresses) * connections)
+        self.to: dict[int, list[socket.socket]] = {}
+        self.frm: dict[int, list[socket.socket]] = {}
 
     def connect(self, send_to: set[int], recv_from: set[int]) -> None:
         failed = []
         acceptor = threading.Thread(target=self._accept, args=(set(recv_from), failed))
         acceptor.start()
         for peer in sorted(send_to):
-            s = socket.create_connection(self.addresses[peer], timeout=30)
-            s.settimeout(None)
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            s.sendall(struct.pack("!I", self.rank))
-            self.to[peer] = s
+            self.to[peer] = [self._open(peer, i) for i in range(self.connections)]
         acceptor.join()
         if failed:
             raise ConnectionError(f"peers {sorted(set(recv_from) - set(self.frm))} did not connect: {failed[0]}")
 
+    def _open(self, peer: int, index: int) -> socket.socket:
+        s = socket.create_connection(self.addresses[peer], timeout=30)
+        s.settimeout(None)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(struct.pack("!II", self.rank, index))
+        return s
+
     def _accept(self, expected: set[int], failed: list) -> None:
         self.listener.settimeout(30)
         try:
-            while expected - set(self.frm):
+            while any(len([c for c in self.frm.get(p, []) if c]) < self.connections for p in expected):
                 s, _ = self.listener.accept()
                 s.settimeout(None)
-                (peer,) = struct.unpack("!I", _recv_exact(s, 4))
-                self.frm[peer] = s
+                peer, index = struct.unpack("!II", _recv_exact(s, 8))
+                self.frm.setdefault(peer, [None] * self.connections)[index] = s
         except OSError as e:   # reported by connect(), in the main thread
             failed.append(e)
 
     def close(self) -> None:
-        for s in list(self.to.values()) + list(self.frm.values()) + [self.listener]:
+        for s in [c for conns in list(self.to.values()) + list(self.frm.values()) for c in conns if c]:
             s.close()
+        self.listener.close()
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -101,6 +107,17 @@ def recv_bytes(sock: socket.socket, n: int) -> int:
             raise ConnectionError("peer closed the connection mid-step")
         got += k
     return got
+
+
+def _connections(transfers, conns: dict[int, list[socket.socket]]) -> list[socket.socket]:
+    """The socket of every transfer: the i-th one with a peer uses connection i."""
+    used: dict[int, int] = {}
+    out = []
+    for t in transfers:
+        i = used.get(t.peer, 0)
+        used[t.peer] = i + 1
+        out.append(conns[t.peer][i])
+    return out
 
 
 def wait_clear_to_send(sock: socket.socket) -> None:
@@ -136,10 +153,11 @@ def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
         return eager + send_bytes(sock, n - eager, data)
 
     start = time.monotonic()
-    for t in step.recvs:
-        peers.frm[t.peer].sendall(CLEAR_TO_SEND)
-    jobs = [("sent", send, peers.to[t.peer], t.nbytes) for t in step.sends]
-    jobs += [("received", recv_bytes, peers.frm[t.peer], t.nbytes) for t in step.recvs]
+    recvs = list(zip(step.recvs, _connections(step.recvs, peers.frm)))
+    for _, sock in recvs:
+        sock.sendall(CLEAR_TO_SEND)
+    jobs = [("sent", send, sock, t.nbytes) for t, sock in zip(step.sends, _connections(step.sends, peers.to))]
+    jobs += [("received", recv_bytes, sock, t.nbytes) for t, sock in recvs]
     threads = [threading.Thread(target=do, args=job) for job in jobs[1:]]
     for t in threads:
         t.start()
@@ -166,13 +184,14 @@ def main(argv=None) -> int:
     for c in calls:
         key = (c["collective"], c["algorithm"], c["size_bytes"])
         if key not in by_call:
-            by_call[key] = build_schedule(*key[:2], len(addresses), key[2]).steps[rank]
+            sched = over_connections(build_schedule(*key[:2], len(addresses), key[2]), plan.get("connections", 1))
+            by_call[key] = sched.steps[rank]
     schedules = [by_call[(c["collective"], c["algorithm"], c["size_bytes"])] for c in calls]
     send_to = {t.peer for steps in schedules for s in steps for t in s.sends}
     recv_from = {t.peer for steps in schedules for s in steps for t in s.recvs}
     largest = max((t.nbytes for steps in schedules for s in steps for t in s.sends), default=0)
     payload = memoryview(bytes(min(CHUNK, max(largest, 1))))
-    peers = Peers(rank, addresses)
+    peers = Peers(rank, addresses, plan.get("connections", 1))
     try:
         say("LISTENING")
         for line in sys.stdin:

@@ -10,17 +10,18 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import time
 
 from emulator import linkstats, verification
 from emulator.net import counters, ovs_buffers, processes
-from emulator.net.agents import AgentFleet
+from emulator.net.agents import START_DELAY_S, AgentFleet
 from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
 from emulator.net.monitor import LinkMonitor
 from emulator.net.network import EmulatedFabric
 from emulator.plan import RunPlan, route_demands
-from emulator.results import CallRecord, call_time
+from emulator.results import CallRecord, append_csv, call_time
 
 
 PROBES = 3             # packets per probe pair
@@ -179,18 +180,50 @@ class Emulation:
         ips = [self.fabric.host(h).ip for h in plan.hosts]
         calls = [{"collective": plan.spec.collective, "algorithm": plan.spec.algorithm, "size_bytes": c.size_bytes}
                  for c in plan.calls]
-        self.fleet = fleet = AgentFleet(hosts, ips, calls, self.run_dir)
+        self.fleet = fleet = AgentFleet(hosts, ips, calls, self.run_dir, plan.spec.connections)
+        timers: list[threading.Timer] = []
         try:
             fleet.start()
             results = []
             host_pids = {h: self.network.host(h).pid for h in plan.hosts}
             for call in plan.calls:
+                if call.repetition == 0 and not timers:   # the first counted call starts now
+                    timers = self._schedule_link_events(plan.spec.link_events)
                 results.append(self._call(plan, call, host_pids))
                 if on_call is not None:
                     on_call(call, results[-1])
             return results
         finally:
+            for timer in timers:
+                timer.cancel()
             fleet.stop()
+
+    # --- faults --------------------------------------------------------------
+    def _schedule_link_events(self, events) -> list[threading.Timer]:
+        """Start a timer per link event, counted from the call about to start."""
+        t0 = time.monotonic() + START_DELAY_S
+        timers = [threading.Timer(max(0.0, t0 + e.time_s - time.monotonic()), self._link_event, (e, t0))
+                  for e in events]
+        for timer in timers:
+            timer.start()
+        return timers
+
+    def _link_event(self, event, t0: float) -> None:
+        """Take a switch-switch link down or up (both ends, as a pulled cable
+        does) and record when; the controller sees the port change."""
+        self.network.set_link(event.a, event.b, event.action == "up")
+        row = {"t_s": round(time.monotonic() - t0, 3), "link": f"{event.a}-{event.b}", "action": event.action,
+               "planned_t_s": event.time_s}
+        append_csv(os.path.join(self.run_dir, "link_events.csv"), list(row), [row])
+        self.log(f"# link {event.a}-{event.b} {event.action} at t={row['t_s']:.2f}s")
+
+    def restart_controller(self) -> None:
+        """Stop the controller and start it again; switches keep forwarding
+        with the rules they hold meanwhile (fail-secure), and the new one
+        only sends what differs."""
+        self.controller.stop()
+        self.controller.start()
+        self.controller.wait_routes()
 
     def _call(self, plan: RunPlan, call, host_pids) -> CallRecord:
         predicted = plan.predictions[call.size_bytes].time_s

@@ -10,7 +10,7 @@ from emulator.fabric import Fabric
 from emulator.mapping import hosts_for_ranks
 from emulator.metrics import payload_efficiency
 from emulator.model import Prediction, predict
-from emulator.schedule import Schedule, build_schedule
+from emulator.schedule import Schedule, build_schedule, over_connections
 from emulator.spec import RunSpec, SpecError
 from emulator.topology import build
 
@@ -42,7 +42,8 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
     try:
         fabric = fabric or build(spec.topology, spec.link_profile())
         hosts = hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed)
-        schedules = {s: build_schedule(spec.collective, spec.algorithm, len(hosts), s) for s in spec.sizes}
+        schedules = {s: over_connections(build_schedule(spec.collective, spec.algorithm, len(hosts), s),
+                                         spec.connections) for s in spec.sizes}
         table = forwarding_table(fabric, spec.policy, route_demands(spec, schedules, hosts), spec.seed)
     except ValueError as e:
         raise SpecError(str(e)) from None

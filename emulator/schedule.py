@@ -41,7 +41,8 @@ class Schedule:
         return sum(t.nbytes for s in self.steps[rank] for t in s.recvs)
 
 
-COLLECTIVES = ("allreduce", "reduce-scatter", "allgather", "broadcast", "all-to-all", "parameter-server")
+COLLECTIVES = ("allreduce", "reduce-scatter", "allgather", "broadcast", "all-to-all", "parameter-server",
+               "stride")
 ALGORITHMS = ("ring", "halving-doubling")
 
 # nccl-tests' busbw = algbw * factor(n): the traffic each rank's link must carry,
@@ -52,7 +53,7 @@ def busbw_factor(collective: str, ranks: int) -> float:
         return 2 * (n - 1) / n
     if collective in ("reduce-scatter", "allgather", "all-to-all"):
         return (n - 1) / n
-    if collective == "broadcast":
+    if collective in ("broadcast", "stride"):
         return 1.0
     if collective == "parameter-server":
         # Push S to the server and pull S back: like allreduce through one
@@ -182,6 +183,14 @@ def _parameter_server(p: int, rank: int, size: int) -> list[Step]:
     return [Step((Transfer(0, size),), (), "push"), Step((), (Transfer(0, size),), "pull")]
 
 
+def _stride(p: int, rank: int, size: int) -> list[Step]:
+    """Hedera's stride(p/2) permutation: rank r sends S to rank r + p/2 and
+    receives S from rank r - p/2 (mod p), all at once. With consecutive
+    ranks on consecutive hosts every flow crosses the middle of the fabric."""
+    half = p // 2
+    return [_exchange((rank + half) % p, size, (rank - half) % p, size, "stride")]
+
+
 def _rank_steps(collective: str, algorithm: str, p: int, rank: int, size: int) -> list[Step]:
     if collective in ("allreduce", "reduce-scatter", "allgather"):
         halving = collective in ("allreduce", "reduce-scatter")
@@ -190,8 +199,8 @@ def _rank_steps(collective: str, algorithm: str, p: int, rank: int, size: int) -
             return ((ring_reduce_scatter(p, rank, size) if halving else [])
                     + (ring_allgather(p, rank, size) if doubling else []))
         return _halving_doubling(p, rank, size, halving, doubling)
-    return {"broadcast": _broadcast, "all-to-all": _all_to_all,
-            "parameter-server": _parameter_server}[collective](p, rank, size)
+    return {"broadcast": _broadcast, "all-to-all": _all_to_all, "parameter-server": _parameter_server,
+            "stride": _stride}[collective](p, rank, size)
 
 
 def _is_int(x) -> bool:
@@ -217,6 +226,20 @@ def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int)
                          "(allreduce handles any count with pre/post steps; or use algorithm ring)")
     steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes)) for r in range(ranks))
     return Schedule(collective, algorithm, ranks, size_bytes, steps)
+
+
+def over_connections(schedule: Schedule, connections: int) -> Schedule:
+    """The same schedule with every transfer split over `connections` TCP
+    connections (as NCCL spreads a peer's traffic over several): each
+    becomes that many transfers of near-equal parts, sent at once."""
+    if connections == 1:
+        return schedule
+
+    def split(transfers):
+        return tuple(Transfer(t.peer, n) for t in transfers for n in chunks(t.nbytes, connections))
+    steps = tuple(tuple(dataclasses.replace(s, sends=split(s.sends), recvs=split(s.recvs)) for s in rank_steps)
+                  for rank_steps in schedule.steps)
+    return dataclasses.replace(schedule, steps=steps)
 
 
 def jittered(schedule: Schedule, amplitude: float, seed: int = 0) -> Schedule:

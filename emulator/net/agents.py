@@ -27,11 +27,12 @@ class AgentTimeout(AgentError):
 class AgentFleet:
     """One agent per rank. `hosts[rank]` is the Mininet host object."""
 
-    def __init__(self, hosts, ips: list[str], calls: list[dict], run_dir: str):
+    def __init__(self, hosts, ips: list[str], calls: list[dict], run_dir: str, connections: int = 1):
         self.hosts = hosts
         self.plan_path = os.path.join(run_dir, "agent-plan.json")
         with open(self.plan_path, "w") as f:
-            json.dump({"addresses": [[ip, AGENT_PORT] for ip in ips], "calls": calls}, f)
+            json.dump({"addresses": [[ip, AGENT_PORT] for ip in ips], "calls": calls,
+                       "connections": connections}, f)
         self.procs: list[subprocess.Popen] = []
         self.selector = selectors.DefaultSelector()
         self._pending: dict[int, list[str]] = {}   # complete lines not yet consumed

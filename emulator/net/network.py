@@ -126,6 +126,13 @@ class EmulatedFabric:
             failed += [(src.name, by_ip[w.split()[1]]) for w in out.splitlines() if w.startswith("FAIL ")]
         return failed
 
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Every link between nodes a and b down or up, at both ends."""
+        for end in (a, b):
+            for intf in self.net[end].intfs.values():
+                if intf.link and {intf.link.intf1.node.name, intf.link.intf2.node.name} == {a, b}:
+                    self._run(end, ["ip", "link", "set", "dev", intf.name, "up" if up else "down"])
+
     def dump_flows(self) -> dict[str, str]:
         """`ovs-ofctl dump-flows` of every bridge: OVS's own view of its rules."""
         return {s.name: subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", s.name],

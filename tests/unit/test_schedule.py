@@ -159,6 +159,7 @@ TOTAL_TRAFFIC = {
     "broadcast": lambda p, S: (p - 1) * S,
     "all-to-all": lambda p, S: (p - 1) * S,
     "parameter-server": lambda p, S: 2 * (p - 1) * S,
+    "stride": lambda p, S: p * S,
 }
 
 
@@ -169,7 +170,7 @@ def test_total_traffic(collective, algorithm, p):
         assert sum(s.bytes_sent(r) for r in range(p)) == TOTAL_TRAFFIC[collective](p, size), size
 
 
-@pytest.mark.parametrize("collective", ["broadcast", "all-to-all", "parameter-server"])
+@pytest.mark.parametrize("collective", ["broadcast", "all-to-all", "parameter-server", "stride"])
 def test_algorithm_ignored_for_single_algorithm_collectives(collective):
     for p in (2, 5, 8):
         a = sched(collective, "ring", p, 1000)
@@ -489,3 +490,25 @@ def test_jittered_schedule_still_matches_and_only_grows(collective, algorithm, p
     assert jittered(s, 0.0) == s
     with pytest.raises(ValueError, match="jitter amplitude"):
         jittered(s, -0.1)
+
+
+def test_stride_sends_half_way_round():
+    sched = build_schedule("stride", "ring", 8, 1000)
+    for rank, steps in enumerate(sched.steps):
+        (step,) = steps
+        assert step.sends == (Transfer((rank + 4) % 8, 1000),)
+        assert step.recvs == (Transfer((rank - 4) % 8, 1000),)
+    assert busbw_factor("stride", 8) == 1.0
+
+
+def test_over_connections_splits_every_transfer_and_keeps_the_bytes():
+    from emulator.schedule import over_connections
+    base = build_schedule("allreduce", "halving-doubling", 8, 1001)
+    assert over_connections(base, 1) is base
+    split = over_connections(base, 3)
+    for rank in range(8):
+        assert split.bytes_sent(rank) == base.bytes_sent(rank)
+        for a, b in zip(base.steps[rank], split.steps[rank]):
+            assert len(b.sends) == 3 * len(a.sends) and len(b.recvs) == 3 * len(a.recvs)
+            assert {t.peer for t in b.sends} == {t.peer for t in a.sends}
+            assert max(t.nbytes for t in b.sends) - min(t.nbytes for t in b.sends) <= 1
