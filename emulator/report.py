@@ -25,10 +25,20 @@ def summary(collectives_csv: str) -> pd.DataFrame:
 
 
 def summarise(d: pd.DataFrame) -> pd.DataFrame:
-    """summary() of rows already in memory (collectives.csv's columns)."""
+    """summary() of rows already in memory (collectives.csv's columns):
+    medians over repetitions; drops and retransmissions summed; how many
+    repetitions passed the fidelity verdict. Folders written before a column
+    existed leave it blank."""
+    counters = ["max_link_util", "mean_link_util", "queue_drops", "tcp_retrans"]
+    d = d.assign(**{c: pd.to_numeric(d[c], errors="coerce") for c in counters if c in d})   # blanks: NaN
     g = d.groupby(RUN_KEYS + ["size_bytes"], sort=False)
     out = g.agg(time_s=("time_s", "median"), model_time_s=("model_time_s", "first"),
-                bytes_ok=("bytes_ok", "all")).reset_index()
+                bytes_ok=("bytes_ok", "all"), reps=("time_s", "size")).reset_index()
+    for column, how in (("max_link_util", "median"), ("mean_link_util", "median"),
+                        ("queue_drops", "sum"), ("tcp_retrans", "sum")):
+        out[column] = g[column].agg(how).to_numpy() if column in d else float("nan")
+    out["fidelity_ok"] = (g["fidelity"].agg(lambda v: int((v == "ok").sum())).to_numpy()
+                          if "fidelity" in d else -1)
     out["busbw_mbps"] = [busbw_mbps(r.collective, r.ranks, r.size_bytes, r.time_s) for r in out.itertuples()]
     out["model_busbw_mbps"] = [busbw_mbps(r.collective, r.ranks, r.size_bytes, r.model_time_s)
                                for r in out.itertuples()]
@@ -38,12 +48,27 @@ def summarise(d: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_summary(s: pd.DataFrame) -> str:
-    lines = [f"{'topology':34} {'policy':8} {'algorithm':16} {'mapping':7} {'size':>10} "
-             f"{'time(ms)':>9} {'busbw':>8} {'model':>8} {'meas/model':>10}"]
+    """The table people read: per run and size, measured against the model,
+    the links' load and losses, and how many repetitions the verdict trusts."""
+    lines = [f"{'topology':34} {'policy':13} {'algorithm':16} {'mapping':7} {'size':>10} "
+             f"{'time(ms)':>9} {'busbw':>8} {'model':>8} {'meas/model':>10} {'maxutil':>7} {'meanutil':>8} "
+             f"{'drops':>6} {'retx':>6} {'verdict':>8}"]
     for r in s.itertuples():
-        lines.append(f"{r.topology:34} {r.policy:8} {r.algorithm:16} {r.mapping:7} {r.size_bytes:10d} "
-                     f"{r.time_s * 1e3:9.1f} {r.busbw_mbps:8.2f} {r.model_busbw_mbps:8.2f} {r.meas_over_model:10.2f}")
+        verdict = "" if r.fidelity_ok < 0 else f"{r.fidelity_ok}/{r.reps} ok"
+        lines.append(f"{r.topology:34} {r.policy:13} {r.algorithm:16} {r.mapping:7} {r.size_bytes:10d} "
+                     f"{r.time_s * 1e3:9.1f} {r.busbw_mbps:8.2f} {r.model_busbw_mbps:8.2f} {r.meas_over_model:10.2f} "
+                     f"{_num(r.max_link_util, '7.2f')} {_num(r.mean_link_util, '8.2f')} "
+                     f"{_num(r.queue_drops, '6.0f')} {_num(r.tcp_retrans, '6.0f')} {verdict:>8}")
     return "\n".join(lines)
+
+
+def _num(value, fmt: str) -> str:
+    width = int(fmt.split(".")[0])
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return " " * width
+    return " " * width if value != value else format(value, fmt)
 
 
 def plot(s: pd.DataFrame, path: str) -> None:

@@ -186,3 +186,19 @@ def test_format_compare(two_folders):
 def test_plot_compare_writes_png(tmp_path, two_folders):
     plot_compare(compare(list(two_folders)), str(tmp_path / "compare.png"))
     assert_png(tmp_path / "compare.png")
+
+
+def test_summarise_counts_trusted_repetitions_and_sums_losses():
+    from emulator.report import format_summary, summarise
+    base = {"topology": "bigraph:m=2,n=4", "policy": "traffic-aware", "algorithm": "ring", "mapping": "naive",
+            "collective": "allreduce", "ranks": 8, "host_rate_mbps": 50.0, "switch_rate_mbps": 50.0, "mtu": 9000,
+            "label": "", "size_bytes": 1 << 20, "model_time_s": 0.3, "bytes_ok": True}
+    rows = [{**base, "time_s": 0.30, "fidelity": "ok", "max_link_util": 0.9, "mean_link_util": 0.5,
+             "queue_drops": 2, "tcp_retrans": 1},
+            {**base, "time_s": 0.40, "fidelity": "FAIL: 1.33x the model", "max_link_util": 0.7,
+             "mean_link_util": 0.3, "queue_drops": 3, "tcp_retrans": ""}]
+    (r,) = summarise(pd.DataFrame(rows)).itertuples()
+    assert (r.reps, r.fidelity_ok, r.queue_drops, r.tcp_retrans) == (2, 1, 5, 1)
+    assert r.max_link_util == pytest.approx(0.8) and r.time_s == pytest.approx(0.35)
+    line = format_summary(summarise(pd.DataFrame(rows))).splitlines()[1]
+    assert "traffic-aware" in line and line.endswith("1/2 ok")
