@@ -1,0 +1,122 @@
+"""Faults, for real: interrupted runs leave nothing, `clean` after kill -9
+removes only what the run left, a link failure mid-allreduce is rerouted
+and shows in the step times, and a controller restart keeps traffic going."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from emulator.emulation import Emulation
+from emulator.net import processes
+from emulator.plan import plan_run
+from emulator.results import bytes_ok
+from emulator.spec import make_run
+
+pytestmark = pytest.mark.emulation
+
+LONG_RUN = ["run", "-t", "bigraph:m=2,n=4", "-b", "64M", "-n", "1", "-w", "0", "--bw", "20"]
+
+
+def start_run(tmp_path, *extra):
+    """A CLI run that lasts long enough to be interrupted, its output in a file."""
+    log = open(tmp_path / "run.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", *LONG_RUN, "--out", str(tmp_path / "res"), *extra],
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    return proc, tmp_path / "run.log"
+
+
+def wait_for(log_path, words: str, proc, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if words in log_path.read_text():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended early: {log_path.read_text()}")
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"{words!r} never appeared: {log_path.read_text()}")
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 130)])
+def test_an_interrupted_run_tears_everything_down(tmp_path, clean_machine, sig, code):
+    proc, log = start_run(tmp_path)
+    wait_for(log, "routes 'shortest' installed", proc)
+    time.sleep(2)   # the agents are moving data now
+    proc.send_signal(sig)
+    assert proc.wait(timeout=60) == code, log.read_text()
+    assert "interrupted" in log.read_text()
+    # clean_machine checks no bridge, link, recorded process or socket default is left
+
+
+def test_clean_after_kill_9_removes_only_what_the_run_left(tmp_path, clean_machine):
+    # look-alikes the project did not start: a process named like its
+    # controller and agents, and a veth pair without the project's prefix
+    decoy = subprocess.Popen(["bash", "-c", 'exec -a "python -m controller iperf3" sleep 600'])
+    subprocess.run(["ip", "link", "add", "zzdecoy0", "type", "veth", "peer", "name", "zzdecoy1"], check=True)
+    try:
+        proc, log = start_run(tmp_path)
+        wait_for(log, "routes 'shortest' installed", proc)
+        time.sleep(1)
+        proc.kill()   # kill -9: no teardown at all
+        proc.wait()
+        assert processes.leftover_bridges() and processes.leftover_processes()
+        # a new run refuses to start on the leftovers and says what to do
+        refused = subprocess.run([sys.executable, "-m", "emulator.cli", *LONG_RUN, "--out", str(tmp_path / "again")],
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 1 and "bigraph-emu clean" in refused.stderr, refused.stderr
+        cleaned = subprocess.run([sys.executable, "-m", "emulator.cli", "clean"], capture_output=True, text=True,
+                                 timeout=120)
+        assert cleaned.returncode == 0, cleaned.stderr
+        assert processes.leftover_bridges() == [] and processes.leftover_links() == []
+        assert processes.leftover_processes() == []
+        assert decoy.poll() is None, "clean killed a process the project did not start"
+        assert subprocess.run(["ip", "link", "show", "zzdecoy0"], capture_output=True).returncode == 0
+    finally:
+        decoy.kill()
+        decoy.wait()
+        subprocess.run(["ip", "link", "del", "zzdecoy0"], capture_output=True)
+
+
+def test_a_link_failure_mid_allreduce_is_rerouted_and_visible(tmp_path, clean_machine):
+    # ring allreduce on BiGraph m=2,n=4 at 20 Mbit/s: about 6 s; the direct
+    # link bgs0-bgs2 carries ring traffic and goes down at 2 s, up at 4 s
+    spec = make_run({"topology": "bigraph:m=2,n=4", "sizes": ["16M"], "repetitions": 1, "warmup": 0,
+                     "host_rate_mbps": 20, "switch_rate_mbps": 20,
+                     "link_events": ["2:bgs0-bgs2:down", "4:bgs0-bgs2:up"]})
+    plan = plan_run(spec)
+    with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
+        (record,) = emu.replay(plan)
+    assert bytes_ok(plan, plan.calls[0].size_bytes, record.steps)   # TCP survived on the detour
+    with open(tmp_path / "link_events.csv") as f:
+        applied = list(csv.DictReader(f))
+    assert [(e["link"], e["action"]) for e in applied] == [("bgs0-bgs2", "down"), ("bgs0-bgs2", "up")]
+    with open(tmp_path / "events.jsonl") as f:
+        seen = [json.loads(line) for line in f]
+    reroutes = [e for e in seen if e["event"] in ("link down", "link up")]
+    assert {e["event"] for e in reroutes} == {"link down", "link up"}
+    assert all(e["rules_changed"] > 0 for e in reroutes), reroutes
+    # the failure shows in the step times: the slowest step is well beyond the typical one
+    durations = sorted(s["end"] - s["start"] for steps in record.steps for s in steps)
+    assert durations[-1] > 1.5 * durations[len(durations) // 2]
+
+
+def test_a_controller_restart_keeps_traffic_flowing(tmp_path, clean_machine):
+    plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "sizes": ["16M"], "repetitions": 1, "warmup": 0,
+                              "host_rate_mbps": 20, "switch_rate_mbps": 20}))
+    with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
+        restart = threading.Timer(1.5, emu.restart_controller)
+        restart.start()
+        (record,) = emu.replay(plan)
+        restart.join()
+    assert bytes_ok(plan, plan.calls[0].size_bytes, record.steps)
+    log = (tmp_path / "controller.log").read_text()
+    # the new controller found every rule in place and changed none
+    reconnects = [l for l in log.splitlines() if "(connected)" in l]
+    assert len(reconnects) == 2 * len(plan.fabric.switches)
+    assert all("0 rules deleted, 0 added" in l for l in reconnects[len(plan.fabric.switches):]), reconnects
