@@ -198,15 +198,18 @@ def _duration(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
-def progress_line(done_calls: int, total_calls: int, elapsed_s: float, label: str) -> str:
+def progress_line(done_calls: int, total_calls: int, elapsed_s: float, label: str,
+                  work_done: float | None = None) -> str:
     """'[ 3/12] label ... ~40 s left': calls done so far, and the time left
-    if the remaining calls take as long as the done ones on average."""
+    if the remaining work goes as fast as the done work. `work_done` is the
+    share of the work done (by default, of the calls)."""
     line = f"[{done_calls:>{len(str(total_calls))}}/{total_calls}] {label}"
     if total_calls and done_calls >= total_calls:
         return f"{line} ... done in {_duration(elapsed_s)}"
     if done_calls <= 0 or elapsed_s <= 0:
         return f"{line} ..."
-    return f"{line} ... ~{_duration(elapsed_s / done_calls * (total_calls - done_calls))} left"
+    share = work_done if work_done else done_calls / total_calls
+    return f"{line} ... ~{_duration(elapsed_s * (1 - share) / share)} left"
 
 
 # --- model and topo (no root) ------------------------------------------------------------
@@ -337,7 +340,7 @@ def _emulate(experiment: Experiment, plans, out: str) -> int:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "spec.json"), "w") as f:
         json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs]}, f, indent=1)
-    progress = Progress(sum(len(p.calls) for p in plans))
+    progress = Progress([p.predictions[c.size_bytes].time_s for p in plans for c in p.calls])
     ok = True
     for group in _by_fabric(plans):
         with Emulation(group[0], out) as emu:
@@ -386,15 +389,18 @@ def _size(n: int) -> str:
 
 
 class Progress:
-    """One line per finished call: which, its verdict, and the time left."""
+    """One line per finished call: which, its verdict, and the time left,
+    estimated from the model's time of every call (sizes differ a lot)."""
 
-    def __init__(self, total_calls: int):
-        self.total, self.done, self.start = total_calls, 0, time.monotonic()
+    def __init__(self, predicted_s: list[float]):
+        self.predicted, self.total, self.done, self.start = predicted_s, len(predicted_s), 0, time.monotonic()
 
     def call_done(self, label: str, row: dict | None) -> None:
         self.done += 1
+        share = sum(self.predicted[:self.done]) / max(1e-9, sum(self.predicted))
         verdict = f" busbw {row['busbw_mbps']:.2f} Mbit/s, {row['fidelity']}" if row else ""
-        print(progress_line(self.done, self.total, time.monotonic() - self.start, label) + verdict, flush=True)
+        print(progress_line(self.done, self.total, time.monotonic() - self.start, label, share) + verdict,
+              flush=True)
 
 
 class LiveView:

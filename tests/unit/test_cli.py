@@ -658,3 +658,9 @@ def test_cli_command_opens_mininet_cli_on_the_network(monkeypatch, tmp_path, cap
     assert opened == ["the Mininet object"] and len(exits) == 1
     assert os.path.isdir(out)
     assert "Mininet CLI on bigraph:m=1,n=2" in capsys.readouterr().out
+
+
+def test_progress_line_estimates_from_the_share_of_work_done():
+    # one call of four done, but it was a tenth of the predicted work: 90 s left after 10 s
+    assert cli.progress_line(1, 4, 10.0, "hdrm 8M", work_done=0.1).endswith("~90 s left")
+    assert cli.progress_line(1, 4, 10.0, "hdrm 8M").endswith("~30 s left")
