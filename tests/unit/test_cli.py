@@ -116,8 +116,8 @@ def test_model_flags_override_experiment(capsys):
     out, _ = capsys.readouterr()
     assert rc == 0
     hs = headers(out)
-    assert len(hs) == 1 and "allreduce halving-doubling" in hs[0]
-    assert [int(r[0]) for r in table_rows(out)] == [64 << 10]
+    assert len(hs) == 2 and all("allreduce halving-doubling" in h for h in hs)
+    assert [int(r[0]) for r in table_rows(out)] == [64 << 10, 64 << 10]
 
 
 @pytest.mark.parametrize("flags, sizes", [
@@ -140,7 +140,7 @@ def test_model_stepfactor_alone_not_ignored(capsys):
 def test_demo_file_is_the_demo():
     """experiments/demo.toml documents what `bigraph-emu demo` runs."""
     demo = load_experiment(os.path.join(REPO, "experiments", "demo.toml"))
-    assert demo.runs == [make_run(cli.DEMO)]
+    assert demo.runs == [make_run(run) for run in cli.DEMO]
 
 
 # --- bad input: exit code 2, the key named on stderr -------------------------------------
@@ -354,10 +354,14 @@ def test_print_table_uses_median(capsys):
     assert out[1].split() == ["1048576", "200.0", "41.94", "73.40", "200.0", "1.00"]
 
 
-def test_demo_spec_is_valid():
-    spec = make_run(cli.DEMO)
-    assert spec.topology == "bigraph:m=2,n=4" and spec.sizes == (M, 2 * M, 4 * M)
-    assert plan_run(spec).ranks == 8
+def test_demo_compares_naive_and_hdrm_on_one_fabric():
+    naive, hdrm = (make_run(run) for run in cli.DEMO)
+    assert (naive.mapping, hdrm.mapping) == ("naive", "hdrm")
+    assert naive.fabric_key() == hdrm.fabric_key()          # one network for both
+    assert naive.sizes == (2 * M, 4 * M, 8 * M)
+    slow, fast = plan_run(naive), plan_run(hdrm)
+    assert max(slow.predictions[8 * M].max_flows_per_step) == 4
+    assert max(fast.predictions[8 * M].max_flows_per_step) == 1
 
 
 def test_every_flag_maps_to_a_spec_key():
