@@ -163,6 +163,9 @@ def _results_dir(out: str | None, name: str) -> str:
         raise SpecError(f"--out {path} is a file, not a folder; choose a new folder")
     if os.path.isdir(path) and os.listdir(path):
         raise SpecError(f"--out {path} is not empty (earlier results or other files); choose a new folder")
+    if os.path.exists(path + PARTIAL):
+        raise SpecError(f"--out {path}: {path + PARTIAL} holds an unfinished earlier run; move it or choose "
+                        "a new folder")
     return path
 
 
@@ -339,19 +342,32 @@ def _plan_emulated(spec: RunSpec):
     return plan_run(spec, fabric)
 
 
+PARTIAL = ".partial"   # a run writes here and renames the folder when it has finished
+
+
 def _emulate(experiment: Experiment, plans, out: str) -> int:
+    """Emulate every plan into OUT.partial, renamed to OUT only when the
+    run has finished: a half-written folder is never taken for results."""
     from emulator.emulation import Emulation
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "spec.json"), "w") as f:
+    work = out + PARTIAL
+    os.makedirs(work)
+    if os.path.isdir(out):
+        os.rmdir(out)   # empty (checked before): the finished folder takes its place
+    with open(os.path.join(work, "spec.json"), "w") as f:
         json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs]}, f, indent=1)
     progress = Progress([p.predictions[c.size_bytes].time_s for p in plans for c in p.calls])
     ok = True
-    for group in _by_fabric(plans):
-        with Emulation(group[0], out) as emu:
-            for plan in group:
-                print(_describe(plan.spec, plan.ranks))
-                ok &= _replay(emu, plan, out, progress)
-    _report(out, plans)
+    try:
+        for group in _by_fabric(plans):
+            with Emulation(group[0], work) as emu:
+                for plan in group:
+                    print(_describe(plan.spec, plan.ranks))
+                    ok &= _replay(emu, plan, work, progress)
+        _report(work, plans)
+    except BaseException:
+        print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
+        raise
+    os.rename(work, out)
     print(f"# results: {out}/ collectives.csv, steps.csv, links.csv, machine.csv, summary.txt, busbw.png, "
           "heatmap.png, fabric.png, timeline.png, link_loads.csv, fabric.json")
     return 0 if ok else 1

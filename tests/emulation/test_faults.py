@@ -120,3 +120,18 @@ def test_a_controller_restart_keeps_traffic_flowing(tmp_path, clean_machine):
     reconnects = [l for l in log.splitlines() if "(connected)" in l]
     assert len(reconnects) == 2 * len(plan.fabric.switches)
     assert all("0 rules deleted, 0 added" in l for l in reconnects[len(plan.fabric.switches):]), reconnects
+
+
+def test_hosts_are_contained_in_the_fabric(tmp_path, clean_machine):
+    """No route off the fabric, and the controller (on the machine's
+    loopback) is out of the hosts' reach."""
+    plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "sizes": ["64K"], "repetitions": 1, "warmup": 0}))
+    with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
+        host = emu.network.host(plan.fabric.hosts[0].name)
+        routes = [l for l in host.cmd("ip -4 route show").splitlines() if l.strip()]
+        assert len(routes) == 1 and routes[0].startswith("198.18.0.0/15"), routes
+        # TEST-NET-1: no route, so the kernel refuses before anything is sent
+        assert "unreachable" in host.cmd("ping -c1 -W1 192.0.2.1 2>&1").lower()
+        probe = (f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', "
+                 f"{emu.controller.port}), timeout=2)\" 2>&1; echo rc=$?")
+        assert "rc=0" not in host.cmd(probe)

@@ -1,0 +1,316 @@
+"""Bring-up and teardown of the emulated fabric, against plain Mininet and
+against a reactive controller, all measured in the same run. Needs root.
+
+For every topology, one after another (one emulation at a time; the script
+waits for the machine-wide lock before each):
+
+1. plain Mininet builds the same switches, hosts and links (the Fabric of
+   emulator.topology.build) with OVS bridges in standalone mode and no
+   controller, userspace datapath; times build+start ("up") and stop
+   ("down"). No traffic is sent: standalone bridges flood, and BiGraph and
+   fat-trees have loops (IPv6 is switched off before the bridges exist, so
+   the kernel's own router solicitations cannot start a flood either).
+2. `Emulation(plan, run_dir)`: enter (controller, Mininet with shaping, MTU,
+   offloads and static ARP, every switch's rules confirmed by barrier, read
+   back from OVS, every host pinging every other, probe packets on every
+   route shape) and exit; with the time of each phase.
+3. (with --reactive, default on for up to 32 hosts) the same EmulatedFabric with
+   benchmarks/reactive_controller.py, which installs a destination's route
+   on the first packet-in: time until every switch is connected, and until
+   every host has reached every other (the first packets teach the
+   routes), against ours: routes confirmed, then all pairs reached.
+
+    .venv/bin/python benchmarks/bringup.py [--quick] [--topologies T1,T2] [--reactive-max-hosts N]
+
+Issue 7's targets: 32-host BiGraph up with routes verified < 15 s and torn
+down < 5 s; a 128-host BiGraph up at all.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import traceback
+
+import benchlib
+from benchlib import PhaseTimer, fmt, ratio, wrap
+
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import OVSSwitch
+from mininet.link import Link
+
+from emulator.emulation import Emulation
+from emulator.fabric import ADDRESS_BASE, PREFIX_LEN
+from emulator.net import ovs_buffers, processes
+from emulator.net.controller_process import ControllerProcess, free_port
+from emulator.net.dataplane import detect
+from emulator.net.network import EmulatedFabric
+from emulator.plan import plan_run
+from emulator.spec import RunSpec
+from emulator.topology import build
+
+TOPOLOGIES = ["bigraph:m=2,n=4", "bigraph:m=4,n=8", "bigraph:m=8,n=8", "bigraph:m=8,n=16", "fattree:k=4"]
+QUICK_TOPOLOGIES = ["bigraph:m=2,n=4", "bigraph:m=4,n=8"]
+FLOOD_PACKETS = 5000   # more packets than this into a standalone baseline's switch ports: a flood
+TARGET_UP_S, TARGET_DOWN_S = 15.0, 5.0
+
+# where the time goes (wrapped, not edited)
+wrap(Mininet, "build", "mininet build")
+wrap(Mininet, "start", "mininet start")
+wrap(Mininet, "stop", "mininet stop")
+wrap(ControllerProcess, "start", "controller start")
+wrap(ControllerProcess, "wait_routes", "routes confirmed")
+wrap(ControllerProcess, "stop", "controller stop")
+wrap(EmulatedFabric, "start", "fabric up")
+wrap(EmulatedFabric, "_configure_interfaces", "interfaces")
+wrap(EmulatedFabric, "_configure_host", "hosts")
+wrap(EmulatedFabric, "ping_all", "ping all")
+wrap(EmulatedFabric, "stop", "network stop")
+wrap(Emulation, "_verify", "verify")
+wrap(Emulation, "_probe", "probes")
+wrap(Emulation, "_sweep", "sweep")
+
+
+def quiet(*_):
+    pass
+
+
+def log_warnings(line: str) -> None:
+    if "WARNING" in line:
+        print(line, flush=True)
+
+
+# --- 1. plain Mininet, standalone bridges ---------------------------------------------
+
+def plain_mininet(topology: str) -> dict:
+    fabric = build(topology)
+    datapath = detect("user").datapath
+    setLogLevel("error")
+    out = {}
+    with benchlib.held_lock(), ovs_buffers.large_socket_buffers():
+        ticks0 = benchlib.ovs_ticks()
+        net = Mininet(topo=None, build=False, controller=None, link=Link,
+                      ipBase=f"{ADDRESS_BASE}/{PREFIX_LEN}", autoSetMacs=False)
+        try:
+            t0 = time.perf_counter()
+            for s in fabric.switches:
+                net.addSwitch(s.name, cls=OVSSwitch, dpid="%016x" % s.dpid, datapath=datapath,
+                              failMode="standalone")
+            for h in fabric.hosts:
+                net.addHost(h.name, ip=f"{h.ip}/{PREFIX_LEN}", mac=h.mac)
+            for link in fabric.links:
+                net.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port)
+            net.build()
+            t1 = time.perf_counter()
+            processes.record(*(node.pid for node in net.hosts + net.switches))
+            benchlib.disable_ipv6(net, fabric)   # not timed: only there to keep loops quiet
+            t2 = time.perf_counter()
+            net.start()
+            t3 = time.perf_counter()
+            out["packets"] = benchlib.switch_rx_packets(fabric)
+            if out["packets"] > FLOOD_PACKETS:
+                print(f"# WARNING: {out['packets']} packets entered the standalone bridges: a flood; "
+                      "stopping at once", flush=True)
+        finally:
+            t4 = time.perf_counter()
+            net.stop()
+            t5 = time.perf_counter()
+        out.update(build=t1 - t0, start=t3 - t2, up=(t1 - t0) + (t3 - t2), down=t5 - t4,
+                   ovs_cpu_s=(benchlib.ovs_ticks() - ticks0) / os.sysconf("SC_CLK_TCK"))
+        processes.sweep()   # forgets the recorded shells (all gone) and nothing else
+    return out
+
+
+# --- 2. the emulator --------------------------------------------------------------------
+
+def emulated(topology: str) -> dict:
+    spec = RunSpec(topology=topology, datapath="user", sizes=(1 << 20,), repetitions=1, warmup=0)
+    plan = plan_run(spec)
+    rd = benchlib.run_dir("bringup")
+    out = {"error": None}
+    try:
+        with PhaseTimer() as timer:
+            emu = Emulation(plan, rd, log=log_warnings)
+            t0 = time.perf_counter()
+            try:
+                emu.__enter__()
+            except Exception as e:
+                out.update(error=f"{type(e).__name__}: {e}", up=time.perf_counter() - t0)
+                out["phases"] = dict(timer.seconds)
+                return out
+            t1 = time.perf_counter()
+            emu.__exit__(None, None, None)
+            t2 = time.perf_counter()
+        out.update(up=t1 - t0, down=t2 - t1, phases=dict(timer.seconds))
+        return out
+    finally:
+        shutil.rmtree(rd, ignore_errors=True)
+
+
+# --- 3. a reactive controller -------------------------------------------------------------
+
+def reactive(topology: str) -> dict:
+    fabric = build(topology)
+    rd = benchlib.run_dir("reactive")
+    fabric_json, ready, stats = (os.path.join(rd, n) for n in ("fabric.json", "ready.json", "stats.json"))
+    fabric.save(fabric_json)
+    port = free_port()
+    out = {"error": None}
+    net = proc = None
+    with benchlib.held_lock():
+        try:
+            log = open(os.path.join(rd, "controller.log"), "w")
+            proc = subprocess.Popen([sys.executable, os.path.join(benchlib.REPO, "benchmarks", "reactive_controller.py"),
+                                     "--fabric", fabric_json, "--port", str(port), "--ready-file", ready,
+                                     "--stats-file", stats], stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            log.close()
+            processes.record(proc.pid)
+            _wait(lambda: _listening(port), 20, "the reactive controller did not listen")
+            net = EmulatedFabric(fabric, detect("user"), port, 9000)
+            with ovs_buffers.large_socket_buffers():
+                t0 = time.perf_counter()
+                net.start()
+                t1 = time.perf_counter()
+                _wait(lambda: os.path.exists(ready), 60, "not every switch connected to the reactive controller")
+                t2 = time.perf_counter()
+                failed = net.ping_all()
+                tries = 1
+                while failed and tries < 3:
+                    failed = [p for p in failed if not _ping(net, fabric, *p)]
+                    tries += 1
+                t3 = time.perf_counter()
+            out.update(fabric_up=t1 - t0, connected=t2 - t1, reached=t3 - t1, unreached=len(failed), tries=tries)
+        except Exception as e:
+            out["error"] = f"{type(e).__name__}: {e}"
+        finally:
+            if net is not None:
+                net.stop()
+            if proc is not None:
+                processes.stop_pid(proc.pid)
+            processes.sweep()
+    try:
+        with open(stats) as f:
+            out.update(json.load(f))
+    except (OSError, ValueError):
+        pass
+    shutil.rmtree(rd, ignore_errors=True)
+    return out
+
+
+def _ping(net, fabric, src: str, dst: str) -> bool:
+    return "rc=0" in net.host(src).cmd(f"ping -c1 -W2 -q {fabric.host(dst).ip} >/dev/null; echo rc=$?")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait(ok, timeout_s: float, message: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ok():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{message} within {timeout_s:.0f} s")
+        time.sleep(0.05)
+
+
+# --- the tables -----------------------------------------------------------------------------
+
+PHASES = ["controller start", "mininet build", "mininet start", "interfaces", "hosts", "routes confirmed",
+          "verify", "ping all", "probes"]
+DOWN_PHASES = ["network stop", "mininet stop", "controller stop", "sweep"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_TOPOLOGIES)}")
+    p.add_argument("--topologies", default="", help="comma-separated; default: " + " ".join(TOPOLOGIES))
+    p.add_argument("--reactive-max-hosts", type=int, default=32,
+                   help="run the reactive baseline up to this many hosts (default 32; 0: never)")
+    p.add_argument("--no-baseline", action="store_true", help="skip plain Mininet")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("bringup.py needs root (Mininet and Open vSwitch)")
+    topologies = args.topologies.split(",") if args.topologies else QUICK_TOPOLOGIES if args.quick else TOPOLOGIES
+    results = []
+    for topology in topologies:
+        fabric = build(topology)
+        row = {"topology": topology, "hosts": len(fabric.hosts), "switches": len(fabric.switches),
+               "links": len(fabric.links)}
+        print(f"# {topology}: {row['switches']} switches, {row['hosts']} hosts, {row['links']} links", flush=True)
+        for name, fn, wanted in (("mininet", plain_mininet, not args.no_baseline),
+                                 ("ours", emulated, True),
+                                 ("reactive", reactive, row["hosts"] <= args.reactive_max_hosts)):
+            if not wanted:
+                continue
+            try:
+                row[name] = benchlib.with_lock_retry(lambda: fn(topology))
+            except Exception as e:   # report and go on with the next measurement
+                traceback.print_exc()
+                row[name] = {"error": f"{type(e).__name__}: {e}"}
+            row[name]["clean"] = benchlib.check_clean(f"{name} {topology}")
+            print(f"#   {name}: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                                          for k, v in row[name].items() if k != "phases"), flush=True)
+        results.append(row)
+    report(results)
+
+
+def report(results: list[dict]) -> None:
+    print()
+    print("# bring-up and teardown, seconds; x = ours / plain Mininet (standalone OVS, no controller)")
+    print(f"{'topology':18} {'hosts':>5} {'sw':>3} {'links':>5} | {'mn up':>7} {'ours up':>7} {'x':>6} | "
+          f"{'mn down':>7} {'ours down':>9} {'x':>6} | clean")
+    for r in results:
+        mn, ours = r.get("mininet", {}), r.get("ours", {})
+        up = None if ours.get("error") else ours.get("up")
+        print(f"{r['topology']:18} {r['hosts']:5d} {r['switches']:3d} {r['links']:5d} | "
+              f"{fmt(mn.get('up'))} {fmt(up)} {ratio(up, mn.get('up'))} | "
+              f"{fmt(mn.get('down'))} {fmt(ours.get('down'), 9)} {ratio(ours.get('down'), mn.get('down'))} | "
+              f"{'yes' if all(r[k].get('clean', True) for k in ('mininet', 'ours', 'reactive') if k in r) else 'NO'}"
+              + (f"  ERROR: {ours['error']}" if ours.get("error") else ""))
+    print()
+    print("# where our bring-up and teardown go, seconds (verify = rules read back + ping all + probes)")
+    print(f"{'topology':18} " + " ".join(f"{k[:10]:>10}" for k in PHASES) + " | "
+          + " ".join(f"{k[:10]:>10}" for k in DOWN_PHASES))
+    for r in results:
+        ph = r.get("ours", {}).get("phases", {})
+        print(f"{r['topology']:18} " + " ".join(fmt(ph.get(k), 10) for k in PHASES) + " | "
+              + " ".join(fmt(ph.get(k), 10) for k in DOWN_PHASES))
+    print()
+    print("# routes ready after the fabric is up, seconds: ours (proactive: rules confirmed by barrier; "
+          "then every pair pinged) against reactive (packet-in per new destination per switch path)")
+    print(f"{'topology':18} {'hosts':>5} | {'ours rules':>10} {'ours reach':>10} | {'re. conn.':>9} "
+          f"{'re. reach':>9} {'x reach':>7} {'packet-ins':>10} {'flow-mods':>9}")
+    for r in results:
+        ph = r.get("ours", {}).get("phases", {})
+        ours_reach = (ph.get("routes confirmed", 0) + ph["ping all"]) if "ping all" in ph else None
+        re = r.get("reactive")
+        if not re:
+            continue
+        reach = None if re.get("error") or re.get("unreached") else re.get("reached")
+        print(f"{r['topology']:18} {r['hosts']:5d} | {fmt(ph.get('routes confirmed'), 10)} {fmt(ours_reach, 10)} | "
+              f"{fmt(re.get('connected'), 9)} {fmt(reach, 9)} {ratio(reach, ours_reach, 7)} "
+              f"{re.get('packet_ins', '-'):>10} {re.get('flow_mods', '-'):>9}"
+              + (f"  ERROR: {re['error']}" if re.get("error") else "")
+              + (f"  {re['unreached']} pairs never reached" if re.get("unreached") else ""))
+    print()
+    for r in results:
+        ours = r.get("ours", {})
+        if r["topology"] == "bigraph:m=4,n=8" and not ours.get("error"):
+            print(f"# 32-host BiGraph: up and verified in {ours['up']:.1f} s (target < {TARGET_UP_S:g} s: "
+                  f"{'met' if ours['up'] < TARGET_UP_S else 'MISSED'}), torn down in {ours['down']:.1f} s "
+                  f"(target < {TARGET_DOWN_S:g} s: {'met' if ours['down'] < TARGET_DOWN_S else 'MISSED'})")
+        if r["topology"] == "bigraph:m=8,n=16":
+            print("# 128-host BiGraph: " + (f"up and verified in {ours['up']:.1f} s" if not ours.get("error")
+                                           else f"NOT up: {ours.get('error')}"))
+
+
+if __name__ == "__main__":
+    main()
