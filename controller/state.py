@@ -49,7 +49,7 @@ class RouteState:
         try:
             self.table = forwarding_table(self.fabric, self.policy, self.demands, self.seed)
             self.fallback = ""
-        except (ValueError, RuntimeError) as e:
+        except (ValueError, RuntimeError, KeyError) as e:   # KeyError: a link the policy relies on is gone
             self.table = forwarding_table(self.fabric, "shortest")
             self.fallback = f"{self.policy} cannot route with {len(self.down)} link(s) down ({e}); using shortest"
 
