@@ -12,6 +12,7 @@ import fcntl
 import functools
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -109,6 +110,7 @@ class PhaseTimer:
     def __init__(self):
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
+        self.first_start: dict[str, float] = {}   # name -> time.time() its first call began
 
     def __enter__(self):
         PhaseTimer.active = self
@@ -133,6 +135,8 @@ def wrap(cls, method: str, name: str) -> None:
 
     @functools.wraps(original)
     def timed(*args, **kwargs):
+        if PhaseTimer.active is not None:
+            PhaseTimer.active.first_start.setdefault(name, time.time())
         t0 = time.perf_counter()
         try:
             return original(*args, **kwargs)
@@ -200,6 +204,6 @@ def disable_ipv6(net, fabric) -> None:
                 names.append(f"{node}-eth{port}")
     for i in range(0, len(names), 200):
         keys = [f"net.ipv6.conf.{n}.disable_ipv6=1" for n in names[i:i + 200]]
-        os.spawnvp(os.P_WAIT, "sysctl", ["sysctl", "-q", "-w", *keys])
+        subprocess.run(["sysctl", "-q", "-w", *keys], check=False)
     for h in fabric.hosts:
         net[h.name].cmd("sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")

@@ -20,7 +20,7 @@ waits for the machine-wide lock before each):
    every host has reached every other (the first packets teach the
    routes), against ours: routes confirmed, then all pairs reached.
 
-    .venv/bin/python benchmarks/bringup.py [--quick] [--topologies T1,T2] [--reactive-max-hosts N]
+    .venv/bin/python benchmarks/bringup.py [--quick] [-t TOPOLOGY ...] [--reactive-max-hosts N]
 
 Issue 7's targets: 32-host BiGraph up with routes verified < 15 s and torn
 down < 5 s; a 128-host BiGraph up at all.
@@ -61,6 +61,9 @@ FLOOD_PACKETS = 5000   # more packets than this into a standalone baseline's swi
 TARGET_UP_S, TARGET_DOWN_S = 15.0, 5.0
 
 # where the time goes (wrapped, not edited)
+wrap(Mininet, "addSwitch", "mininet add")
+wrap(Mininet, "addHost", "mininet add")
+wrap(Mininet, "addLink", "mininet add")
 wrap(Mininet, "build", "mininet build")
 wrap(Mininet, "start", "mininet start")
 wrap(Mininet, "stop", "mininet stop")
@@ -145,6 +148,9 @@ def emulated(topology: str) -> dict:
                 out["phases"] = dict(timer.seconds)
                 return out
             t1 = time.perf_counter()
+            # when the controller had confirmed every switch's rules, from the moment the switches started
+            ready = os.path.getmtime(os.path.join(rd, "controller-ready.json"))
+            out["routes_after_start"] = ready - timer.first_start["mininet start"]
             emu.__exit__(None, None, None)
             t2 = time.perf_counter()
         out.update(up=t1 - t0, down=t2 - t1, phases=dict(timer.seconds))
@@ -175,9 +181,10 @@ def reactive(topology: str) -> dict:
             _wait(lambda: _listening(port), 20, "the reactive controller did not listen")
             net = EmulatedFabric(fabric, detect("user"), port, 9000)
             with ovs_buffers.large_socket_buffers():
-                t0 = time.perf_counter()
-                net.start()
-                t1 = time.perf_counter()
+                with PhaseTimer() as timer:
+                    t0 = time.perf_counter()
+                    net.start()
+                    t1 = time.perf_counter()
                 _wait(lambda: os.path.exists(ready), 60, "not every switch connected to the reactive controller")
                 t2 = time.perf_counter()
                 failed = net.ping_all()
@@ -186,7 +193,11 @@ def reactive(topology: str) -> dict:
                     failed = [p for p in failed if not _ping(net, fabric, *p)]
                     tries += 1
                 t3 = time.perf_counter()
-            out.update(fabric_up=t1 - t0, connected=t2 - t1, reached=t3 - t1, unreached=len(failed), tries=tries)
+                again = net.ping_all()   # every route in place now: what pinging alone costs
+                t4 = time.perf_counter()
+            out.update(fabric_up=t1 - t0, connected=t2 - t1, reached=t3 - t1, unreached=len(failed), tries=tries,
+                       ping_again=t4 - t3, unreached_again=len(again),
+                       connected_after_start=os.path.getmtime(ready) - timer.first_start["mininet start"])
         except Exception as e:
             out["error"] = f"{type(e).__name__}: {e}"
         finally:
@@ -223,22 +234,28 @@ def _wait(ok, timeout_s: float, message: str) -> None:
 
 # --- the tables -----------------------------------------------------------------------------
 
-PHASES = ["controller start", "mininet build", "mininet start", "interfaces", "hosts", "routes confirmed",
+PHASES = ["controller start", "fabric up", "mininet add", "mininet build", "mininet start", "interfaces", "hosts", "routes confirmed",
           "verify", "ping all", "probes"]
 DOWN_PHASES = ["network stop", "mininet stop", "controller stop", "sweep"]
+SHORT = {"controller start": "ctl start", "fabric up": "fabric up", "mininet add": "mn add",
+         "mininet build": "mn build", "mininet start": "mn start",
+         "interfaces": "intf cfg", "hosts": "host cfg", "routes confirmed": "routes", "verify": "verify",
+         "ping all": "ping all", "probes": "probes", "network stop": "net stop", "mininet stop": "mn stop",
+         "controller stop": "ctl stop", "sweep": "sweep"}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_TOPOLOGIES)}")
-    p.add_argument("--topologies", default="", help="comma-separated; default: " + " ".join(TOPOLOGIES))
+    p.add_argument("--topology", "-t", action="append", default=[],
+                   help="a topology to measure (repeatable); default: " + " ".join(TOPOLOGIES))
     p.add_argument("--reactive-max-hosts", type=int, default=32,
                    help="run the reactive baseline up to this many hosts (default 32; 0: never)")
     p.add_argument("--no-baseline", action="store_true", help="skip plain Mininet")
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bringup.py needs root (Mininet and Open vSwitch)")
-    topologies = args.topologies.split(",") if args.topologies else QUICK_TOPOLOGIES if args.quick else TOPOLOGIES
+    topologies = args.topology or (QUICK_TOPOLOGIES if args.quick else TOPOLOGIES)
     results = []
     for topology in topologies:
         fabric = build(topology)
@@ -276,28 +293,37 @@ def report(results: list[dict]) -> None:
               f"{'yes' if all(r[k].get('clean', True) for k in ('mininet', 'ours', 'reactive') if k in r) else 'NO'}"
               + (f"  ERROR: {ours['error']}" if ours.get("error") else ""))
     print()
-    print("# where our bring-up and teardown go, seconds (verify = rules read back + ping all + probes)")
-    print(f"{'topology':18} " + " ".join(f"{k[:10]:>10}" for k in PHASES) + " | "
-          + " ".join(f"{k[:10]:>10}" for k in DOWN_PHASES))
+    print("# where our bring-up and teardown go, seconds: fabric up = mn add (nodes, veths) + mn build + mn start "
+          "(bridges) + intf cfg + host cfg; intf cfg = "
+          "MTU, tc, ethtool; host cfg = static ARP, sysctls; routes = until every switch confirmed its rules; "
+          "verify = rules read back + ping all + probes; net stop = Mininet stop (mn stop) + controller shells")
+    print(f"{'topology':18} " + " ".join(f"{SHORT[k]:>9}" for k in PHASES) + " | "
+          + " ".join(f"{SHORT[k]:>9}" for k in DOWN_PHASES))
     for r in results:
         ph = r.get("ours", {}).get("phases", {})
-        print(f"{r['topology']:18} " + " ".join(fmt(ph.get(k), 10) for k in PHASES) + " | "
-              + " ".join(fmt(ph.get(k), 10) for k in DOWN_PHASES))
+        print(f"{r['topology']:18} " + " ".join(fmt(ph.get(k), 9) for k in PHASES) + " | "
+              + " ".join(fmt(ph.get(k), 9) for k in DOWN_PHASES))
     print()
-    print("# routes ready after the fabric is up, seconds: ours (proactive: rules confirmed by barrier; "
-          "then every pair pinged) against reactive (packet-in per new destination per switch path)")
-    print(f"{'topology':18} {'hosts':>5} | {'ours rules':>10} {'ours reach':>10} | {'re. conn.':>9} "
-          f"{'re. reach':>9} {'x reach':>7} {'packet-ins':>10} {'flow-mods':>9}")
+    print("# routes ready, seconds. ours: the controller confirmed every switch's rules 'rules@start' after the "
+          "switches started (Mininet start; the fabric's own configuration runs meanwhile), then every host "
+          "pinged every other in 'reach' after the fabric was up. reactive: every switch connected "
+          "'conn@start' after the switches started; 'reach' = the first all-pairs ping after the fabric was up "
+          "(its packets teach the routes); 'again' = the same pings with every route in place; "
+          "learn = reach - again; x = reactive reach / ours reach")
+    print(f"{'topology':18} {'hosts':>5} | {'rules@start':>11} {'reach':>6} | {'conn@start':>10} {'reach':>6} "
+          f"{'again':>6} {'learn':>6} {'x':>5} {'packet-ins':>10} {'flow-mods':>9}")
     for r in results:
-        ph = r.get("ours", {}).get("phases", {})
-        ours_reach = (ph.get("routes confirmed", 0) + ph["ping all"]) if "ping all" in ph else None
-        re = r.get("reactive")
+        ours, re = r.get("ours", {}), r.get("reactive")
         if not re:
             continue
+        ph = ours.get("phases", {})
+        ours_reach = (ph.get("routes confirmed", 0) + ph["ping all"]) if "ping all" in ph else None
         reach = None if re.get("error") or re.get("unreached") else re.get("reached")
-        print(f"{r['topology']:18} {r['hosts']:5d} | {fmt(ph.get('routes confirmed'), 10)} {fmt(ours_reach, 10)} | "
-              f"{fmt(re.get('connected'), 9)} {fmt(reach, 9)} {ratio(reach, ours_reach, 7)} "
-              f"{re.get('packet_ins', '-'):>10} {re.get('flow_mods', '-'):>9}"
+        learn = reach - re["ping_again"] - re.get("connected", 0) if reach is not None else None
+        print(f"{r['topology']:18} {r['hosts']:5d} | {fmt(ours.get('routes_after_start'), 11)} {fmt(ours_reach, 6)} | "
+              f"{fmt(re.get('connected_after_start'), 10)} {fmt(reach, 6)} {fmt(re.get('ping_again'), 6)} "
+              f"{fmt(learn, 6)} {ratio(reach, ours_reach, 5)} {re.get('packet_ins', '-'):>10} "
+              f"{re.get('flow_mods', '-'):>9}"
               + (f"  ERROR: {re['error']}" if re.get("error") else "")
               + (f"  {re['unreached']} pairs never reached" if re.get("unreached") else ""))
     print()

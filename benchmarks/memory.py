@@ -12,7 +12,7 @@ from /proc/<pid>/status of:
 and, for context, the sum of Mininet's node shells (one bash per host and
 switch) and ovs-vswitchd's current RSS (shared, started before us).
 
-    .venv/bin/python benchmarks/memory.py [--quick] [--topologies T1,T2]
+    .venv/bin/python benchmarks/memory.py [--quick] [-t TOPOLOGY ...]
 """
 from __future__ import annotations
 
@@ -99,7 +99,8 @@ def one(topology: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="same cases (each is short already)")
-    p.add_argument("--topologies", default="", help="comma-separated; the first is the baseline")
+    p.add_argument("--topology", "-t", action="append", default=[],
+                   help="a topology (repeatable); the first is the baseline; default: " + " ".join(TOPOLOGIES))
     p.add_argument("--one", default="", help=argparse.SUPPRESS)   # child mode
     args = p.parse_args()
     if os.geteuid() != 0:
@@ -107,7 +108,7 @@ def main() -> None:
     if args.one:
         print("RESULT " + json.dumps(one(args.one)), flush=True)
         return
-    topologies = args.topologies.split(",") if args.topologies else TOPOLOGIES
+    topologies = args.topology or TOPOLOGIES
     results = []
     for topology in topologies:
         def child():
