@@ -382,10 +382,10 @@ def test_malformed_structure_is_spec_error(tmp_path, text):
 def test_demo_toml_loads():
     exp = load_experiment(os.path.join(REPO, "experiments", "demo.toml"))
     assert exp.name == "demo"
-    assert len(exp.runs) == 1
-    r = exp.runs[0]
-    assert (r.topology, r.collective, r.algorithm, r.mapping) == ("bigraph:m=2,n=4", "allreduce", "ring", "naive")
-    assert r.sizes == (M, 2 * M, 4 * M)
+    assert [r.mapping for r in exp.runs] == ["naive", "hdrm"]
+    for r in exp.runs:
+        assert (r.topology, r.collective, r.algorithm) == ("bigraph:m=2,n=4", "allreduce", "halving-doubling")
+        assert r.sizes == (2 * M, 4 * M, 8 * M)
 
 
 def test_eflops_toml_loads():
