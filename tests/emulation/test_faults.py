@@ -84,9 +84,11 @@ def test_clean_after_kill_9_removes_only_what_the_run_left(tmp_path, clean_machi
 
 
 def test_a_link_failure_mid_allreduce_is_rerouted_and_visible(tmp_path, clean_machine):
-    # ring allreduce on BiGraph m=2,n=4 at 20 Mbit/s: about 6 s; the direct
-    # link bgs0-bgs2 carries ring traffic and goes down at 2 s, up at 4 s
-    spec = make_run({"topology": "bigraph:m=2,n=4", "sizes": ["16M"], "repetitions": 1, "warmup": 0,
+    # HDRM halving-doubling on BiGraph m=2,n=4 at 20 Mbit/s (about 12 s, one
+    # flow per link per step); the direct link bgs0-bgs2 goes down at 2 s, up
+    # at 4 s: its flow detours over links other flows use
+    spec = make_run({"topology": "bigraph:m=2,n=4", "algorithm": "halving-doubling", "mapping": "hdrm",
+                     "sizes": ["16M"], "repetitions": 1, "warmup": 0,
                      "host_rate_mbps": 20, "switch_rate_mbps": 20,
                      "link_events": ["2:bgs0-bgs2:down", "4:bgs0-bgs2:up"]})
     plan = plan_run(spec)
@@ -101,9 +103,12 @@ def test_a_link_failure_mid_allreduce_is_rerouted_and_visible(tmp_path, clean_ma
     reroutes = [e for e in seen if e["event"] in ("link down", "link up")]
     assert {e["event"] for e in reroutes} == {"link down", "link up"}
     assert all(e["rules_changed"] > 0 for e in reroutes), reroutes
-    # the failure shows in the step times: the slowest step is well beyond the typical one
-    durations = sorted(s["end"] - s["start"] for steps in record.steps for s in steps)
-    assert durations[-1] > 1.5 * durations[len(durations) // 2]
+    # the failure shows in the step times: the first step (0 s to about 3.4 s
+    # without the failure) takes far longer than the model says
+    size = plan.calls[0].size_bytes
+    step0 = max(steps[0]["end"] for steps in record.steps)
+    model0 = max(ends[0] for ends in plan.predictions[size].step_end_s)
+    assert step0 > 1.4 * model0, (step0, model0)
 
 
 def test_a_controller_restart_keeps_traffic_flowing(tmp_path, clean_machine):
