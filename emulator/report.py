@@ -12,7 +12,7 @@ import pandas as pd
 from emulator.fabric import Fabric
 from emulator.metrics import busbw_mbps
 from emulator.model import link_loads_per_step
-from emulator.plots import fabric_drawing, one_run, run_name, step_timeline, utilisation_heatmap
+from emulator.plots import RUN_COLUMNS, fabric_drawing, one_run, run_name, step_timeline, utilisation_heatmap
 
 KEYS = ["topology", "policy", "algorithm", "mapping"]
 # runs that differ in any of these are different runs, even on one topology
@@ -179,6 +179,26 @@ def write_plots(out_dir: str) -> list[str]:
     if steps is not None:
         step_timeline(steps, os.path.join(out_dir, "timeline.png"))
         written.append("timeline.png")
+    return written + _plots_per_run(out_dir, links, steps)
+
+
+def _plots_per_run(out_dir: str, links, steps) -> list[str]:
+    """With several runs in a folder, a heatmap and a timeline of each too
+    (heatmap-2-halving-doubling-naive-shortest.png, ...), so runs can be
+    compared side by side."""
+    written = []
+    for name, table, draw in (("heatmap", links, utilisation_heatmap), ("timeline", steps, step_timeline)):
+        if table is None or not set(RUN_COLUMNS) <= set(table.columns):
+            continue
+        runs = list(table.groupby(RUN_COLUMNS, sort=False))
+        if len(runs) < 2:
+            continue
+        for i, (key, run) in enumerate(runs, 1):
+            topology, policy, algorithm, mapping = (key[RUN_COLUMNS.index(c)] for c in
+                                                    ("topology", "policy", "algorithm", "mapping"))
+            slug = f"{name}-{i}-{algorithm}-{mapping}-{policy}.png"
+            draw(run, os.path.join(out_dir, slug))
+            written.append(slug)
     return written
 
 
@@ -259,13 +279,13 @@ def demo_story(out_dir: str) -> str:
     lines = ["", "# What happened"]
     for mapping in big.index:
         r = big.loc[mapping]
-        lines.append(f"#   {mapping:6}: up to {flows[mapping]} flows shared one link in a step; busbw "
+        lines.append(f"#   {mapping:6}: up to {flows[mapping]} flow(s) on one link in a step; busbw "
                      f"{r.busbw_mbps:.1f} of {r.rate_mbps:g} Mbit/s (model {r.model_busbw_mbps:.1f}), "
                      f"busiest link {_num(r.max_link_util * 100, '3.0f').strip() or '?'}% used on average")
     if {"naive", "hdrm"} <= set(big.index):
         speedup = big.loc["naive"].time_s / big.loc["hdrm"].time_s
         lines.append(f"#   HDRM made the same allreduce {speedup:.1f}x faster: every exchange crosses the two "
                      "parts of BiGraph on its own direct link, so no two flows of a step share a link.")
-    lines.append(f"#   See {out_dir}/heatmap.png (link load over time), fabric.png (peak load per link), "
-                 "timeline.png (steps per rank) and busbw.png.")
+    lines.append(f"#   See in {out_dir}/: heatmap-*.png (link load over time, one per mapping), "
+                 "timeline-*.png (steps per rank), fabric.png (peak load per link) and busbw.png.")
     return "\n".join(lines)

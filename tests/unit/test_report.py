@@ -100,7 +100,11 @@ def fake_folder(folder, plans, links=True, steps=True, fabric=True):
 def test_write_report_writes_every_plot(tmp_path, small_plans):
     fake_folder(str(tmp_path), small_plans)
     text = write_report(str(tmp_path), small_plans)
-    assert text.plots == ("heatmap.png", "fabric.png", "timeline.png")
+    assert text.plots[:3] == ("heatmap.png", "fabric.png", "timeline.png")
+    # several runs in the folder: a heatmap and a timeline of each as well
+    per_run = text.plots[3:]
+    assert per_run and all(p.startswith(("heatmap-", "timeline-")) for p in per_run)
+    assert all(os.path.getsize(tmp_path / p) > 0 for p in per_run)
     for name in ("busbw.png", *text.plots):
         assert_png(tmp_path / name)
     assert (tmp_path / "summary.txt").read_text() == text + "\n"
@@ -215,6 +219,6 @@ def test_demo_story_tells_which_mapping_congested_and_by_how_much(tmp_path):
     pd.DataFrame([{"mapping": "naive", "max_flows_per_link": 4}, {"mapping": "hdrm", "max_flows_per_link": 1},
                   {"mapping": "naive", "max_flows_per_link": 2}]).to_csv(tmp_path / "link_loads.csv", index=False)
     story = demo_story(str(tmp_path))
-    assert "naive : up to 4 flows shared one link" in story
-    assert "hdrm  : up to 1 flows" in story
+    assert "naive : up to 4 flow(s) on one link" in story
+    assert "hdrm  : up to 1 flow(s)" in story
     assert "HDRM made the same allreduce 2.0x faster" in story
