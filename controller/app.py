@@ -65,7 +65,7 @@ class FabricRoutes(app_manager.OSKenApp):
         self.confirmed: dict[str, int] = {}           # switch -> rules, confirmed by barrier
         self.held: dict[int, list] = {}               # dpid -> flow stats parts of a connect read-back
         self.counters: dict = {}                      # (switch, port) -> (previous, latest) (t, tx, rx)
-        self.pair_bytes: dict = {}                    # (src, dst) -> (t, bytes) of its per-pair rule
+        self.pair_bytes: dict = {}                    # (switch, src, dst) -> (t, bytes, rate) of a per-pair rule
         self.ready = False
         LOG.info("fabric %s, %d switches, policy %s", self.fabric.topology, len(self.by_dpid), conf.policy)
         hub.spawn(self._poll_loop)
@@ -96,7 +96,7 @@ class FabricRoutes(app_manager.OSKenApp):
                 self.confirmed.pop(name, None)   # confirmed again by the barrier after the sync
                 self._sync(name, reason="connected", keep=len(have))
             return
-        self._count_pairs(ev.msg.body)
+        self._count_pairs(name, ev.msg.body)
 
     def _sync(self, name: str, reason: str, keep: int | None = None) -> int:
         """Make switch `name` hold exactly the state's rules; returns how many changed."""
@@ -173,16 +173,25 @@ class FabricRoutes(app_manager.OSKenApp):
                 f.write("t_s,switch,port,tx_bytes,rx_bytes,tx_dropped\n")
             f.writelines(rows)
 
-    def _count_pairs(self, stats):
-        """Bytes of every per-pair rule: which pairs are sending, how fast."""
+    def _count_pairs(self, switch: str, stats):
+        """Bytes of every per-pair rule of a switch: which pairs are sending,
+        how fast. Counted per switch: a pair has rules on several switches,
+        and a rule reinstalled after a move starts again from zero."""
         now = time.monotonic()
         for stat in stats:
             src, dst = stat.match.get("ipv4_src"), stat.match.get("ipv4_dst")
             if src in self.host_by_ip and dst in self.host_by_ip:
-                pair = (self.host_by_ip[src], self.host_by_ip[dst])
-                before = self.pair_bytes.get(pair)
-                self.pair_bytes[pair] = (now, stat.byte_count,
-                                         _rate(before, now, stat.byte_count) if before else 0.0)
+                key = (switch, self.host_by_ip[src], self.host_by_ip[dst])
+                before = self.pair_bytes.get(key)
+                rate = _rate(before, now, stat.byte_count) if before and stat.byte_count >= before[1] else 0.0
+                self.pair_bytes[key] = (now, stat.byte_count, rate)
+
+    def _pair_rates(self) -> dict:
+        """Each pair's rate: the most any of its switches counted."""
+        rates = {}
+        for (_, src, dst), (_, _, rate) in self.pair_bytes.items():
+            rates[(src, dst)] = max(rate, rates.get((src, dst), 0.0))
+        return rates
 
     def _adapt(self):
         tx, rx = {}, {}
@@ -190,7 +199,7 @@ class FabricRoutes(app_manager.OSKenApp):
             if old is not None:
                 tx[key] = _rate((old[0], old[1]), new[0], new[1])
                 rx[key] = _rate((old[0], old[2]), new[0], new[2])
-        rates = {pair: r for pair, (_, _, r) in self.pair_bytes.items() if r > ACTIVE_BYTES_PER_S}
+        rates = {pair: r for pair, r in self._pair_rates().items() if r > ACTIVE_BYTES_PER_S}
         if not rates:
             return
         moves, switches = self.state.move(rates, link_loads(self.state.fabric, tx, rx))
