@@ -258,6 +258,20 @@ class ShortestRoutes:
         return [[(a, port)] + rest for port, nb in closer for rest in self._switch_routes(nb, b, first)]
 
 
+def table_from_switch_paths(fabric: Fabric, paths: dict[tuple[str, str], list[str]]) -> ForwardingTable:
+    """A table that sends every pair through the switches `paths` lists
+    (as routes.json records them); between two adjacent switches the
+    lowest-numbered of their ports."""
+    routes = {}
+    for (src, dst), switches in paths.items():
+        hops = [(src, HOST_PORT)]
+        for here, there in zip(switches, switches[1:]):
+            hops.append((here, min(p for p, nb in fabric.switch_neighbours(here) if nb == there)))
+        hops.append((switches[-1], fabric.host(dst).port))
+        routes[(src, dst)] = hops
+    return _table_of_routes(fabric, routes)
+
+
 def _table_of_routes(fabric: Fabric, routes: dict[tuple[str, str], Route]) -> ForwardingTable:
     """The "shortest" table with every pair of `routes` pinned to its route."""
     table = _hop_table(fabric, "shortest")

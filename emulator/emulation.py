@@ -13,7 +13,10 @@ import signal
 import threading
 import time
 
+from controller.routing import table_from_switch_paths
 from emulator import linkstats, verification
+from emulator.metrics import payload_efficiency
+from emulator.model import predict
 from emulator.net import counters, ovs_buffers, processes
 from emulator.net.agents import START_DELAY_S, AgentFleet
 from emulator.net.controller_process import ControllerProcess
@@ -212,6 +215,16 @@ class Emulation:
                 timer.cancel()
             fleet.stop()
 
+    def _installed_paths(self) -> dict:
+        """The switches of every pair's route, as the controller last wrote them."""
+        with open(os.path.join(self.run_dir, "routes.json")) as f:
+            return {tuple(pair.split(">")): switches for pair, switches in json.load(f).items()}
+
+    def _model_on_installed_routes(self, plan: RunPlan, size: int, paths: dict) -> float:
+        table = table_from_switch_paths(self.fabric, paths)
+        return predict(self.fabric, table, plan.schedules[size], plan.hosts, plan.spec.model_alpha_us * 1e-6,
+                       payload_efficiency(plan.spec.mtu)).time_s
+
     # --- faults --------------------------------------------------------------
     def _schedule_link_events(self, events) -> list[threading.Timer]:
         """Start a timer per link event, counted from the call about to start."""
@@ -241,10 +254,13 @@ class Emulation:
 
     def _call(self, plan: RunPlan, call, host_pids) -> CallRecord:
         predicted = plan.predictions[call.size_bytes].time_s
+        routes_at_start = self._installed_paths() if plan.spec.policy == "adaptive" else None
         before = counters.snapshot(host_pids)
         with LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
         record = CallRecord(steps, counters.delta(before, counters.snapshot(host_pids)))
+        if plan.spec.policy == "adaptive":   # the controller may have moved pairs: model its routes
+            record.model_time_s = self._model_on_installed_routes(plan, call.size_bytes, routes_at_start)
         t0 = self.fleet.call_start
         record.links = linkstats.link_rows(call.index, self.links, monitor.samples, t0)
         record.machine = linkstats.machine_rows(call.index, monitor.samples, t0, counters.TICKS)

@@ -18,6 +18,7 @@ class CallRecord:
     counters: dict = field(default_factory=dict)   # cpu_busy, queue_drops, most_drops_port, tcp_retrans, ...
     links: list[dict] = field(default_factory=list)     # links.csv rows of this call
     machine: list[dict] = field(default_factory=list)   # machine.csv rows of this call
+    model_time_s: float | None = None   # the model on the routes in force, if they differ from the plan's
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
 COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "most_drops_port", "tcp_retrans",
@@ -97,7 +98,7 @@ def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
     t = call_time(rec.steps)
     if t <= 0:
         raise RuntimeError(f"call {call.index} has no step records; the agents reported nothing")
-    model = plan.predictions[call.size_bytes].time_s
+    model = rec.model_time_s or plan.predictions[call.size_bytes].time_s
     row = {
         **_run_keys(plan), "collective": s.collective, "ranks": plan.ranks,
         "size_bytes": call.size_bytes, "repetition": call.repetition, "time_s": t,

@@ -626,3 +626,12 @@ def test_model_follows_per_pair_tables(policy):
                 expected.update(routing.path(f, table, hosts[rank], hosts[t.peer]))
     assert loads[0] == dict(expected)
     assert predict(f, table, sched, hosts).time_s > 0
+
+
+def test_table_from_switch_paths_reproduces_every_route():
+    fabric = fattree(4)
+    for policy in ("ecmp", "spread"):
+        table = routing.forwarding_table(fabric, policy)
+        paths = routing.pair_paths(fabric, table)
+        rebuilt = routing.table_from_switch_paths(fabric, paths)
+        assert routing.pair_paths(fabric, rebuilt) == paths
