@@ -80,7 +80,7 @@ def link_rows(call: int, links: list[DirectedLink], samples: list[Sample], t0: f
             sent = rb[0] - ra[0]
             rows.append({"call": call, "t_s": round(b.t - t0, 6), "link": link.label, "kind": link.kind,
                          "rate_mbps": link.rate_mbps, "tx_bytes": sent, "tx_packets": rb[1] - ra[1],
-                         "util": sent * 8 / (dt * link.rate_mbps * 1e6), "backlog_bytes": rb[2],
+                         "util": round(sent * 8 / (dt * link.rate_mbps * 1e6), 4), "backlog_bytes": rb[2],
                          "drops": rb[3] - ra[3]})
     return rows
 
@@ -93,8 +93,8 @@ def machine_rows(call: int, samples: list[Sample], t0: float, ticks_per_s: float
         if dt <= 0:
             continue
         rows.append({"call": call, "t_s": round(b.t - t0, 6),
-                     "cpu_busy": (b.cpu_busy - a.cpu_busy) / max(1, b.cpu_total - a.cpu_total),
-                     "ovs_cpu": (b.ovs_ticks - a.ovs_ticks) / ticks_per_s / dt})
+                     "cpu_busy": round((b.cpu_busy - a.cpu_busy) / max(1, b.cpu_total - a.cpu_total), 4),
+                     "ovs_cpu": round((b.ovs_ticks - a.ovs_ticks) / ticks_per_s / dt, 4)})
     return rows
 
 
