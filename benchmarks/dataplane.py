@@ -18,6 +18,14 @@ rate is tried once more (the machine is shared). The load is counted in
 link-Mbit/s summed over every switch traversal:
   offered = R * (switch traversals of all flows running at once)
   carried = bytes * traversals * 8 / measured call time (the average).
+After the first failing rate, one rate half-way back is tried.
+
+Unless --quick or --no-diagnose, two raw variants show where the gap
+between raw and emulated capacity comes from: one switch with the
+emulator's HTB + FIFO on every port (at a rate that never limits) and its
+TCP small-queues limit on the hosts, and a chain of three unshaped
+switches (does the budget divide by switch traversals?). Every figure
+comes with ovs-vswitchd's CPU (cores) and link-Mbit/s per ovs core.
 
     .venv/bin/python benchmarks/dataplane.py [--quick] [--rates 50,100,...] [--seconds 10]
 
@@ -45,9 +53,12 @@ from emulator.fabric import ADDRESS_BASE, PREFIX_LEN, host_address
 from emulator.metrics import payload_efficiency
 from emulator.net import ovs_buffers, processes
 from emulator.net.dataplane import detect
+from emulator.net.network import TSQ_FRAMES
+from emulator.net.shaping import tc_commands
 from emulator.plan import plan_run
 from emulator.results import collective_rows
 from emulator.spec import RunSpec
+from emulator.topology import LinkProfile
 
 TOPOLOGY = "bigraph:m=2,n=4"
 MTU = 9000
@@ -55,13 +66,19 @@ RATES = [50, 75, 100, 125, 150, 175, 200, 250, 300]
 QUICK_RATES = [50, 100, 150, 200, 250]
 CALL_SECONDS = 1.5
 IPERF_PORT = 5201
+SHAPED_MBPS = 20000.0   # HTB present on every port, never the limit
 TARGET = 0.80
 
 
 # --- raw: iperf3 through one switch -------------------------------------------------------
 
-def raw_capacity(seconds: int, flows: list[int]) -> dict[int, float]:
-    """Payload Mbit/s iperf3 measured with each number of parallel flows."""
+def raw_capacity(seconds: int, flows: list[int], switches: int = 1, shaped: bool = False) -> dict:
+    """iperf3 between two hosts at the ends of a chain of `switches` OVS
+    switches (standalone: a chain has no loop), with each number of
+    parallel flows: {flows: (payload Mbit/s, ovs-vswitchd cores busy)}.
+    shaped: every port and host NIC gets the emulator's HTB + FIFO at a
+    rate that does not limit (SHAPED_MBPS) and hosts the emulator's TCP
+    small-queues limit, to see what shaping itself costs."""
     dp = detect("auto")
     setLogLevel("error")
     results = {}
@@ -69,10 +86,12 @@ def raw_capacity(seconds: int, flows: list[int]) -> dict[int, float]:
         net = Mininet(topo=None, build=False, controller=None, link=Link,
                       ipBase=f"{ADDRESS_BASE}/{PREFIX_LEN}", autoSetMacs=False)
         try:
-            switch = net.addSwitch("bgs0", cls=OVSSwitch, dpid="%016x" % 1, datapath=dp.datapath,
-                                   failMode="standalone")   # one switch, two hosts: no loop
+            chain = [net.addSwitch(f"bgs{i}", cls=OVSSwitch, dpid="%016x" % (i + 1), datapath=dp.datapath,
+                                   failMode="standalone") for i in range(switches)]
+            for a, b in zip(chain, chain[1:]):
+                net.addLink(a, b)
             hosts = []
-            for i in range(2):
+            for i, switch in enumerate((chain[0], chain[-1])):
                 ip, mac = host_address(i)
                 hosts.append(net.addHost(f"bgh{i}", ip=f"{ip}/{PREFIX_LEN}", mac=mac))
                 net.addLink(hosts[-1], switch)
@@ -81,16 +100,32 @@ def raw_capacity(seconds: int, flows: list[int]) -> dict[int, float]:
             net.start()
             for link in net.links:
                 for intf in (link.intf1, link.intf2):
-                    intf.node.cmd(f"ip link set dev {intf.name} mtu {MTU}")
+                    _must(intf.node, f"ip link set dev {intf.name} mtu {MTU}")
                     if dp.tx_offload_off and intf.node in hosts:
-                        intf.node.cmd(f"ethtool -K {intf.name} tx off tso off gso off")
+                        _must(intf.node, f"ethtool -K {intf.name} tx off tso off gso off")
+                    if shaped:
+                        for argv in tc_commands(intf.name, SHAPED_MBPS, LinkProfile.host_queue_packets, MTU):
+                            _must(intf.node, " ".join(argv))
+            if shaped:
+                for h in hosts:
+                    _must(h, f"sysctl -q -w net.ipv4.tcp_limit_output_bytes={TSQ_FRAMES * (MTU + 14)}")
             server_ip = host_address(1)[0]
             for n in flows:
-                results[n] = _iperf(hosts[0], hosts[1], server_ip, seconds, n)
+                ticks0, t0 = benchlib.ovs_ticks(), time.monotonic()
+                mbps = _iperf(hosts[0], hosts[1], server_ip, seconds, n)
+                cores = (benchlib.ovs_ticks() - ticks0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
+                results[n] = (mbps, cores)
         finally:
             net.stop()
             processes.sweep()
     return results
+
+
+def _must(node, command: str) -> None:
+    out = node.cmd(command + " 2>&1; echo __rc=$?")
+    body, _, rc = out.rpartition("__rc=")
+    if rc.strip() != "0":
+        raise RuntimeError(f"{node.name}: `{command}` failed: {body.strip()}")
 
 
 def _iperf(client, server, server_ip: str, seconds: int, flows: int) -> float:
@@ -182,6 +217,8 @@ def main() -> None:
     p.add_argument("--rates", default="", help="link rates to try, Mbit/s, ascending")
     p.add_argument("--reps", type=int, default=2, help="counted calls per rate (default 2)")
     p.add_argument("--no-retry", action="store_true", help="stop at the first failing rate")
+    p.add_argument("--no-diagnose", dest="diagnose", action="store_false",
+                   help="skip the raw variants (shaped ports; a chain of 3 switches) that explain the gap")
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("dataplane.py needs root (Mininet and Open vSwitch)")
@@ -193,17 +230,33 @@ def main() -> None:
 
     raw = benchlib.with_lock_retry(lambda: raw_capacity(seconds, flows))
     benchlib.check_clean("raw iperf3")
-    for n, mbps in raw.items():
+    for n, (mbps, cores) in raw.items():
         print(f"# raw: iperf3, {n} flow{'s' if n > 1 else ''}, {seconds} s, one OVS switch, MTU {MTU}: "
-              f"{mbps:.0f} Mbit/s payload = {mbps / eff:.0f} Mbit/s on the wire", flush=True)
+              f"{mbps:.0f} Mbit/s payload = {mbps / eff:.0f} Mbit/s on the wire; ovs-vswitchd {cores:.2f} cores "
+              f"({mbps / max(cores, 1e-3):.0f} payload link-Mbit/s per ovs core)", flush=True)
+    diag = {}
+    if args.diagnose and not args.quick:
+        for label, kw in (("one switch, every port shaped (HTB+FIFO at 20 Gbit/s, emulator's TSQ)",
+                           {"shaped": True}),
+                          ("chain of 3 switches, unshaped", {"switches": 3})):
+            got = benchlib.with_lock_retry(lambda: raw_capacity(seconds, [1], **kw))[1]
+            benchlib.check_clean("raw iperf3 variant")
+            links = got[0] * kw.get("switches", 1)
+            diag[label] = (got[0], links, got[1])
+            print(f"# raw variant, {label}: {got[0]:.0f} Mbit/s payload, {links:.0f} payload link-Mbit/s "
+                  f"({links / raw[1][0]:.0%} of raw); ovs-vswitchd {got[1]:.2f} cores "
+                  f"({links / max(got[1], 1e-3):.0f} per ovs core)", flush=True)
+    raw = {n: v[0] for n, v in raw.items()}
     raw_wire = raw[1] / eff
 
     print(f"# used with fidelity: ring allreduce on {TOPOLOGY}; link-Mbit/s summed over switch traversals")
     header = (f"{'rate':>6} {'size':>6} {'trav':>4} {'offered':>8} {'x raw':>6} {'carried':>8} {'busbw':>7} "
-              f"{'t/model':>7} {'cpu':>5} {'ovs':>5} {'sat':>5} {'retr':>5}  verdict")
+              f"{'t/model':>7} {'cpu':>5} {'ovs':>5} {'/ovs':>6} {'sat':>5} {'retr':>5}  verdict")
     print(header, flush=True)
     runs, best = [], None
-    for rate in rates:
+    rates, bisect = list(rates), not args.quick
+    while rates:
+        rate = rates.pop(0)
         result = None
         for attempt in range(1 if args.no_retry else 2):
             result = benchlib.with_lock_retry(lambda: emulated_at(rate, reps))
@@ -213,12 +266,17 @@ def main() -> None:
             print(f"{r['rate']:6.0f} {r['size'] >> 20:5d}M {r['traversals']:4d} {r['offered']:8.0f} "
                   f"{r['offered'] / raw_wire:6.2f} {fmt(r['carried'], 8, 0)} {fmt(r['busbw'], 7, 1)} "
                   f"{fmt(r['time_over_model'], 7)} {fmt(r['cpu_busy'], 5)} {fmt(r['ovs_cpu'], 5)} "
+                  f"{fmt(r['carried'] / r['ovs_cpu'] if r['carried'] and r['ovs_cpu'] else None, 6, 0)} "
                   f"{fmt(r['saturated_util'], 5)} {r['retrans']:5.0f}  "
                   f"{'ok' if r['ok'] else '; '.join(sorted(set(v for v in r['verdicts'] if v != 'ok')))}"
                   + ("" if attempt == 0 else "  (second try)"), flush=True)
             if result["ok"]:
                 break
         if not result["ok"]:
+            # one step between the last rate that passed and this one
+            if best is not None and bisect and rate - best["rate"] > 10:
+                rates, bisect = [round((rate + best["rate"]) / 2)], False
+                continue
             break
         best = result
     print()

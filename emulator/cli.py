@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -365,7 +366,10 @@ def _emulate(experiment: Experiment, plans, out: str) -> int:
                     ok &= _replay(emu, plan, work, progress)
         _report(work, plans)
     except BaseException:
-        print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
+        if os.listdir(work) == ["spec.json"]:   # it failed before creating anything
+            shutil.rmtree(work)
+        else:
+            print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
         raise
     os.rename(work, out)
     print(f"# results: {out}/ collectives.csv, steps.csv, links.csv, machine.csv, summary.txt, busbw.png, "
