@@ -85,11 +85,17 @@ def plot(s: pd.DataFrame, path: str) -> None:
     rate = s.rate_mbps.max()
     ax.axhline(rate, color="grey", lw=0.8)
     ax.text(s.size_bytes.min(), rate, " link rate", va="bottom", color="grey")
+    _save_busbw_plot(fig, ax, "busbw against size: measured (solid) and flow model (dashed)", path, 8)
+
+
+def _save_busbw_plot(fig, ax, title: str, path: str, legend_size: int) -> None:
+    """Axes, title and legend of a busbw-against-size plot; then save it."""
+    import matplotlib.pyplot as plt
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("busbw (Mbit/s)")
-    ax.set_title("busbw against size: measured (solid) and flow model (dashed)")
-    ax.legend(fontsize=8)
+    ax.set_title(title)
+    ax.legend(fontsize=legend_size)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -258,15 +264,8 @@ def plot_compare(d: pd.DataFrame, path: str) -> None:
                 ax.plot(r.size_bytes, r.busbw_mbps, styles[j % len(styles)], color=f"C{i % 10}",
                         label=f"{folder}: {key[0]} {key[2]} {key[3]} ({key[1]})")
     ax.axhline(d.rate_mbps.max(), color="grey", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("busbw (Mbit/s)")
-    ax.set_title("busbw against size across results folders (colour: run, line style: folder)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save_busbw_plot(fig, ax, "busbw against size across results folders (colour: run, line style: folder)",
+                     path, 7)
 
 
 def demo_story(out_dir: str) -> str:
