@@ -164,8 +164,9 @@ class Emulation:
 
     def __exit__(self, *exc) -> None:
         """Every step runs even if one before it fails; Ctrl-C and SIGTERM
-        wait until teardown is done."""
-        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        wait until teardown is done, then interrupt the run."""
+        deferred = []
+        old = {s: signal.signal(s, lambda signum, _: deferred.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             with contextlib.ExitStack() as steps:   # runs in reverse order
                 steps.callback(self.lock.__exit__, None, None, None)
@@ -181,6 +182,8 @@ class Emulation:
         finally:
             for s, handler in old.items():
                 signal.signal(s, handler)
+        if any(old[s] != signal.SIG_IGN for s in deferred):
+            raise KeyboardInterrupt   # the run was interrupted while tearing down
 
     def _sweep(self) -> None:
         left = processes.sweep()

@@ -89,6 +89,9 @@ class EmulatedFabric:
                            ("net.ipv6.conf.default.disable_ipv6", 1),
                            # Collectives pause between steps: keep cwnd open.
                            ("net.ipv4.tcp_slow_start_after_idle", 0),
+                           # Every run starts afresh: no ssthresh or RTT cached
+                           # from the congestion of an earlier run on this fabric.
+                           ("net.ipv4.tcp_no_metrics_save", 1),
                            # TCP small queues: a socket may by default park 4 MB in
                            # the host's shaped queue, and the ACKs of the flow this
                            # host receives wait behind it (a second at 6 Mbit/s):
