@@ -28,8 +28,6 @@ from emulator.results import CallRecord, append_csv, call_time
 
 
 PROBES = 3             # packets per probe pair
-COUNTER_DELAY_S = 5.0  # longest wait for OVS to show the probes in its rule counters
-COUNTER_SETTLE_S = 0.6  # OVS moves datapath packet counts to its rules about twice a second
 
 
 class EmulationError(RuntimeError):
@@ -125,33 +123,13 @@ class Emulation:
         return {s: verification.parse_flows(text) for s, text in self.network.dump_flows().items()}
 
     def _probe(self, pairs, count: int = PROBES) -> None:
-        """OVS moves packet counts from its datapath to its rules every half
-        second or so: read them until every probe shows, or give up."""
-        before = self._settled_rules()
+        before = self.installed_rules()
         lost = self.network.probe(pairs, count)
         if lost:
             raise EmulationError(f"probe packets were lost between {lost[:5]}")
-        deadline = time.monotonic() + COUNTER_DELAY_S
-        while True:
-            wrong = self._probe_mismatches(pairs, before, self.installed_rules(), count)
-            if not wrong or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        wrong = self._probe_mismatches(pairs, before, self.installed_rules(), count)
         if wrong:
             raise EmulationError(f"packets did not follow their routes: {'; '.join(wrong[:3])}")
-
-    def _settled_rules(self) -> dict:
-        """The rules once their counters stopped moving: packets sent before
-        (the pings, an earlier round's replies) must not count as probes."""
-        deadline = time.monotonic() + COUNTER_DELAY_S
-        rules = self.installed_rules()
-        while time.monotonic() < deadline:
-            time.sleep(COUNTER_SETTLE_S)
-            again = self.installed_rules()
-            if again == rules:
-                break
-            rules = again
-        return rules
 
     def _probe_mismatches(self, pairs, before, after, count: int) -> list[str]:
         wrong = []

@@ -137,7 +137,11 @@ class EmulatedFabric:
                     self._run(end, ["ip", "link", "set", "dev", intf.name, "up" if up else "down"])
 
     def dump_flows(self) -> dict[str, str]:
-        """`ovs-ofctl dump-flows` of every bridge: OVS's own view of its rules."""
+        """`ovs-ofctl dump-flows` of every bridge: OVS's own view of its rules,
+        with packet counts brought up to date first (OVS moves them from its
+        datapath to the rules in revalidation rounds: wait for two)."""
+        for _ in range(2):
+            subprocess.run(["ovs-appctl", "revalidator/wait"], capture_output=True, check=True)
         return {s.name: subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", s.name],
                                        capture_output=True, text=True, check=True).stdout
                 for s in self.fabric.switches}
