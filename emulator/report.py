@@ -174,9 +174,10 @@ def write_plots(out_dir: str) -> list[str]:
         written.append("heatmap.png")
     if os.path.exists(os.path.join(out_dir, "fabric.json")):
         fabric = Fabric.load(os.path.join(out_dir, "fabric.json"))
+        on_fabric = links
         if links is not None and "topology" in links.columns:
-            links = links[links.topology == fabric.topology]   # fabric.json holds the last fabric only
-        run = one_run(links) if links is not None else None
+            on_fabric = links[links.topology == fabric.topology]   # fabric.json holds the last fabric only
+        run = one_run(on_fabric) if on_fabric is not None else None
         peaks = peak_utilisation(run) if run is not None else {}
         name = run_name(run) if run is not None else ""
         fabric_drawing(fabric, peaks, os.path.join(out_dir, "fabric.png"),
