@@ -2,7 +2,7 @@
 
 Users' VMs usually have the openvswitch module; our CI machines have no
 loadable modules at all, so the userspace datapath is the fallback there.
-(Delay and loss emulation, which would need netem, is not offered yet.)
+(Delay and loss need netem: see capabilities.netem_available.)
 """
 from __future__ import annotations
 

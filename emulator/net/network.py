@@ -33,8 +33,10 @@ class LoopbackController(RemoteController):
 
 
 class EmulatedFabric:
-    def __init__(self, fabric: Fabric, dataplane: Dataplane, controller_port: int, mtu: int = 1500):
+    def __init__(self, fabric: Fabric, dataplane: Dataplane, controller_port: int, mtu: int = 1500,
+                 delay_ms: float = 0.0, loss_pct: float = 0.0):
         self.fabric = fabric
+        self.delay_ms, self.loss_pct = delay_ms, loss_pct   # netem on every link end
         self.dataplane = dataplane
         self.controller_port = controller_port
         self.mtu = mtu
@@ -72,7 +74,8 @@ class EmulatedFabric:
                     # Userspace OVS does not complete TCP checksums: without
                     # this, ping works and TCP moves nothing.
                     self._run(node, ["ethtool", "-K", intf.name, "tx", "off", "tso", "off", "gso", "off"])
-                for cmd in tc_commands(intf.name, link.rate_mbps, link.queue_packets, self.mtu):
+                for cmd in tc_commands(intf.name, link.rate_mbps, link.queue_packets, self.mtu,
+                                       self.delay_ms, self.loss_pct):
                     self._run(node, cmd)
 
     def _configure_host(self, name: str) -> None:

@@ -12,14 +12,22 @@ def burst_bytes(rate_mbps: float, mtu: int) -> int:
     return max(2 * (mtu + 14), int(rate_mbps * 1e6 / 8 / 1000))
 
 
-def tc_commands(dev: str, rate_mbps: float, queue_packets: int, mtu: int) -> list[list[str]]:
-    """tc argument lists that shape egress of `dev` (root handle 1:)."""
+def tc_commands(dev: str, rate_mbps: float, queue_packets: int, mtu: int,
+                delay_ms: float = 0.0, loss_pct: float = 0.0) -> list[list[str]]:
+    """tc argument lists that shape egress of `dev` (root handle 1:). With
+    delay or loss, netem takes the FIFO's place under HTB: its own queue of
+    the same depth holds the packets, each `delay_ms` late, `loss_pct` lost."""
     rate = f"{rate_mbps}mbit"
     burst = str(burst_bytes(rate_mbps, mtu))
     return [
         ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
         ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
          "rate", rate, "ceil", rate, "burst", burst, "cburst", burst],
-        ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo",
-         "limit", str(queue_packets)],
+        ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *_queue(queue_packets, delay_ms, loss_pct)],
     ]
+
+
+def _queue(queue_packets: int, delay_ms: float, loss_pct: float) -> list[str]:
+    if not delay_ms and not loss_pct:
+        return ["pfifo", "limit", str(queue_packets)]
+    return ["netem", "limit", str(queue_packets), "delay", f"{delay_ms}ms", "loss", f"{loss_pct}%"]

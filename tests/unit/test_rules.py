@@ -306,3 +306,11 @@ def test_per_pair_rules_skip_sources_on_the_default_port():
     rules = [r for r in switch_rules(f, table, "bgs0") if r.ipv4_dst == f.host("bgh3").ip]
     assert rules == [FlowRule(ROUTE_PRIORITY, f.host("bgh3").ip, 3),
                      FlowRule(PAIR_PRIORITY, f.host("bgh3").ip, 4, f.host("bgh1").ip)]
+
+
+def test_tc_commands_put_netem_in_the_fifos_place_for_delay_or_loss():
+    fifo = shaping.tc_commands("x", 12, 30, 9000)[2]
+    assert fifo[-3:] == ["pfifo", "limit", "30"]
+    netem = shaping.tc_commands("x", 12, 30, 9000, delay_ms=2.5, loss_pct=0.1)[2]
+    assert netem[-7:] == ["netem", "limit", "30", "delay", "2.5ms", "loss", "0.1%"]
+    assert shaping.tc_commands("x", 12, 30, 9000, loss_pct=1)[2][-7:-5] == ["netem", "limit"]
