@@ -26,8 +26,11 @@ LONG_RUN = ["run", "-t", "bigraph:m=2,n=4", "-b", "64M", "-n", "1", "-w", "0", "
 def start_run(tmp_path, *extra):
     """A CLI run that lasts long enough to be interrupted, its output in a file."""
     log = open(tmp_path / "run.log", "w")
+    # as from a terminal: a shell running the tests in the background would
+    # otherwise hand the run an ignored SIGINT
     proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", *LONG_RUN, "--out", str(tmp_path / "res"), *extra],
-                            stdout=log, stderr=subprocess.STDOUT, text=True)
+                            stdout=log, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return proc, tmp_path / "run.log"
 
 
