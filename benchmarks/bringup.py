@@ -20,7 +20,11 @@ waits for the machine-wide lock before each):
    every host has reached every other (the first packets teach the
    routes), against ours: routes confirmed, then all pairs reached.
 
-    .venv/bin/python benchmarks/bringup.py [--quick] [-t TOPOLOGY ...] [--reactive-max-hosts N]
+With --fast-verify, each topology is also brought up with two proposed
+changes patched into this process (rule counters flushed with `ovs-appctl
+revalidator/purge` and dumped in parallel; 16 hosts pinging at once).
+
+    .venv/bin/python benchmarks/bringup.py [--quick] [-t TOPOLOGY ...] [--reactive-max-hosts N] [--fast-verify]
 
 Issue 7's targets: 32-host BiGraph up with routes verified < 15 s and torn
 down < 5 s; a 128-host BiGraph up at all.
@@ -183,6 +187,57 @@ def _emulated(topology: str) -> dict:
         shutil.rmtree(rd, ignore_errors=True)
 
 
+# --- 2b. an experiment: faster verification, patched in this process only -------------------
+
+def _dump_flows_purged(self) -> dict[str, str]:
+    """Rule counters brought up to date by `ovs-appctl revalidator/purge`
+    (datapath flows removed at once, their counts pushed to the rules)
+    instead of waiting for two revalidation rounds; the switches dumped in
+    parallel."""
+    subprocess.run(["ovs-appctl", "revalidator/purge"], capture_output=True, check=True)
+    procs = {s.name: subprocess.Popen(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", s.name],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for s in self.fabric.switches}
+    out = {}
+    for name, proc in procs.items():
+        text, err = proc.communicate()
+        if proc.returncode:
+            raise RuntimeError(f"ovs-ofctl dump-flows {name}: {err.strip()}")
+        out[name] = text
+    return out
+
+
+def _ping_all_concurrent(self, timeout_s: int = 2, batch: int = 16) -> list[tuple[str, str]]:
+    """ping_all with `batch` source hosts at once (each pings all others in
+    parallel, as the original does one source at a time)."""
+    failed = []
+    by_ip = {h.ip: h.name for h in self.fabric.hosts}
+    hosts = self.fabric.hosts
+    for i in range(0, len(hosts), batch):
+        group = hosts[i:i + batch]
+        for src in group:
+            targets = " ".join(h.ip for h in hosts if h.name != src.name)
+            self.net[src.name].sendCmd(
+                f"for ip in {targets}; do (ping -c1 -W{timeout_s} -q $ip >/dev/null 2>&1 || echo FAIL $ip) & done; wait")
+        for src in group:
+            out = self.net[src.name].waitOutput()
+            failed += [(src.name, by_ip[w.split()[1]]) for w in out.splitlines() if w.startswith("FAIL ")]
+    return failed
+
+
+def fast_verify(topology: str) -> dict:
+    """Our bring-up with the two patches above, to measure what they save."""
+    saved = {m: getattr(EmulatedFabric, m) for m in ("dump_flows", "ping_all")}
+    EmulatedFabric.dump_flows, EmulatedFabric.ping_all = _dump_flows_purged, _ping_all_concurrent
+    wrap(EmulatedFabric, "dump_flows", "dump flows")
+    wrap(EmulatedFabric, "ping_all", "ping all")
+    try:
+        return emulated(topology)
+    finally:
+        for m, f in saved.items():
+            setattr(EmulatedFabric, m, f)
+
+
 # --- 3. a reactive controller -------------------------------------------------------------
 
 def reactive(topology: str) -> dict:
@@ -277,6 +332,9 @@ def main() -> None:
     p.add_argument("--reactive-max-hosts", type=int, default=32,
                    help="run the reactive baseline up to this many hosts (default 32; 0: never)")
     p.add_argument("--no-baseline", action="store_true", help="skip plain Mininet")
+    p.add_argument("--fast-verify", action="store_true",
+                   help="experiment: also bring up with rule counters flushed by `ovs-appctl revalidator/purge` "
+                        "(not two revalidator/wait rounds), parallel dumps and 16 pinging hosts at once")
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bringup.py needs root (Mininet and Open vSwitch)")
@@ -289,6 +347,7 @@ def main() -> None:
         print(f"# {topology}: {row['switches']} switches, {row['hosts']} hosts, {row['links']} links", flush=True)
         for name, fn, wanted in (("mininet", plain_mininet, not args.no_baseline),
                                  ("ours", emulated, True),
+                                 ("fast", fast_verify, args.fast_verify),
                                  ("reactive", reactive, row["hosts"] <= args.reactive_max_hosts)):
             if not wanted:
                 continue
@@ -304,18 +363,25 @@ def main() -> None:
     report(results)
 
 
+def _up(m: dict | None):
+    return None if not m or m.get("error") else m.get("up")
+
+
 def report(results: list[dict]) -> None:
     print()
     print("# bring-up and teardown, seconds; x = ours / plain Mininet (standalone OVS, no controller)")
+    fast = any("fast" in r for r in results)
     print(f"{'topology':18} {'hosts':>5} {'sw':>3} {'links':>5} | {'mn up':>7} {'ours up':>7} {'x':>6} | "
-          f"{'mn down':>7} {'ours down':>9} {'x':>6} | clean")
+          f"{'mn down':>7} {'ours down':>9} {'x':>6} | "
+          + (f"{'fast up':>7} {'x':>6} | " if fast else "") + "clean")
     for r in results:
         mn, ours = r.get("mininet", {}), r.get("ours", {})
         up = None if ours.get("error") else ours.get("up")
         print(f"{r['topology']:18} {r['hosts']:5d} {r['switches']:3d} {r['links']:5d} | "
               f"{fmt(mn.get('up'))} {fmt(up)} {ratio(up, mn.get('up'))} | "
               f"{fmt(mn.get('down'))} {fmt(ours.get('down'), 9)} {ratio(ours.get('down'), mn.get('down'))} | "
-              f"{'yes' if all(r[k].get('clean', True) for k in ('mininet', 'ours', 'reactive') if k in r) else 'NO'}"
+              + (f"{fmt(_up(r.get('fast')))} {ratio(_up(r.get('fast')), mn.get('up'))} | " if fast else "")
+              + f"{'yes' if all(r[k].get('clean', True) for k in ('mininet', 'ours', 'fast', 'reactive') if k in r) else 'NO'}"
               + (f"  ERROR: {ours['error']}" if ours.get("error") else ""))
     print()
     print("# where our bring-up and teardown go, seconds: fabric up = mn add (nodes, veths) + mn build + mn start "
@@ -327,11 +393,17 @@ def report(results: list[dict]) -> None:
     print(f"{'topology':18} " + " ".join(f"{SHORT[k]:>9}" for k in PHASES) + f" {'rounds':>6} {'n':>4} | "
           + " ".join(f"{SHORT[k]:>9}" for k in DOWN_PHASES))
     for r in results:
-        ph = r.get("ours", {}).get("phases", {})
-        print(f"{r['topology']:18} " + " ".join(fmt(ph.get(k), 9) for k in PHASES)
-              + f" {r.get('ours', {}).get('rounds', 0):6d} {r.get('ours', {}).get('dumps', 0):4d} | "
-              + " ".join(fmt(ph.get(k), 9) for k in DOWN_PHASES))
+        for key, label in (("ours", r["topology"]), ("fast", r["topology"] + " fast")):
+            if key not in r:
+                continue
+            ph = r[key].get("phases", {})
+            print(f"{label:18} " + " ".join(fmt(ph.get(k), 9) for k in PHASES)
+                  + f" {r[key].get('rounds', 0):6d} {r[key].get('dumps', 0):4d} | "
+                  + " ".join(fmt(ph.get(k), 9) for k in DOWN_PHASES))
     print()
+    if not any(r.get("reactive") for r in results):
+        _targets(results)
+        return
     print("# routes ready, seconds. ours: the controller confirmed every switch's rules 'rules@start' after the "
           "switches started (Mininet start; the fabric's own configuration runs meanwhile), then every host "
           "pinged every other in 'reach' after the fabric was up. reactive: every switch connected "
@@ -354,6 +426,10 @@ def report(results: list[dict]) -> None:
               f"{re.get('flow_mods', '-'):>9}"
               + (f"  ERROR: {re['error']}" if re.get("error") else "")
               + (f"  {re['unreached']} pairs never reached" if re.get("unreached") else ""))
+    _targets(results)
+
+
+def _targets(results: list[dict]) -> None:
     print()
     for r in results:
         ours = r.get("ours", {})

@@ -217,12 +217,19 @@ def main() -> None:
     p.add_argument("--rates", default="", help="link rates to try, Mbit/s, ascending")
     p.add_argument("--reps", type=int, default=2, help="counted calls per rate (default 2)")
     p.add_argument("--no-retry", action="store_true", help="stop at the first failing rate")
+    p.add_argument("--burst-ms", type=float, default=0.0,
+                   help="experiment: HTB burst of this many ms of traffic at the link rate (the emulator's "
+                        "emulator.net.shaping.burst_bytes is replaced in this process only; default: its own, 1 ms)")
     p.add_argument("--no-diagnose", dest="diagnose", action="store_false",
                    help="skip the raw variants (shaped ports; a chain of 3 switches) that explain the gap")
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("dataplane.py needs root (Mininet and Open vSwitch)")
     seconds = 5 if args.quick else args.seconds
+    if args.burst_ms:
+        import emulator.net.shaping as shaping
+        shaping.burst_bytes = lambda rate_mbps, mtu: max(2 * (mtu + 14), int(rate_mbps * 1e6 / 8 * args.burst_ms / 1e3))
+        print(f"# experiment: HTB burst = {args.burst_ms:g} ms of traffic at the link rate (emulator default: 1 ms)")
     flows = [1] + ([args.flows] if args.flows > 1 and not args.quick else [])
     rates = [float(r) for r in args.rates.split(",")] if args.rates else QUICK_RATES if args.quick else RATES
     reps = 1 if args.quick else args.reps
