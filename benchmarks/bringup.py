@@ -20,9 +20,8 @@ waits for the machine-wide lock before each):
    every host has reached every other (the first packets teach the
    routes), against ours: routes confirmed, then all pairs reached.
 
-With --fast-verify, each topology is also brought up with two proposed
-changes patched into this process (rule counters flushed with `ovs-appctl
-revalidator/purge` and dumped in parallel; 16 hosts pinging at once).
+With --fast-verify, each topology is also brought up with a proposed
+change patched into this process (16 hosts pinging at once).
 
     .venv/bin/python benchmarks/bringup.py [--quick] [-t TOPOLOGY ...] [--reactive-max-hosts N] [--fast-verify]
 
@@ -187,25 +186,7 @@ def _emulated(topology: str) -> dict:
         shutil.rmtree(rd, ignore_errors=True)
 
 
-# --- 2b. an experiment: faster verification, patched in this process only -------------------
-
-def _dump_flows_purged(self) -> dict[str, str]:
-    """Rule counters brought up to date by `ovs-appctl revalidator/purge`
-    (datapath flows removed at once, their counts pushed to the rules)
-    instead of waiting for two revalidation rounds; the switches dumped in
-    parallel."""
-    subprocess.run(["ovs-appctl", "revalidator/purge"], capture_output=True, check=True)
-    procs = {s.name: subprocess.Popen(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", s.name],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for s in self.fabric.switches}
-    out = {}
-    for name, proc in procs.items():
-        text, err = proc.communicate()
-        if proc.returncode:
-            raise RuntimeError(f"ovs-ofctl dump-flows {name}: {err.strip()}")
-        out[name] = text
-    return out
-
+# --- 2b. an experiment: a faster all-pairs ping, patched in this process only -------------------
 
 def _ping_all_concurrent(self, timeout_s: int = 2, batch: int = 16) -> list[tuple[str, str]]:
     """ping_all with `batch` source hosts at once (each pings all others in
@@ -226,16 +207,14 @@ def _ping_all_concurrent(self, timeout_s: int = 2, batch: int = 16) -> list[tupl
 
 
 def fast_verify(topology: str) -> dict:
-    """Our bring-up with the two patches above, to measure what they save."""
-    saved = {m: getattr(EmulatedFabric, m) for m in ("dump_flows", "ping_all")}
-    EmulatedFabric.dump_flows, EmulatedFabric.ping_all = _dump_flows_purged, _ping_all_concurrent
-    wrap(EmulatedFabric, "dump_flows", "dump flows")
+    """Our bring-up with the patch above, to measure what it saves."""
+    saved = EmulatedFabric.ping_all
+    EmulatedFabric.ping_all = _ping_all_concurrent
     wrap(EmulatedFabric, "ping_all", "ping all")
     try:
         return emulated(topology)
     finally:
-        for m, f in saved.items():
-            setattr(EmulatedFabric, m, f)
+        EmulatedFabric.ping_all = saved
 
 
 # --- 3. a reactive controller -------------------------------------------------------------
@@ -333,8 +312,7 @@ def main() -> None:
                    help="run the reactive baseline up to this many hosts (default 32; 0: never)")
     p.add_argument("--no-baseline", action="store_true", help="skip plain Mininet")
     p.add_argument("--fast-verify", action="store_true",
-                   help="experiment: also bring up with rule counters flushed by `ovs-appctl revalidator/purge` "
-                        "(not two revalidator/wait rounds), parallel dumps and 16 pinging hosts at once")
+                   help="experiment: also bring up with 16 hosts pinging at once")
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bringup.py needs root (Mininet and Open vSwitch)")

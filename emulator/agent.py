@@ -64,7 +64,7 @@ class Peers:
     def _accept(self, expected: set[int], failed: list) -> None:
         self.listener.settimeout(30)
         try:
-            while any(len([c for c in self.frm.get(p, []) if c]) < self.connections for p in expected):
+            for _ in range(len(expected) * self.connections):   # every peer opens each of its connections once
                 s, _ = self.listener.accept()
                 s.settimeout(None)
                 peer, index = struct.unpack("!II", _recv_exact(s, 8))

@@ -184,7 +184,7 @@ class Emulation:
         try:
             fleet.start()
             results = []
-            host_pids = {h: self.network.host(h).pid for h in plan.hosts}
+            host_pids = [self.network.host(h).pid for h in dict.fromkeys(plan.hosts)]   # each host once
             for call in plan.calls:
                 if call.repetition == 0 and not timers:   # the first counted call starts now
                     timers = self._schedule_link_events(plan.spec.link_events)
@@ -237,10 +237,12 @@ class Emulation:
     def _call(self, plan: RunPlan, call, host_pids) -> CallRecord:
         predicted = plan.predictions[call.size_bytes].time_s
         routes_at_start = self._installed_paths() if plan.spec.policy == "adaptive" else None
-        before = counters.snapshot(host_pids)
+        retrans = counters.retransmissions(host_pids)
         with LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
-        record = CallRecord(steps, counters.delta(before, counters.snapshot(host_pids)))
+        record = CallRecord(steps, {
+            **linkstats.machine_totals(monitor.samples[0], monitor.samples[-1], counters.TICKS),
+            "tcp_retrans": counters.retransmissions(host_pids) - retrans})
         if plan.spec.policy == "adaptive":   # the controller may have moved pairs: model its routes
             record.model_time_s = self._model_on_installed_routes(plan, call.size_bytes, routes_at_start)
         t0 = self.fleet.call_start

@@ -92,10 +92,24 @@ def machine_rows(call: int, samples: list[Sample], t0: float, ticks_per_s: float
         dt = b.t - a.t
         if dt <= 0:
             continue
-        rows.append({"call": call, "t_s": round(b.t - t0, 6),
-                     "cpu_busy": round((b.cpu_busy - a.cpu_busy) / max(1, b.cpu_total - a.cpu_total), 4),
-                     "ovs_cpu": round((b.ovs_ticks - a.ovs_ticks) / ticks_per_s / dt, 4)})
+        busy, ovs = _cpu_between(a, b, ticks_per_s)
+        rows.append({"call": call, "t_s": round(b.t - t0, 6), "cpu_busy": round(busy, 4), "ovs_cpu": round(ovs, 4)})
     return rows
+
+
+def _cpu_between(a: Sample, b: Sample, ticks_per_s: float) -> tuple[float, float]:
+    """(all cores' busy share, ovs-vswitchd's share of one core) between two samples."""
+    return ((b.cpu_busy - a.cpu_busy) / max(1, b.cpu_total - a.cpu_total),
+            (b.ovs_ticks - a.ovs_ticks) / ticks_per_s / max(1e-9, b.t - a.t))
+
+
+def machine_totals(first: Sample, last: Sample, ticks_per_s: float) -> dict:
+    """What the machine and the switch queues did over a whole call."""
+    busy, ovs = _cpu_between(first, last, ticks_per_s)
+    drops = {dev: q[3] - first.sent.get(dev, (0, 0, 0, 0))[3] for dev, q in last.sent.items()}
+    worst = max(drops, key=drops.get, default="")
+    return {"cpu_busy": busy, "ovs_cpu": ovs, "queue_drops": sum(drops.values()),
+            "most_drops_port": worst if drops.get(worst) else ""}
 
 
 # --- per-call figures from the rows ----------------------------------------

@@ -1,29 +1,18 @@
-"""Counters read around every call, to tell a congested network from a busy
-machine: CPU use (all cores, and ovs-vswitchd's share of one core), drops in
-the switch port queues, TCP retransmissions."""
+"""Kernel counters, read from the root namespace, that tell a congested
+network from a busy machine: CPU use (all cores, and ovs-vswitchd's share
+of one core), the switch port queues, interface bytes, TCP retransmissions.
+The link monitor samples most of them; retransmissions are read per call."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import time
-from dataclasses import dataclass
 
 from emulator.fabric import SWITCH_PREFIX
 
 
 OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    time: float
-    cpu_busy: int            # jiffies, all cores
-    cpu_total: int
-    ovs_ticks: int           # CPU time of ovs-vswitchd (forwards every switch in userspace)
-    drops: dict[str, int]    # switch port -> packets dropped by its queue
-    retrans: dict[str, int]  # host -> TCP segments retransmitted
 
 
 def cpu_jiffies() -> tuple[int, int]:
@@ -68,19 +57,6 @@ def _retransmissions(pid: int) -> int:
     return int(lines[1][lines[0].index("RetransSegs")])
 
 
-def snapshot(host_pids: dict[str, int]) -> Snapshot:
-    busy, total = cpu_jiffies()
-    drops = {dev: q[3] for dev, q in switch_queues().items()}
-    return Snapshot(time.monotonic(), busy, total, ovs_ticks(), drops,
-                    {h: _retransmissions(pid) for h, pid in host_pids.items()})
-
-
-def delta(a: Snapshot, b: Snapshot) -> dict:
-    """What happened between two snapshots."""
-    drops = {d: b.drops.get(d, 0) - a.drops.get(d, 0) for d in b.drops}
-    worst = max(drops, key=drops.get, default="")
-    return {"cpu_busy": (b.cpu_busy - a.cpu_busy) / max(1, b.cpu_total - a.cpu_total),
-            "ovs_cpu": (b.ovs_ticks - a.ovs_ticks) / TICKS / max(1e-9, b.time - a.time),
-            "queue_drops": sum(drops.values()),
-            "most_drops_port": worst if drops.get(worst) else "",
-            "tcp_retrans": sum(b.retrans[h] - a.retrans.get(h, 0) for h in b.retrans)}
+def retransmissions(host_pids: list[int]) -> int:
+    """TCP segments the hosts have retransmitted so far, all together."""
+    return sum(_retransmissions(pid) for pid in host_pids)

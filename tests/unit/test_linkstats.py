@@ -93,3 +93,15 @@ def test_call_figures():
     rows = [row("a", 0.1, 100_000), row("b", 0.1, 0)]
     assert linkstats.call_figures(rows, 0.1, MTU) == {"max_link_util": 1.0, "mean_link_util": 0.5,
                                                       "saturated_util": None}
+
+
+def test_machine_totals_over_a_call():
+    first = Sample(10.0, {"bgs0-eth3": (0, 0, 0, 5), "bgs1-eth2": (0, 0, 0, 1)}, cpu_busy=100, cpu_total=200,
+                   ovs_ticks=50)
+    last = Sample(12.0, {"bgs0-eth3": (0, 0, 0, 9), "bgs1-eth2": (0, 0, 0, 1), "bgs2-eth1": (0, 0, 0, 2)},
+                  cpu_busy=400, cpu_total=600, ovs_ticks=150)
+    totals = linkstats.machine_totals(first, last, ticks_per_s=100)
+    assert totals == {"cpu_busy": pytest.approx(0.75), "ovs_cpu": pytest.approx(0.5), "queue_drops": 6,
+                      "most_drops_port": "bgs0-eth3"}
+    quiet = linkstats.machine_totals(first, first, ticks_per_s=100)
+    assert (quiet["queue_drops"], quiet["most_drops_port"]) == (0, "")
