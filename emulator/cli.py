@@ -56,6 +56,8 @@ FLAGS = [
     (("--switch-queue",), "switch_queue_packets", "switch link queue depth, packets"),
     (("--mtu",), "mtu", "interface MTU, bytes (576..9000)"),
     (("--datapath",), "datapath", "auto, kernel or user"),
+    (("--offload",), "offload", "off (hosts send frames) or tso (segments up to the HTB burst; the userspace "
+                                "datapath needs `vm/provision.sh --userspace-tso on`)"),
     (("--connections",), "connections", "TCP connections per peer pair, 1..16 (default 1)"),
     (("--delay",), "link_delay_ms", "netem delay on every link, ms (needs sch_netem)"),
     (("--loss",), "link_loss_pct", "netem loss on every link, percent (needs sch_netem)"),
@@ -80,7 +82,8 @@ def _add_spec_flags(sp: argparse.ArgumentParser, sizes: bool = True) -> None:
     for flags, key, helptext in FLAGS:
         sp.add_argument(*flags, dest=key, help=helptext, metavar=METAVARS.get(key, key.split("_")[0].upper()),
                         action="append" if key == "link_events" else "store")
-    sp.add_argument("--bw", metavar="MBPS", help="host and switch link rate at once, Mbit/s")
+    sp.add_argument("--bw", metavar="MBPS", help="host and switch link rate at once, Mbit/s; 'auto': as fast as "
+                                                 "this machine emulates the run faithfully (from its calibration)")
     sp.add_argument("--queue", metavar="PACKETS", help="host and switch queue depth at once, packets")
     if sizes:
         sp.add_argument("-b", "--minbytes", metavar="SIZE", help="smallest size, e.g. 64K")
@@ -124,9 +127,24 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("folder", nargs="+", help="one results folder, or several to compare")
     sp.add_argument("--plot", metavar="PNG", help="with several folders: where the comparison plot goes "
                                                   "(default: compare-<time>.png beside the first folder)")
+    sp = sub.add_parser("calibrate", help="measure how much this machine emulates faithfully (needs root)",
+                        description="Per MTU and offload: raw dataplane capacity (iperf3 through one switch) "
+                                    "and the largest load, in link-Mbit/s summed over switch traversals, at "
+                                    "which saturated links stay within 5% of their rate. Every run then "
+                                    "warns before it starts if it asks for more; --bw auto picks rates from it. "
+                                    "About 2 minutes per setting; the machine must be otherwise idle.")
+    sp.add_argument("--mtu", default="1500,9000", help="MTUs to measure (default 1500,9000)")
+    sp.add_argument("--offload", default="off", help="off, tso or off,tso (tso on the userspace datapath "
+                                                     "needs `vm/provision.sh --userspace-tso on`)")
+    sp.add_argument("--steps", type=int, default=5, help="bisection steps per setting (default 5: within 3%%)")
+    sp.add_argument("--quick", action="store_true", help="one counted call per rate instead of two")
+    sp.add_argument("--file", help=f"where to keep the figures (default {CALIBRATION_HELP})")
     sub.add_parser("clean", aliases=["cleanup"], help="remove bridges, links and processes a crashed run left "
                                                       "behind (needs root)")
     return p
+
+
+CALIBRATION_HELP = "$BIGRAPH_EMU_CALIBRATION or /var/lib/bigraph-emu/calibration.json"
 
 
 def _policies() -> str:
@@ -137,7 +155,7 @@ def _flag_values(args) -> dict:
     values = {key: getattr(args, key) for _, key, _ in FLAGS if getattr(args, key, None) is not None}
     for flag, keys in (("bw", ("host_rate_mbps", "switch_rate_mbps")),
                        ("queue", ("host_queue_packets", "switch_queue_packets"))):
-        if getattr(args, flag, None) is not None:
+        if getattr(args, flag, None) is not None and (flag, getattr(args, flag)) != ("bw", "auto"):
             for key in keys:
                 values.setdefault(key, getattr(args, flag))
     minbytes, maxbytes, factor = (getattr(args, k, None) for k in ("minbytes", "maxbytes", "stepfactor"))
@@ -152,8 +170,17 @@ def _flag_values(args) -> dict:
 def _experiment(args, check_kernel: bool = True) -> Experiment:
     values = _flag_values(args)
     if args.experiment:
-        return load_experiment(args.experiment, values, check_kernel)
-    return Experiment(args.command, [make_run(values, check_kernel)])
+        experiment = load_experiment(args.experiment, values, check_kernel)
+    else:
+        experiment = Experiment(args.command, [make_run(values, check_kernel)])
+    return _auto_rates(args, experiment)
+
+
+def _auto_rates(args, experiment: Experiment) -> Experiment:
+    """With --bw auto, every run's link rates scaled to this machine."""
+    if getattr(args, "bw", None) == "auto":
+        experiment.runs = [_auto_rated(spec) for spec in experiment.runs]
+    return experiment
 
 
 def _results_dir(out: str | None, name: str) -> str:
@@ -329,9 +356,39 @@ def cmd_run(args, experiment: Experiment | None = None) -> int:
 
 
 def _prepare(experiment: Experiment, out: str | None):
-    """Every error before the network: plans, machine limits, the results folder."""
+    """Every error before the network: plans, machine limits, the results
+    folder; then what each run asks of this machine's dataplane (a warning
+    if more than it emulates faithfully)."""
     plans = [_plan_emulated(spec) for spec in experiment.runs]
-    return plans, _results_dir(out, experiment.name)
+    folder = _results_dir(out, experiment.name)
+    for plan, check in zip(plans, _capacity_checks(plans)):
+        print(check.describe(plan.spec.host_rate_mbps))
+    return plans, folder
+
+
+def _capacity_checks(plans) -> list:
+    """capacity.Assessment of every plan, from this machine's calibration."""
+    from emulator import capacity
+    from emulator.net.dataplane import detect
+    try:
+        calibration = capacity.load()
+        return [capacity.assess(plan, calibration, detect(plan.spec.datapath, plan.spec.offload).datapath)
+                for plan in plans]
+    except (ValueError, RuntimeError) as e:
+        raise SpecError(str(e)) from None
+
+
+def _auto_rated(spec: RunSpec) -> RunSpec:
+    """The spec with host and switch rates scaled together so that the run's
+    peak load is capacity.AUTO_MARGIN of what the machine emulates faithfully."""
+    from emulator.capacity import AUTO_MARGIN, scaled_rate
+    from emulator.plan import plan_run
+    check = _capacity_checks([plan_run(spec)])[0]
+    if check.faithful_mbps is None:
+        raise SpecError(f"--bw auto: this machine is {check.basis}")
+    factor = AUTO_MARGIN / check.fraction
+    return dataclasses.replace(spec, host_rate_mbps=scaled_rate(spec.host_rate_mbps, factor),
+                               switch_rate_mbps=scaled_rate(spec.switch_rate_mbps, factor))
 
 
 def _plan_emulated(spec: RunSpec):
@@ -356,6 +413,8 @@ def _emulate(experiment: Experiment, plans, out: str) -> int:
         os.rmdir(out)   # empty (checked before): the finished folder takes its place
     with open(os.path.join(work, "spec.json"), "w") as f:
         json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs]}, f, indent=1)
+    with open(os.path.join(work, "capacity.json"), "w") as f:
+        json.dump([c.to_dict() for c in _capacity_checks(plans)], f, indent=1)
     progress = Progress([p.predictions[c.size_bytes].time_s for p in plans for c in p.calls])
     ok = True
     try:
@@ -366,7 +425,7 @@ def _emulate(experiment: Experiment, plans, out: str) -> int:
                     ok &= _replay(emu, plan, work, progress)
         _report(work, plans)
     except BaseException:
-        if os.listdir(work) == ["spec.json"]:   # it failed before creating anything
+        if sorted(os.listdir(work)) == ["capacity.json", "spec.json"]:   # it failed before creating anything
             shutil.rmtree(work)
         else:
             print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
@@ -487,7 +546,7 @@ def compare_experiment(args) -> Experiment:
         runs += [dataclasses.replace(s, label=f"{s.label} {tag}".strip()) for s in specs]
     if len(runs) > MAX_COMPARE_RUNS:
         raise SpecError(f"--vary: {len(runs)} runs; compare at most {MAX_COMPARE_RUNS} at once")
-    return Experiment("compare-" + "-".join(keys), runs)
+    return _auto_rates(args, Experiment("compare-" + "-".join(keys), runs))
 
 
 def cmd_compare(args) -> int:
@@ -577,6 +636,40 @@ def _compare_folders(folders: list[str], plot_path: str | None) -> int:
     return 0
 
 
+def cmd_calibrate(args) -> int:
+    """Measure what this machine emulates faithfully; keep it for every run's check."""
+    import socket
+    from emulator import calibration, capacity
+    from emulator.net.dataplane import OFFLOADS
+    mtus, offloads = _int_list("--mtu", args.mtu, 576, 9000), args.offload.split(",")
+    if any(o not in OFFLOADS for o in offloads):
+        raise SpecError(f"--offload: {args.offload!r}: give off, tso or off,tso")
+    if not 1 <= args.steps <= 10:
+        raise SpecError(f"--steps: must be 1 to 10, got {args.steps}")
+    path = args.file or capacity.calibration_path()
+    _needs_root(args.command)
+    machine = f"{socket.gethostname()}, {os.cpu_count()} CPUs"
+    result = calibration.calibrate("auto", mtus, offloads, args.steps, 1 if args.quick else 2, machine,
+                                   lambda line: print(line, flush=True))
+    saved = capacity.save(result, path)
+    print("# datapath  MTU  offload  raw wire Mbit/s  faithful link-Mbit/s  share of raw  at link rate")
+    for p in result.points:
+        print(f"  {p.datapath:8} {p.mtu:5} {p.offload:7} {p.raw_mbps:16.0f} {p.faithful_mbps:21.0f} "
+              f"{p.faithful_mbps / p.raw_mbps:12.0%} {p.link_rate_mbps:10g} Mbit/s")
+    print(f"# saved in {saved}: every run now checks itself against it")
+    return 0
+
+
+def _int_list(flag: str, text: str, low: int, high: int) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise SpecError(f"{flag}: {text!r} is not a comma-separated list of integers") from None
+    if not all(low <= v <= high for v in values):
+        raise SpecError(f"{flag}: every value must be between {low} and {high}, got {text}")
+    return values
+
+
 def cmd_clean(args) -> int:
     from emulator.net import processes
     _needs_root(args.command)
@@ -624,7 +717,7 @@ def _interrupt(*_):
     raise KeyboardInterrupt
 
 
-COMMANDS = {"demo": cmd_demo, "run": cmd_run, "compare": cmd_compare, "cli": cmd_cli, "topo": cmd_topo,
+COMMANDS = {"calibrate": cmd_calibrate, "demo": cmd_demo, "run": cmd_run, "compare": cmd_compare, "cli": cmd_cli, "topo": cmd_topo,
             "model": cmd_model, "report": cmd_report, "clean": cmd_clean, "cleanup": cmd_clean}
 
 

@@ -60,7 +60,7 @@ class Emulation:
 
     def _bring_up(self) -> None:
         self._refuse_leftovers()
-        self.dataplane = detect(self.spec.datapath)
+        self.dataplane = detect(self.spec.datapath, self.spec.offload)
         self.log(f"# dataplane: {self.dataplane.describe()}")
         self.controller = self._controller()
         self.controller.start()

@@ -41,6 +41,8 @@ class Prediction:
     step_end_s: tuple[tuple[float, ...], ...]      # step_end_s[rank][k]
     link_max_flows: dict[Link, int]                # most flows ever on a link at once
     max_flows_per_step: list[int]                  # busiest link's flows, per step index
+    peak_switch_mbps: float = 0.0                  # most wire Mbit/s in flight at once, counted once per
+                                                   # switch each flow crosses: the forwarding work asked of OVS
 
 
 # --- flows from a schedule --------------------------------------------------
@@ -261,6 +263,9 @@ class _Simulation:
         self.rates = np.zeros(0)
         self.stale = False
         self.max_flows = np.zeros(len(self.capacity), dtype=np.int64)
+        self.switch_hops = (flows.route != flows.pad).sum(axis=1) - 1   # links of a path minus one
+        self.wire_mbps = 8 / 1e6 / efficiency
+        self.peak_switch_mbps = 0.0
         # Deliveries come alpha after "now", and now never goes back, so a FIFO is time-ordered.
         self.deliveries: deque[tuple[float, np.ndarray]] = deque()
         self.t = 0.0
@@ -311,6 +316,8 @@ class _Simulation:
         route = self.f.route[self.active]
         self.rates = max_min_rates(route, self.capacity)
         np.maximum(self.max_flows, np.bincount(route.ravel(), minlength=len(self.capacity)), out=self.max_flows)
+        load = float(self.rates @ self.switch_hops[self.active]) * self.wire_mbps
+        self.peak_switch_mbps = max(self.peak_switch_mbps, load)
         self.stale = False
 
     def _deliver(self, flows: np.ndarray) -> None:
@@ -386,7 +393,8 @@ def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts,
         time_s=max(ends, default=0.0),
         step_end_s=tuple(tuple(ends[base[r]:base[r + 1]]) for r in range(schedule.ranks)),
         link_max_flows={flows.links[i]: int(n) for i, n in enumerate(sim.max_flows[:flows.pad]) if n},
-        max_flows_per_step=_max_per_step(flows, _step_count(schedule)))
+        max_flows_per_step=_max_per_step(flows, _step_count(schedule)),
+        peak_switch_mbps=sim.peak_switch_mbps)
 
 
 def alpha_beta_time(collective: str, algorithm: str, ranks: int, size_bytes: float,

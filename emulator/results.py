@@ -26,7 +26,7 @@ COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "most_drops_port", "tcp
 COLLECTIVE_COLUMNS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
                       "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
                       "fidelity", "bytes_ok", *COUNTER_COLUMNS, "host_rate_mbps", "switch_rate_mbps", "mtu",
-                      "datapath", "label"]
+                      "datapath", "offload", "label"]
 STEP_COLUMNS = ["topology", "policy", "algorithm", "mapping", "size_bytes", "repetition", "rank", "host",
                 "step", "phase", "start_s", "end_s", "bytes_sent", "bytes_received", "model_end_s"]
 
@@ -109,7 +109,7 @@ def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
         "bytes_ok": bytes_ok(plan, call.size_bytes, rec.steps),
         **{key: _blank_none(rec.counters.get(key)) for key in COUNTER_COLUMNS},
         "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,
-        "mtu": s.mtu, "datapath": datapath, "label": s.label}
+        "mtu": s.mtu, "datapath": datapath, "offload": s.offload, "label": s.label}
     return {key: row[key] for key in COLLECTIVE_COLUMNS}
 
 

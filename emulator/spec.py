@@ -15,6 +15,7 @@ from emulator.fabric import Fabric
 from emulator.mapping import MAPPINGS, hosts_for_ranks
 from emulator.metrics import parse_size, size_sweep
 from emulator.net import capabilities
+from emulator.net.dataplane import OFFLOADS
 from emulator.schedule import ALGORITHMS, COLLECTIVES
 from emulator.topology import LinkProfile, build
 
@@ -70,6 +71,8 @@ class RunSpec:
     switch_queue_packets: int = LinkProfile.switch_queue_packets
     mtu: int = 9000                    # jumbo frames: 6x less per-packet work for OVS
     datapath: str = "auto"             # auto, kernel or user
+    offload: str = "off"               # off: hosts send frames; tso: TSO segments up to the HTB burst
+                                       # (userspace datapath: needs Open vSwitch's userspace TSO)
     connections: int = 1               # TCP connections per peer pair (1..16), NCCL-like:
                                        # a step's bytes split over them, so ECMP can hash several flows
     link_delay_ms: float = 0.0         # netem delay on every link, each direction (0..1000 ms)
@@ -89,7 +92,7 @@ class RunSpec:
         change it too: a run that took a link down does not lend its network)."""
         key = (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
-               self.link_delay_ms, self.link_loss_pct, self.link_events)
+               self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events)
         if self.policy in ("traffic-aware", "valiant"):   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed)
         return key
@@ -97,7 +100,8 @@ class RunSpec:
 
 FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
 _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
-            "policy": tuple(POLICIES), "datapath": ("auto", "kernel", "user")}
+            "policy": tuple(POLICIES), "datapath": ("auto", "kernel", "user"),
+            "offload": OFFLOADS}
 # key -> (lowest, highest) allowed, both inclusive; None: no upper limit
 _RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
            "host_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS), "switch_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS),

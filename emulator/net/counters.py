@@ -40,7 +40,7 @@ def switch_queues() -> dict[str, tuple[int, int, int, int]]:
     out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, check=True).stdout
     return {q["dev"]: (q.get("bytes", 0), q.get("packets", 0), q.get("backlog", 0), q.get("drops", 0))
             for q in json.loads(out or "[]")
-            if q.get("dev", "").startswith(SWITCH_PREFIX) and q.get("kind") in ("pfifo", "netem")}
+            if q.get("dev", "").startswith(SWITCH_PREFIX) and q.get("kind") in ("pfifo", "bfifo", "netem")}
 
 
 def received(dev: str) -> tuple[int, int]:

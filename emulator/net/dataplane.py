@@ -1,7 +1,13 @@
-"""What the kernel offers: the OVS kernel datapath or only the userspace one.
+"""What the kernel and Open vSwitch offer: the OVS kernel datapath or only
+the userspace one, and whether hosts may hand the fabric TCP segments of
+several frames (TSO).
 
 Users' VMs usually have the openvswitch module; our CI machines have no
 loadable modules at all, so the userspace datapath is the fallback there.
+The userspace datapath carries TSO segments only when Open vSwitch runs
+with other_config:userspace-tso-enable=true (`vm/provision.sh
+--userspace-tso on` sets it and restarts Open vSwitch); without it, TCP
+checksums are never completed, so hosts must send plain frames.
 (Delay and loss need netem: see capabilities.netem_available.)
 """
 from __future__ import annotations
@@ -10,16 +16,18 @@ import os
 import subprocess
 from dataclasses import dataclass
 
+OFFLOADS = ("off", "tso")
+
 
 @dataclass(frozen=True)
 class Dataplane:
     datapath: str          # "kernel" or "user" (Mininet's OVSSwitch datapath)
-    tx_offload_off: bool   # TCP over the userspace datapath needs tx offload off
+    tso: bool              # hosts send TSO segments (capped at the HTB burst) instead of frames
     reason: str
 
     def describe(self) -> str:
-        offload = ", host tx/TSO/GSO offload off" if self.tx_offload_off else ""
-        return f"OVS {self.datapath}space datapath{offload} ({self.reason})".replace("kernelspace", "kernel")
+        offload = "host TSO on, segments capped at the HTB burst" if self.tso else "host tx/TSO/GSO offload off"
+        return f"OVS {self.datapath}space datapath, {offload} ({self.reason})".replace("kernelspace", "kernel")
 
 
 def _module_loaded(name: str) -> bool:
@@ -33,15 +41,33 @@ def _try_modprobe(name: str) -> bool:
     return _module_loaded(name)
 
 
-def detect(force: str | None = None) -> Dataplane:
-    """Pick the datapath; `force` ("kernel"/"user") overrides detection."""
+def userspace_tso_enabled() -> bool:
+    """Open vSwitch's configuration asks for userspace TSO (it takes effect
+    when ovs-vswitchd starts)."""
+    out = subprocess.run(["ovs-vsctl", "--timeout=5", "get", "Open_vSwitch", ".",
+                          "other_config:userspace-tso-enable"], capture_output=True, text=True, check=False)
+    return out.returncode == 0 and out.stdout.strip().strip('"') == "true"
+
+
+def detect(force: str | None = None, offload: str = "off") -> Dataplane:
+    """Pick the datapath; `force` ("kernel"/"user") overrides detection.
+    offload "tso" on the userspace datapath needs Open vSwitch's userspace TSO."""
     if force not in (None, "auto", "kernel", "user"):
         raise ValueError(f"datapath must be auto, kernel or user, got {force!r}")
+    if offload not in OFFLOADS:
+        raise ValueError(f"offload must be one of {', '.join(OFFLOADS)}, got {offload!r}")
     if force == "user":
-        return Dataplane("user", True, "forced by the experiment")
-    if _module_loaded("openvswitch") or _try_modprobe("openvswitch"):
-        return Dataplane("kernel", False, "openvswitch kernel module present")
-    if force == "kernel":
+        datapath, reason = "user", "forced by the experiment"
+    elif _module_loaded("openvswitch") or _try_modprobe("openvswitch"):
+        datapath, reason = "kernel", "openvswitch kernel module present"
+    elif force == "kernel":
         raise RuntimeError("the experiment asks for the OVS kernel datapath, "
                            "but this kernel has no openvswitch module")
-    return Dataplane("user", True, "no openvswitch kernel module")
+    else:
+        datapath, reason = "user", "no openvswitch kernel module"
+    tso = offload == "tso"
+    if tso and datapath == "user" and not userspace_tso_enabled():
+        raise RuntimeError("offload 'tso' on the userspace datapath needs Open vSwitch's userspace TSO: "
+                           "run `vm/provision.sh --userspace-tso on` (it restarts Open vSwitch when no "
+                           "bridge is in use), or use offload 'off'")
+    return Dataplane(datapath, tso, reason)

@@ -7,27 +7,35 @@ HTB is used rather than TCLink's defaults because TCLink caps rates at
 from __future__ import annotations
 
 # The burst HTB may send at line speed: at least two full frames, and about
-# one millisecond of traffic at the link rate (timer granularity).
+# one millisecond of traffic at the link rate (timer granularity). With TSO,
+# hosts send segments of at most this size, so HTB never sends more at once.
 def burst_bytes(rate_mbps: float, mtu: int) -> int:
     return max(2 * (mtu + 14), int(rate_mbps * 1e6 / 8 / 1000))
 
 
+def tc_batch(commands: list[list[str]]) -> list[str]:
+    """`tc -batch` lines for tc argument lists: one process for many commands."""
+    return [" ".join(argv[1:]) for argv in commands]
+
+
 def tc_commands(dev: str, rate_mbps: float, queue_packets: int, mtu: int,
-                delay_ms: float = 0.0, loss_pct: float = 0.0) -> list[list[str]]:
+                delay_ms: float = 0.0, loss_pct: float = 0.0, tso: bool = False) -> list[list[str]]:
     """tc argument lists that shape egress of `dev` (root handle 1:). With
     delay or loss, netem takes the FIFO's place under HTB: its own queue of
-    the same depth holds the packets, each `delay_ms` late, `loss_pct` lost."""
+    the same depth holds the packets, each `delay_ms` late, `loss_pct` lost.
+    tso: packets are TSO segments of up to a burst, so the FIFO counts
+    bytes (queue_packets full frames), as a switch's buffer would."""
     rate = f"{rate_mbps}mbit"
     burst = str(burst_bytes(rate_mbps, mtu))
     return [
         ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
         ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
          "rate", rate, "ceil", rate, "burst", burst, "cburst", burst],
-        ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *_queue(queue_packets, delay_ms, loss_pct)],
+        ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *_queue(queue_packets, mtu, delay_ms, loss_pct, tso)],
     ]
 
 
-def _queue(queue_packets: int, delay_ms: float, loss_pct: float) -> list[str]:
+def _queue(queue_packets: int, mtu: int, delay_ms: float, loss_pct: float, tso: bool) -> list[str]:
     if not delay_ms and not loss_pct:
-        return ["pfifo", "limit", str(queue_packets)]
+        return ["bfifo", "limit", str(queue_packets * (mtu + 14))] if tso else ["pfifo", "limit", str(queue_packets)]
     return ["netem", "limit", str(queue_packets), "delay", f"{delay_ms}ms", "loss", f"{loss_pct}%"]

@@ -38,6 +38,7 @@ CASES = [
     ("algorithm unknown", ["-a", "nosuch"], ["algorithm", "nosuch", "ring, halving-doubling"]),
     ("collective unknown", ["-c", "nosuch"], ["collective", "nosuch", "allreduce"]),
     ("datapath unknown", ["--datapath", "fast"], ["datapath", "auto, kernel, user"]),
+    ("offload unknown", ["--offload", "gso"], ["offload", "gso", "off, tso"]),
     ("hdrm on 12 ranks", ["-t", "bigraph:m=3,n=4", "-m", "hdrm"], ["mapping", "power-of-two", "12"]),
     ("hdrm on a fat-tree", ["-t", "fattree:k=4", "-m", "hdrm"], ["mapping", "hdrm"]),
     ("halving-doubling reduce-scatter on 12 ranks",
@@ -218,6 +219,30 @@ def test_bad_input_refused_before_needs_root(capsys, monkeypatch, folders, case,
         "cli out", "demo out"])
 def test_other_network_commands_refuse_bad_input(capsys, folders, argv, words):
     assert_refused(capsys, expand(argv, folders), words, folders)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--mtu", "100"], ["--mtu", "576 and 9000"]),
+    (["--mtu", "1500,jumbo"], ["--mtu", "integers"]),
+    (["--offload", "off,gso"], ["--offload", "off,tso"]),
+    (["--steps", "0"], ["--steps", "1 to 10"]),
+])
+def test_calibrate_refuses_bad_input(capsys, monkeypatch, tmp_path, argv, words):
+    """Checked before root and before anything is measured or written."""
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    target = tmp_path / "calibration.json"
+    assert cli.main(["calibrate", *argv, "--file", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert all(w in err for w in words) and "needs root" not in err, err
+    assert not target.exists()
+
+
+def test_tso_without_open_vswitchs_userspace_tso_is_refused_before_anything(capsys, monkeypatch, folders):
+    from emulator.net import dataplane
+    monkeypatch.setattr(dataplane, "_module_loaded", lambda name: False)
+    monkeypatch.setattr(dataplane, "_try_modprobe", lambda name: False)
+    monkeypatch.setattr(dataplane, "userspace_tso_enabled", lambda: False)
+    assert_refused(capsys, ["run", "--offload", "tso"], ["tso", "vm/provision.sh --userspace-tso on"], folders)
 
 
 def test_valid_input_as_non_root_stops_at_needs_root(capsys, monkeypatch, folders):

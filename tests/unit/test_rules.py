@@ -170,25 +170,25 @@ def ovs_module(monkeypatch):
 
 def test_force_user(no_modules):
     d = dataplane.detect(force="user")
-    assert d.datapath == "user" and d.tx_offload_off is True
+    assert d.datapath == "user" and d.tso is False
 
 
 def test_force_user_even_with_kernel_module(ovs_module):
     d = dataplane.detect(force="user")
-    assert d.datapath == "user" and d.tx_offload_off is True
+    assert d.datapath == "user" and d.tso is False
     assert "forced" in d.reason
 
 
 def test_auto_with_kernel_module(ovs_module):
     for force in (None, "auto", "kernel"):
         d = dataplane.detect(force)
-        assert d.datapath == "kernel" and d.tx_offload_off is False
+        assert d.datapath == "kernel" and d.tso is False
 
 
 def test_auto_without_kernel_module_falls_back_to_user(no_modules):
     for force in (None, "auto"):
         d = dataplane.detect(force)
-        assert d.datapath == "user" and d.tx_offload_off is True
+        assert d.datapath == "user" and d.tso is False
 
 
 def test_force_kernel_without_module_raises(no_modules):
@@ -209,16 +209,35 @@ def test_bad_force_value_refused_before_probing(no_modules):
     assert no_modules == []
 
 
+def test_bad_offload_value_raises_naming_it(no_modules):
+    with pytest.raises(ValueError, match="'gso'"):
+        dataplane.detect(offload="gso")
+
+
+def test_tso_on_userspace_needs_open_vswitchs_userspace_tso(no_modules, monkeypatch):
+    monkeypatch.setattr(dataplane, "userspace_tso_enabled", lambda: False)
+    with pytest.raises(RuntimeError, match="userspace-tso on"):
+        dataplane.detect("user", "tso")
+    monkeypatch.setattr(dataplane, "userspace_tso_enabled", lambda: True)
+    assert dataplane.detect("user", "tso").tso is True
+
+
+def test_tso_on_kernel_datapath_needs_nothing_more(ovs_module, monkeypatch):
+    monkeypatch.setattr(dataplane, "userspace_tso_enabled", lambda: False)
+    d = dataplane.detect("auto", "tso")
+    assert d.datapath == "kernel" and d.tso is True
+
+
 def test_real_detection_is_kernel_or_user():
     d = dataplane.detect()
-    assert d.datapath in ("kernel", "user")
-    assert d.tx_offload_off == (d.datapath == "user")
+    assert d.datapath in ("kernel", "user") and d.tso is False
 
 
 def test_describe():
-    assert dataplane.Dataplane("user", True, "why").describe() == \
+    assert dataplane.Dataplane("user", False, "why").describe() == \
         "OVS userspace datapath, host tx/TSO/GSO offload off (why)"
-    assert Dataplane("kernel", False, "module").describe() == "OVS kernel datapath (module)"
+    assert Dataplane("kernel", True, "module").describe() == \
+        "OVS kernel datapath, host TSO on, segments capped at the HTB burst (module)"
 
 
 def test_build_used_by_rules_matches_named_fabric():
@@ -306,6 +325,17 @@ def test_per_pair_rules_skip_sources_on_the_default_port():
     rules = [r for r in switch_rules(f, table, "bgs0") if r.ipv4_dst == f.host("bgh3").ip]
     assert rules == [FlowRule(ROUTE_PRIORITY, f.host("bgh3").ip, 3),
                      FlowRule(PAIR_PRIORITY, f.host("bgh3").ip, 4, f.host("bgh1").ip)]
+
+
+def test_tc_commands_with_tso_queue_bytes_of_full_frames():
+    fifo = shaping.tc_commands("x", 12, 30, 9000, tso=True)[2]
+    assert fifo[-3:] == ["bfifo", "limit", str(30 * 9014)]
+
+
+def test_tc_batch_lines_drop_the_program_name():
+    cmds = shaping.tc_commands("bgs0-eth1", 50.0, 100, 1500)
+    lines = shaping.tc_batch(cmds)
+    assert lines == [" ".join(c[1:]) for c in cmds] and lines[0].startswith("qdisc replace dev bgs0-eth1 root")
 
 
 def test_tc_commands_put_netem_in_the_fifos_place_for_delay_or_loss():

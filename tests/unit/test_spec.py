@@ -54,6 +54,7 @@ FROM_STRINGS = {
     "switch_queue_packets": ("40", 40),
     "mtu": ("9000", 9000),
     "datapath": ("user", "user"),
+    "offload": ("tso", "tso"),
     "connections": ("4", 4),
     "link_delay_ms": ("0", 0.0),
     "link_loss_pct": ("0", 0.0),

@@ -1,0 +1,139 @@
+"""`bigraph-emu calibrate`: measure how much this machine emulates
+faithfully, per MTU and offload setting, and keep it for the check every
+run makes (emulator/capacity.py).
+
+Per setting, two figures, measured in the same session:
+- raw: iperf3, one TCP flow, through one unshaped OVS switch (wire Mbit/s);
+- faithful: the largest load, in link-Mbit/s summed over switch traversals,
+  at which a ring allreduce on bigraph:m=2,n=4 (naive mapping, shortest
+  routes: no two flows share a link, so every flow runs at the link rate R
+  through 14 switch traversals in all) keeps every counted call's fidelity
+  verdict "ok" and its links within 5% of their rate: the call within 5%
+  of the model, which runs every flow at its link rate, and links the
+  monitor saw saturated at >= 95% of their rate. R is found
+  by bisection between 0 and the raw capacity; a failing rate is tried once
+  more, as the machine may be busy for a moment.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+
+from emulator.capacity import Calibration, Point
+from emulator.metrics import payload_efficiency
+
+TOPOLOGY = "bigraph:m=2,n=4"
+CALL_SECONDS = 1.5          # each counted call lasts about this long
+SATURATED_MIN = 0.95        # saturated links must send at >= 95% of their rate
+# Every probe flow has its path to itself, so the model runs it at the link
+# rate: a call within 5% of the model had its links within 5% of their rate.
+TIME_OVER_MODEL_MAX = 1 / SATURATED_MIN
+IPERF_SECONDS = 5
+
+
+# --- pure: what a rate is tried with, and whether it passed --------------------------
+
+def size_for(rate_mbps: float, mtu: int, ranks: int = 8) -> int:
+    """Bytes per rank of a ring allreduce call lasting about CALL_SECONDS."""
+    per_byte = 2 * (ranks - 1) / ranks * 8 / (rate_mbps * 1e6 * payload_efficiency(mtu))
+    return max(1, round(CALL_SECONDS / per_byte / (1 << 20))) << 20
+
+
+def probe_spec(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int):
+    from emulator.spec import RunSpec
+    return RunSpec(topology=TOPOLOGY, collective="allreduce", algorithm="ring", mapping="naive",
+                   policy="shortest", datapath=datapath, mtu=mtu, offload=offload,
+                   host_rate_mbps=rate_mbps, switch_rate_mbps=rate_mbps, sizes=(size_for(rate_mbps, mtu),),
+                   repetitions=reps, warmup=1, label="calibration")
+
+
+def judge(rows: list[dict]) -> str:
+    """"ok" if every counted call kept its verdict and its saturated links
+    within 5% of their rate; else the reasons."""
+    reasons = []
+    for r in rows:
+        if not r["bytes_ok"]:
+            reasons.append("wrong byte counts")
+        elif r["fidelity"] != "ok":
+            reasons.append(r["fidelity"])
+        elif r["time_over_model"] > TIME_OVER_MODEL_MAX:
+            reasons.append(f"{r['time_over_model']:.2f}x the model")
+        elif r["saturated_util"] not in ("", None) and float(r["saturated_util"]) < SATURATED_MIN:
+            reasons.append(f"saturated links at {float(r['saturated_util']):.0%} of their rate")
+    if not rows:
+        return "no counted call"
+    return "; ".join(dict.fromkeys(reasons)) or "ok"
+
+
+def bisect(passes, high: float, steps: int) -> float:
+    """The largest rate in (0, high] found to pass in `steps` halvings;
+    0.0 if none did. passes(rate) -> bool."""
+    low, best = 0.0, 0.0
+    for _ in range(steps):
+        rate = (low + high) / 2
+        if passes(rate):
+            low = best = rate
+        else:
+            high = rate
+    return best
+
+
+# --- measuring ---------------------------------------------------------------------
+
+def try_rate(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int, log=print) -> dict:
+    """One fresh emulation at link rate `rate_mbps`: its load and verdict."""
+    from emulator.emulation import Emulation
+    from emulator.plan import plan_run
+    from emulator.results import collective_rows
+    plan = plan_run(probe_spec(rate_mbps, mtu, offload, datapath, reps))
+    work = tempfile.mkdtemp(prefix="bigraph-calibrate-")
+    try:
+        with Emulation(plan, work, log=lambda line: log(line) if "WARNING" in line else None) as emu:
+            records = emu.replay(plan)
+            used = emu.dataplane.datapath
+        rows = collective_rows(plan, records, used)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    sat = [float(r["saturated_util"]) for r in rows if r["saturated_util"] not in ("", None)]
+    return {"rate": rate_mbps, "load": plan.predictions[plan.spec.sizes[0]].peak_switch_mbps,
+            "time_over_model": max(r["time_over_model"] for r in rows),
+            "saturated_util": min(sat) if sat else None, "verdict": judge(rows)}
+
+
+def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int, log=print) -> Point:
+    """Raw and faithful capacity of one setting on this machine."""
+    from emulator.net.dataplane import detect
+    from emulator.net.rawpath import raw_capacity
+    dataplane = detect(datapath, offload)
+    payload = raw_capacity(dataplane, mtu, IPERF_SECONDS, [1])[1][0]
+    raw = payload / payload_efficiency(mtu)
+    log(f"# MTU {mtu}, offload {offload}, {dataplane.datapath} datapath: raw {raw:.0f} Mbit/s on the wire "
+        f"(iperf3, one flow, one switch)")
+    load_at = {}
+
+    def passes(rate: float) -> bool:
+        rate = round(rate, 1)
+        for attempt in (1, 2):
+            r = try_rate(rate, mtu, offload, datapath, reps, log)
+            log(f"#   links at {rate:7.1f} Mbit/s: load {r['load']:6.0f} link-Mbit/s ({r['load'] / raw:4.0%} of raw), "
+                f"time/model {r['time_over_model']:.2f}, saturated links "
+                f"{'-' if r['saturated_util'] is None else format(r['saturated_util'], '.0%')}: {r['verdict']}"
+                + ("  (second try)" if attempt == 2 else ""))
+            load_at[rate] = r["load"]
+            if r["verdict"] == "ok":
+                return True
+        return False
+
+    # switch traversals of the probe's flows: the bisection spans 0..raw
+    from emulator.plan import plan_run
+    unit = plan_run(probe_spec(1.0, mtu, offload, datapath, reps))
+    traversals = unit.predictions[unit.spec.sizes[0]].peak_switch_mbps
+    best = round(bisect(passes, raw / traversals, steps), 1)
+    return Point(dataplane.datapath, mtu, offload, round(raw, 1), round(load_at.get(best, 0.0), 1), best)
+
+
+def calibrate(datapath: str, mtus: list[int], offloads: list[str], steps: int, reps: int,
+              machine: str, log=print) -> Calibration:
+    points = [calibrate_point(datapath, mtu, offload, steps, reps, log) for offload in offloads for mtu in mtus]
+    return Calibration(machine, time.strftime("%Y-%m-%d"), points, "")

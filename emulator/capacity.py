@@ -1,0 +1,182 @@
+"""How much this machine can emulate faithfully (pure): the calibration's
+figures, looked up for a run's dataplane settings, and the check every run
+makes before it starts.
+
+The budget is in link-Mbit/s summed over switch traversals: every switch a
+packet crosses costs Open vSwitch forwarding work again, so a flow at R
+Mbit/s through three switches asks for 3R. `bigraph-emu calibrate` measures,
+per datapath, MTU and offload setting, the largest such load at which
+saturated links still ran within 5% of their rate (emulator/calibration.py);
+a run asks for the model's peak load (Prediction.peak_switch_mbps).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+CALIBRATION_FILE = "/var/lib/bigraph-emu/calibration.json"
+ENV_FILE = "BIGRAPH_EMU_CALIBRATION"   # another calibration file (tests, several machines)
+AUTO_MARGIN = 0.8                      # --bw auto aims at this fraction of the faithful load
+
+
+@dataclass(frozen=True)
+class Point:
+    """One dataplane setting's figures on one machine."""
+    datapath: str            # "user" or "kernel"
+    mtu: int
+    offload: str             # "off" or "tso"
+    raw_mbps: float          # iperf3 through one unshaped switch, wire Mbit/s
+    faithful_mbps: float     # largest link-Mbit/s load that kept saturated links within 5% of their rate
+    link_rate_mbps: float    # the link rate that load was measured at
+
+    def key(self) -> tuple:
+        return self.datapath, self.mtu, self.offload
+
+
+@dataclass
+class Calibration:
+    machine: str             # host name and CPU count, as calibrate saw them
+    measured: str            # date of the newest point
+    points: list[Point] = field(default_factory=list)
+    source: str = ""         # the file it came from, or "reference"
+
+    def merged(self, newer: "Calibration") -> "Calibration":
+        """These points, with those `newer` measured again replaced."""
+        keys = {p.key() for p in newer.points}
+        points = [p for p in self.points if p.key() not in keys] + newer.points
+        return Calibration(newer.machine, newer.measured, sorted(points, key=Point.key), newer.source)
+
+
+# Measured with `bigraph-emu calibrate` on the reference machine (2 cores,
+# Debian 12, userspace datapath, Open vSwitch 3.1). Used, and said to be
+# used, on a machine that has not been calibrated.
+REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-11-30", [
+    Point("user", 1500, "off", 1400.0, 560.0, 40.0),
+    Point("user", 9000, "off", 5400.0, 1750.0, 125.0),
+], "reference")
+
+
+def calibration_path() -> str:
+    return os.environ.get(ENV_FILE) or CALIBRATION_FILE
+
+
+def load(path: str | None = None) -> Calibration:
+    """The machine's calibration, or REFERENCE when there is none; a file
+    that cannot be read raises ValueError naming it."""
+    path = path or calibration_path()
+    if not os.path.exists(path):
+        return REFERENCE
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        points = [Point(**p) for p in doc["points"]]
+        return Calibration(str(doc["machine"]), str(doc["measured"]), points, path)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"calibration file {path} is unreadable ({e}); run `bigraph-emu calibrate` again "
+                         f"or remove it") from None
+
+
+def save(calibration: Calibration, path: str | None = None) -> str:
+    """Write `calibration` merged into what `path` already holds; returns the path."""
+    path = path or calibration_path()
+    old = load(path)
+    merged = old.merged(calibration) if old.source == path else calibration
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    doc = {"machine": merged.machine, "measured": merged.measured,
+           "points": [dataclasses.asdict(p) for p in merged.points]}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
+def lookup(calibration: Calibration, datapath: str, mtu: int, offload: str) -> tuple[float, str]:
+    """(faithful link-Mbit/s, how it was found) for a dataplane setting.
+    Per-packet work dominates, so between calibrated MTUs the figure is
+    interpolated, and below the smallest it shrinks with the MTU."""
+    same = sorted((p for p in calibration.points if (p.datapath, p.offload) == (datapath, offload)),
+                  key=lambda p: p.mtu)
+    if calibration.source == "reference":
+        where = (f"the {calibration.machine}'s figures of {calibration.measured}: "
+                 f"`bigraph-emu calibrate` measures this machine's")
+    else:
+        where = f"{calibration.source} ({calibration.machine}, {calibration.measured})"
+    if not same:
+        raise LookupError(f"not calibrated for the {datapath} datapath with offload {offload} "
+                          f"(`bigraph-emu calibrate --offload {offload}` measures it)")
+    for p in same:
+        if p.mtu == mtu:
+            return p.faithful_mbps, f"calibrated at MTU {mtu} in {where}"
+    below = [p for p in same if p.mtu < mtu]
+    above = [p for p in same if p.mtu > mtu]
+    if below and above:
+        lo, hi = below[-1], above[0]
+        share = (mtu - lo.mtu) / (hi.mtu - lo.mtu)
+        value = lo.faithful_mbps + share * (hi.faithful_mbps - lo.faithful_mbps)
+        how = f"interpolated between MTU {lo.mtu} and {hi.mtu}"
+    elif above:
+        value, how = above[0].faithful_mbps * mtu / above[0].mtu, f"scaled down from MTU {above[0].mtu}"
+    else:
+        value, how = below[-1].faithful_mbps, f"taken from MTU {below[-1].mtu}"
+    return value, f"{how} in {where}"
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What a run asks of the dataplane against what it can give faithfully."""
+    peak_mbps: float         # the model's peak link-Mbit/s over every size of the run
+    faithful_mbps: float | None   # None: this setting was never calibrated
+    basis: str               # where faithful_mbps comes from, or why there is none
+
+    @property
+    def fraction(self) -> float | None:
+        return None if self.faithful_mbps is None else self.peak_mbps / self.faithful_mbps
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.faithful_mbps is None else self.peak_mbps <= self.faithful_mbps
+
+    def describe(self, host_rate_mbps: float) -> str:
+        line = (f"# capacity: the run asks up to {self.peak_mbps:.0f} link-Mbit/s (summed over switch "
+                f"traversals)")
+        if self.faithful_mbps is None:
+            return f"{line}; not checked: {self.basis}"
+        line += (f"; this dataplane stays faithful up to {self.faithful_mbps:.0f} "
+                 f"({self.fraction:.0%}; {self.basis})")
+        if self.fits:
+            return line
+        return (line + f"\n# WARNING: that is more than this machine can emulate faithfully: expect links "
+                f"below their rate and calls that fail the fidelity verdict. Links at about "
+                f"{scaled_rate(host_rate_mbps, self.faithful_mbps / self.peak_mbps):g} Mbit/s (--bw), "
+                f"fewer hosts, or a larger MTU would fit")
+
+    def to_dict(self) -> dict:
+        rounded = None if self.faithful_mbps is None else round(self.faithful_mbps, 1)
+        return {"peak_link_mbps": round(self.peak_mbps, 1), "faithful_link_mbps": rounded,
+                "fraction": None if rounded is None else round(self.fraction, 3), "fits": self.fits,
+                "basis": self.basis}
+
+
+def assess(plan, calibration: Calibration, datapath: str) -> Assessment:
+    """The run's peak load (the model's, at the plan's rates) against the
+    faithful load of its datapath, MTU and offload on this machine."""
+    spec = plan.spec
+    peak = max((p.peak_switch_mbps for p in plan.predictions.values()), default=0.0)
+    try:
+        faithful, basis = lookup(calibration, datapath, spec.mtu, spec.offload)
+    except LookupError as e:
+        return Assessment(peak, None, str(e))
+    return Assessment(peak, faithful, basis)
+
+
+def scaled_rate(rate_mbps: float, factor: float) -> float:
+    """rate * factor rounded down to two significant digits (at least 1 Mbit/s)."""
+    value = rate_mbps * factor
+    if value <= 1:
+        return 1.0
+    step = 10 ** (math.floor(math.log10(value)) - 1)
+    return math.floor(value / step) * step
