@@ -8,9 +8,9 @@ Per setting, two figures, measured in the same session:
   at which a ring allreduce on bigraph:m=2,n=4 (naive mapping, shortest
   routes: no two flows share a link, so every flow runs at the link rate R
   through 14 switch traversals in all) keeps every counted call's fidelity
-  verdict "ok" and its links within 5% of their rate: the call within 5%
-  of the model, which runs every flow at its link rate, and links the
-  monitor saw saturated at >= 95% of their rate. R is found
+  verdict "ok" (within 15% of the model, CPU not exhausted) and its
+  saturated links within 5% of their rate (where the monitor saw no queue,
+  the call within 5% of the model, which runs every flow at its link rate). R is found
   by bisection between 0 and the raw capacity; a failing rate is tried once
   more, as the machine may be busy for a moment.
 """
@@ -27,7 +27,8 @@ TOPOLOGY = "bigraph:m=2,n=4"
 CALL_SECONDS = 1.5          # each counted call lasts about this long
 SATURATED_MIN = 0.95        # saturated links must send at >= 95% of their rate
 # Every probe flow has its path to itself, so the model runs it at the link
-# rate: a call within 5% of the model had its links within 5% of their rate.
+# rate: where no queue told whether links ran at their rate, a call within
+# 5% of the model did.
 TIME_OVER_MODEL_MAX = 1 / SATURATED_MIN
 IPERF_SECONDS = 5
 
@@ -57,10 +58,11 @@ def judge(rows: list[dict]) -> str:
             reasons.append("wrong byte counts")
         elif r["fidelity"] != "ok":
             reasons.append(r["fidelity"])
-        elif r["time_over_model"] > TIME_OVER_MODEL_MAX:
-            reasons.append(f"{r['time_over_model']:.2f}x the model")
-        elif r["saturated_util"] not in ("", None) and float(r["saturated_util"]) < SATURATED_MIN:
-            reasons.append(f"saturated links at {float(r['saturated_util']):.0%} of their rate")
+        elif r["saturated_util"] not in ("", None):
+            if float(r["saturated_util"]) < SATURATED_MIN:
+                reasons.append(f"saturated links at {float(r['saturated_util']):.0%} of their rate")
+        elif r["time_over_model"] > TIME_OVER_MODEL_MAX:   # no queue built up long enough to tell
+            reasons.append(f"{r['time_over_model']:.2f}x the model, and no link saturated long enough to tell")
     if not rows:
         return "no counted call"
     return "; ".join(dict.fromkeys(reasons)) or "ok"

@@ -51,11 +51,13 @@ class Calibration:
 
 
 # Measured with `bigraph-emu calibrate` on the reference machine (2 cores,
-# Debian 12, userspace datapath, Open vSwitch 3.1). Used, and said to be
-# used, on a machine that has not been calibrated.
+# Debian 12, userspace datapath, Open vSwitch 3.1, HTB burst 10 ms). Used,
+# and said to be used, on a machine that has not been calibrated.
 REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-11-30", [
-    Point("user", 1500, "off", 1400.0, 560.0, 40.0),
-    Point("user", 9000, "off", 5400.0, 1750.0, 125.0),
+    Point("user", 1500, "off", 1322.0, 826.0, 59.0),
+    Point("user", 1500, "tso", 13562.0, 11019.0, 787.1),
+    Point("user", 9000, "off", 5229.0, 4575.0, 326.8),
+    Point("user", 9000, "tso", 12304.0, 11920.0, 851.4),
 ], "reference")
 
 
@@ -179,4 +181,4 @@ def scaled_rate(rate_mbps: float, factor: float) -> float:
     if value <= 1:
         return 1.0
     step = 10 ** (math.floor(math.log10(value)) - 1)
-    return math.floor(value / step) * step
+    return round(math.floor(value / step + 1e-9) * step, 9)   # 9.7 / 0.1 is 96.99999...

@@ -3,14 +3,30 @@
 # the project's virtual environment with its Python dependencies.
 # Idempotent; run as root on Debian 12 or Ubuntu 22.04/24.04.
 #   vm/provision.sh            set up everything
+#   vm/provision.sh --userspace-tso on|off
+#                              also switch Open vSwitch's userspace TSO (the
+#                              userspace datapath's `offload = "tso"` needs it;
+#                              Open vSwitch restarts when no bridge is in use)
 # Environment: BIGRAPH_VENV (default: <project>/.venv)
 set -eu
 
 PROJECT_DIR=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${BIGRAPH_VENV:-$PROJECT_DIR/.venv}
-PACKAGES="mininet openvswitch-switch iperf3 ethtool iproute2 iputils-ping procps tcpdump python3-venv"
+PACKAGES="mininet openvswitch-switch iperf3 ethtool iproute2 iputils-ping fping procps tcpdump python3-venv"
 
 say() { echo "provision: $*"; }
+
+USERSPACE_TSO=""
+case "${1:-}" in
+    "") ;;
+    --userspace-tso)
+        case "${2:-}" in
+            on) USERSPACE_TSO=true ;;
+            off) USERSPACE_TSO=false ;;
+            *) echo "provision: --userspace-tso takes on or off, got '${2:-}'" >&2; exit 2 ;;
+        esac ;;
+    *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off]" >&2; exit 2 ;;
+esac
 
 if [ "$(id -u)" != 0 ]; then
     echo "provision: must run as root (Mininet and Open vSwitch need it); try: sudo $0" >&2
@@ -75,6 +91,23 @@ restart_ovs_if_needed() {
     ovs_service restart
 }
 
+# other_config:userspace-tso-enable takes effect when ovs-vswitchd starts.
+set_userspace_tso() {
+    [ -n "$USERSPACE_TSO" ] || return 0
+    now=$(ovs-vsctl --timeout=5 get Open_vSwitch . other_config:userspace-tso-enable 2>/dev/null | tr -d '"' || true)
+    if [ "$now" = "$USERSPACE_TSO" ] || { [ "$USERSPACE_TSO" = false ] && [ -z "$now" ]; }; then
+        say "userspace TSO is already $USERSPACE_TSO"
+        return 0
+    fi
+    if [ -n "$(ovs-vsctl list-br)" ]; then
+        echo "provision: bridges are in use; not changing userspace TSO (run again when no emulation runs)" >&2
+        exit 1
+    fi
+    say "userspace TSO $USERSPACE_TSO; restarting Open vSwitch"
+    ovs-vsctl --timeout=5 set Open_vSwitch . other_config:userspace-tso-enable=$USERSPACE_TSO
+    ovs_service restart
+}
+
 make_venv() {
     # System Python with system site packages: the venv sees Debian's Mininet.
     if [ ! -x "$VENV/bin/python" ]; then
@@ -95,5 +128,6 @@ make_venv() {
 install_packages
 start_ovs
 restart_ovs_if_needed
+set_userspace_tso
 make_venv
 say "ready: $VENV/bin/bigraph-emu"

@@ -135,19 +135,24 @@ def test_tc_commands_follow_arguments():
 
 @pytest.mark.parametrize("rate", [0.5, 1, 12, 50, 100, 1000, 10000])
 @pytest.mark.parametrize("mtu", [576, 1500, 9000])
-def test_burst_at_least_two_frames_and_about_a_millisecond(rate, mtu):
+def test_burst_at_least_two_frames_and_ten_milliseconds(rate, mtu):
     b = shaping.burst_bytes(rate, mtu)
     assert isinstance(b, int)
-    assert b >= 2 * (mtu + 14)
-    one_ms = rate * 1e6 / 8 / 1000
-    assert b >= int(one_ms)
-    assert b == max(2 * (mtu + 14), int(one_ms))
+    ten_ms = rate * 1e6 / 8 * shaping.BURST_MS / 1000
+    assert b == max(2 * (mtu + 14), int(ten_ms))
 
 
 def test_burst_hand_values():
-    assert shaping.burst_bytes(50, 1500) == 6250        # 1 ms at 50 Mbit/s
-    assert shaping.burst_bytes(12, 9000) == 18028       # two jumbo frames > 1500 B/ms
-    assert shaping.burst_bytes(1000, 1500) == 125000
+    assert shaping.BURST_MS == 10.0
+    assert shaping.burst_bytes(50, 1500) == 62500       # 10 ms at 50 Mbit/s
+    assert shaping.burst_bytes(1, 9000) == 18028        # two jumbo frames > 1250 B in 10 ms
+    assert shaping.burst_bytes(1000, 1500) == 1250000
+
+
+def test_tso_segments_are_a_burst_at_most_and_never_above_gso():
+    assert shaping.segment_bytes(1, 9000) == 18028      # two frames
+    assert shaping.segment_bytes(40, 1500) == 50000     # 10 ms at 40 Mbit/s
+    assert shaping.segment_bytes(1000, 1500) == 65536   # GSO's limit
 
 
 # --- dataplane detection -----------------------------------------------------------

@@ -1,0 +1,182 @@
+"""The capacity check (pure): calibration files, lookups, the run's peak
+load from the model, the warning, --bw auto; and calibrate's pure parts."""
+import json
+
+import pytest
+
+from emulator import calibration, capacity
+from emulator.capacity import Assessment, Calibration, Point
+from emulator.plan import plan_run
+from emulator.spec import make_run
+
+CAL = Calibration("box, 2 CPUs", "2026-11-30", [
+    Point("user", 1500, "off", 1400.0, 300.0, 20.0),
+    Point("user", 9000, "off", 5400.0, 2400.0, 170.0),
+    Point("user", 9000, "tso", 14000.0, 5000.0, 350.0),
+], "/x/calibration.json")
+
+
+# --- the model's peak load ------------------------------------------------------------
+
+def test_peak_load_counts_every_switch_a_flow_crosses():
+    # bigraph:m=2,n=4 ring, naive, shortest: step 0's flows cross 1+3+1+2+1+3+1+2 = 14
+    # switches, each flow alone on its path at the link rate
+    plan = plan_run(make_run({"sizes": ["4M"], "host_rate_mbps": 100, "switch_rate_mbps": 100}))
+    assert plan.predictions[4 << 20].peak_switch_mbps == pytest.approx(1400)
+
+
+def test_peak_load_of_flows_sharing_a_link_is_the_links_rate_once():
+    # 8 hosts on one leaf pair: halving-doubling with the naive mapping squeezes
+    # flows through shared uplinks; the load is still bounded by link rates
+    plan = plan_run(make_run({"topology": "bigraph:m=4,n=8", "algorithm": "halving-doubling",
+                              "mapping": "naive", "sizes": ["4M"], "host_rate_mbps": 10,
+                              "switch_rate_mbps": 10}))
+    hdrm = plan_run(make_run({"topology": "bigraph:m=4,n=8", "algorithm": "halving-doubling",
+                              "mapping": "hdrm", "sizes": ["4M"], "host_rate_mbps": 10,
+                              "switch_rate_mbps": 10}))
+    naive, good = plan.predictions[4 << 20].peak_switch_mbps, hdrm.predictions[4 << 20].peak_switch_mbps
+    assert 0 < naive < good <= 32 * 10 * 3   # 32 senders, at most 3 switches each
+
+
+def test_peak_load_scales_with_the_link_rate():
+    loads = [plan_run(make_run({"sizes": ["1M"], "host_rate_mbps": r, "switch_rate_mbps": r}))
+             .predictions[1 << 20].peak_switch_mbps for r in (10, 40)]
+    assert loads[1] == pytest.approx(4 * loads[0])
+
+
+# --- lookups --------------------------------------------------------------------------
+
+def test_lookup_exact_setting():
+    value, how = capacity.lookup(CAL, "user", 9000, "off")
+    assert value == 2400.0 and "calibrated at MTU 9000" in how and "/x/calibration.json" in how
+
+
+def test_lookup_interpolates_between_mtus():
+    value, how = capacity.lookup(CAL, "user", 5250, "off")
+    assert value == pytest.approx(1350.0) and "interpolated between MTU 1500 and 9000" in how
+
+
+def test_lookup_below_the_smallest_mtu_shrinks_with_it():
+    value, how = capacity.lookup(CAL, "user", 750, "off")
+    assert value == pytest.approx(150.0) and "scaled down from MTU 1500" in how
+
+
+def test_lookup_above_the_largest_calibrated_mtu_takes_it():
+    value, how = capacity.lookup(Calibration("m", "d", [Point("user", 1500, "off", 1, 300.0, 1)], "f"),
+                                 "user", 9000, "off")
+    assert value == 300.0 and "taken from MTU 1500" in how
+
+
+def test_lookup_of_an_uncalibrated_setting_says_how_to_calibrate_it():
+    with pytest.raises(LookupError, match="calibrate --offload tso"):
+        capacity.lookup(CAL, "kernel", 9000, "tso")
+
+
+def test_reference_figures_say_they_are_not_this_machines():
+    _, how = capacity.lookup(capacity.REFERENCE, "user", 9000, "off")
+    assert "reference" in how and "bigraph-emu calibrate" in how
+
+
+# --- files ------------------------------------------------------------------------------
+
+def test_missing_file_means_the_reference_figures(tmp_path):
+    assert capacity.load(str(tmp_path / "none.json")) is capacity.REFERENCE
+
+
+def test_save_then_load_round_trip_and_merge(tmp_path):
+    path = str(tmp_path / "sub" / "calibration.json")
+    capacity.save(CAL, path)
+    again = capacity.load(path)
+    assert again.points == sorted(CAL.points, key=Point.key) and again.source == path
+    newer = Calibration("box, 2 CPUs", "2026-12-01", [Point("user", 9000, "off", 5000.0, 2000.0, 140.0)], "")
+    capacity.save(newer, path)
+    merged = capacity.load(path)
+    assert len(merged.points) == 3 and merged.measured == "2026-12-01"
+    assert capacity.lookup(merged, "user", 9000, "off")[0] == 2000.0      # replaced
+    assert capacity.lookup(merged, "user", 1500, "off")[0] == 300.0       # kept
+
+
+def test_unreadable_file_names_itself(tmp_path):
+    bad = tmp_path / "calibration.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="calibration.json"):
+        capacity.load(str(bad))
+    bad.write_text(json.dumps({"machine": "m", "measured": "d", "points": [{"mtu": 1}]}))
+    with pytest.raises(ValueError, match="unreadable"):
+        capacity.load(str(bad))
+
+
+def test_environment_names_another_file(tmp_path, monkeypatch):
+    monkeypatch.setenv(capacity.ENV_FILE, str(tmp_path / "c.json"))
+    assert capacity.calibration_path() == str(tmp_path / "c.json")
+
+
+# --- the check ----------------------------------------------------------------------------
+
+def test_a_run_that_fits_says_so_without_warning():
+    plan = plan_run(make_run({"sizes": ["1M"], "host_rate_mbps": 50, "switch_rate_mbps": 50}))
+    check = capacity.assess(plan, CAL, "user")
+    assert check.peak_mbps == pytest.approx(700) and check.fits
+    assert "WARNING" not in check.describe(50) and "29%" in check.describe(50)
+
+
+def test_a_run_that_asks_too_much_warns_and_says_what_would_fit():
+    plan = plan_run(make_run({"sizes": ["1M"], "host_rate_mbps": 400, "switch_rate_mbps": 400}))
+    check = capacity.assess(plan, CAL, "user")
+    assert not check.fits and check.fraction == pytest.approx(5600 / 2400)
+    text = check.describe(400)
+    assert "WARNING" in text and "about 170 Mbit/s" in text   # 400 * 2400/5600 = 171 -> 170
+
+
+def test_uncalibrated_setting_is_not_checked_but_said():
+    plan = plan_run(make_run({"sizes": ["1M"], "mtu": 9000, "offload": "tso"}))
+    check = capacity.assess(plan, Calibration("m", "d", CAL.points[:2], "f"), "user")
+    assert check.fits is None and check.fraction is None
+    assert "not checked" in check.describe(50) and check.to_dict()["faithful_link_mbps"] is None
+
+
+def test_assessment_record():
+    record = Assessment(500.0, 2000.0, "why").to_dict()
+    assert record == {"peak_link_mbps": 500.0, "faithful_link_mbps": 2000.0, "fraction": 0.25, "fits": True,
+                      "basis": "why"}
+
+
+@pytest.mark.parametrize("rate, factor, want", [(50, 1.0, 50), (50, 0.5, 25), (400, 0.4286, 170),
+                                                (9.7, 1.0, 9.7), (1000, 0.123, 120), (3, 0.1, 1.0)])
+def test_scaled_rate_rounds_down_to_two_digits(rate, factor, want):
+    assert capacity.scaled_rate(rate, factor) == pytest.approx(want)
+
+
+# --- calibrate's pure parts -----------------------------------------------------------------
+
+def test_bisect_finds_the_largest_passing_rate():
+    assert calibration.bisect(lambda r: r <= 70, 100, 7) == pytest.approx(70, abs=1)
+    assert calibration.bisect(lambda r: False, 100, 5) == 0.0
+    tried = []
+    calibration.bisect(lambda r: tried.append(r) or True, 100, 3)
+    assert tried == [50, 75, 87.5]
+
+
+def row(**kw):
+    base = {"bytes_ok": True, "fidelity": "ok", "saturated_util": 0.99, "time_over_model": 1.02}
+    return {**base, **kw}
+
+
+def test_judge_wants_the_verdict_and_links_within_five_percent():
+    assert calibration.judge([row(), row()]) == "ok"
+    assert calibration.judge([row(), row(saturated_util=0.93)]) == "saturated links at 93% of their rate"
+    assert calibration.judge([row(fidelity="FAIL: 1.3x the model")]) == "FAIL: 1.3x the model"
+    assert calibration.judge([row(bytes_ok=False)]) == "wrong byte counts"
+    assert calibration.judge([]) == "no counted call"
+
+
+def test_judge_without_a_saturated_link_uses_the_model():
+    assert calibration.judge([row(saturated_util="", time_over_model=1.04)]) == "ok"
+    assert "1.08x the model" in calibration.judge([row(saturated_util=None, time_over_model=1.08)])
+
+
+def test_probe_calls_last_about_a_second_and_a_half():
+    for rate, mtu in ((10, 9000), (200, 9000), (20, 1500)):
+        spec = calibration.probe_spec(rate, mtu, "off", "auto", 2)
+        t = plan_run(spec).predictions[spec.sizes[0]].time_s
+        assert 1.0 < t < 2.2, (rate, mtu, t)
