@@ -20,10 +20,7 @@ waits for the machine-wide lock before each):
    every host has reached every other (the first packets teach the
    routes), against ours: routes confirmed, then all pairs reached.
 
-With --fast-verify, each topology is also brought up with a proposed
-change patched into this process (16 hosts pinging at once).
-
-    .venv/bin/python benchmarks/bringup.py [--quick] [-t TOPOLOGY ...] [--reactive-max-hosts N] [--fast-verify]
+    .venv/bin/python benchmarks/bringup.py [--quick] [-t TOPOLOGY ...] [--reactive-max-hosts N]
 
 Issue 7's targets: 32-host BiGraph up with routes verified < 15 s and torn
 down < 5 s; a 128-host BiGraph up at all.
@@ -75,7 +72,6 @@ wrap(ControllerProcess, "wait_routes", "routes confirmed")
 wrap(ControllerProcess, "stop", "controller stop")
 wrap(EmulatedFabric, "start", "fabric up")
 wrap(EmulatedFabric, "_configure_interfaces", "interfaces")
-wrap(EmulatedFabric, "_configure_host", "hosts")
 wrap(EmulatedFabric, "ping_all", "ping all")
 wrap(EmulatedFabric, "stop", "network stop")
 wrap(Emulation, "_verify", "verify")
@@ -186,37 +182,6 @@ def _emulated(topology: str) -> dict:
         shutil.rmtree(rd, ignore_errors=True)
 
 
-# --- 2b. an experiment: a faster all-pairs ping, patched in this process only -------------------
-
-def _ping_all_concurrent(self, timeout_s: int = 2, batch: int = 16) -> list[tuple[str, str]]:
-    """ping_all with `batch` source hosts at once (each pings all others in
-    parallel, as the original does one source at a time)."""
-    failed = []
-    by_ip = {h.ip: h.name for h in self.fabric.hosts}
-    hosts = self.fabric.hosts
-    for i in range(0, len(hosts), batch):
-        group = hosts[i:i + batch]
-        for src in group:
-            targets = " ".join(h.ip for h in hosts if h.name != src.name)
-            self.net[src.name].sendCmd(
-                f"for ip in {targets}; do (ping -c1 -W{timeout_s} -q $ip >/dev/null 2>&1 || echo FAIL $ip) & done; wait")
-        for src in group:
-            out = self.net[src.name].waitOutput()
-            failed += [(src.name, by_ip[w.split()[1]]) for w in out.splitlines() if w.startswith("FAIL ")]
-    return failed
-
-
-def fast_verify(topology: str) -> dict:
-    """Our bring-up with the patch above, to measure what it saves."""
-    saved = EmulatedFabric.ping_all
-    EmulatedFabric.ping_all = _ping_all_concurrent
-    wrap(EmulatedFabric, "ping_all", "ping all")
-    try:
-        return emulated(topology)
-    finally:
-        EmulatedFabric.ping_all = saved
-
-
 # --- 3. a reactive controller -------------------------------------------------------------
 
 def reactive(topology: str) -> dict:
@@ -292,12 +257,12 @@ def _wait(ok, timeout_s: float, message: str) -> None:
 
 # --- the tables -----------------------------------------------------------------------------
 
-PHASES = ["controller start", "fabric up", "mininet add", "mininet build", "mininet start", "interfaces", "hosts",
+PHASES = ["controller start", "fabric up", "mininet add", "mininet build", "mininet start", "interfaces",
           "routes confirmed", "verify", "ping all", "probes", "settle", "probe pings", "dump flows"]
 DOWN_PHASES = ["network stop", "mininet stop", "controller stop", "sweep"]
 SHORT = {"controller start": "ctl start", "fabric up": "fabric up", "mininet add": "mn add",
          "mininet build": "mn build", "mininet start": "mn start",
-         "interfaces": "intf cfg", "hosts": "host cfg", "routes confirmed": "routes", "verify": "verify",
+         "interfaces": "intf cfg", "routes confirmed": "routes", "verify": "verify",
          "ping all": "ping all", "probes": "probes", "settle": "settle", "probe pings": "probe ping",
          "dump flows": "dumps", "network stop": "net stop", "mininet stop": "mn stop",
          "controller stop": "ctl stop", "sweep": "sweep"}
@@ -311,8 +276,6 @@ def main() -> None:
     p.add_argument("--reactive-max-hosts", type=int, default=32,
                    help="run the reactive baseline up to this many hosts (default 32; 0: never)")
     p.add_argument("--no-baseline", action="store_true", help="skip plain Mininet")
-    p.add_argument("--fast-verify", action="store_true",
-                   help="experiment: also bring up with 16 hosts pinging at once")
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bringup.py needs root (Mininet and Open vSwitch)")
@@ -325,7 +288,6 @@ def main() -> None:
         print(f"# {topology}: {row['switches']} switches, {row['hosts']} hosts, {row['links']} links", flush=True)
         for name, fn, wanted in (("mininet", plain_mininet, not args.no_baseline),
                                  ("ours", emulated, True),
-                                 ("fast", fast_verify, args.fast_verify),
                                  ("reactive", reactive, row["hosts"] <= args.reactive_max_hosts)):
             if not wanted:
                 continue
@@ -341,42 +303,33 @@ def main() -> None:
     report(results)
 
 
-def _up(m: dict | None):
-    return None if not m or m.get("error") else m.get("up")
-
-
 def report(results: list[dict]) -> None:
     print()
     print("# bring-up and teardown, seconds; x = ours / plain Mininet (standalone OVS, no controller)")
-    fast = any("fast" in r for r in results)
     print(f"{'topology':18} {'hosts':>5} {'sw':>3} {'links':>5} | {'mn up':>7} {'ours up':>7} {'x':>6} | "
-          f"{'mn down':>7} {'ours down':>9} {'x':>6} | "
-          + (f"{'fast up':>7} {'x':>6} | " if fast else "") + "clean")
+          f"{'mn down':>7} {'ours down':>9} {'x':>6} | clean")
     for r in results:
         mn, ours = r.get("mininet", {}), r.get("ours", {})
         up = None if ours.get("error") else ours.get("up")
         print(f"{r['topology']:18} {r['hosts']:5d} {r['switches']:3d} {r['links']:5d} | "
               f"{fmt(mn.get('up'))} {fmt(up)} {ratio(up, mn.get('up'))} | "
               f"{fmt(mn.get('down'))} {fmt(ours.get('down'), 9)} {ratio(ours.get('down'), mn.get('down'))} | "
-              + (f"{fmt(_up(r.get('fast')))} {ratio(_up(r.get('fast')), mn.get('up'))} | " if fast else "")
-              + f"{'yes' if all(r[k].get('clean', True) for k in ('mininet', 'ours', 'fast', 'reactive') if k in r) else 'NO'}"
+              + f"{'yes' if all(r[k].get('clean', True) for k in ('mininet', 'ours', 'reactive') if k in r) else 'NO'}"
               + (f"  ERROR: {ours['error']}" if ours.get("error") else ""))
     print()
     print("# where our bring-up and teardown go, seconds: fabric up = mn add (nodes, veths) + mn build + mn start "
-          "(bridges) + intf cfg + host cfg; intf cfg = "
-          "MTU, tc, ethtool; host cfg = static ARP, sysctls; routes = until every switch confirmed its rules; "
+          "(bridges) + intf cfg; intf cfg = "
+          "MTU, tc, ethtool, static ARP, sysctls (one script per namespace, all at once); routes = until every switch confirmed its rules; "
           "verify = rules read back + ping all + probes; probes = rounds x (settle: wait until OVS's rule counters "
           "stop moving + probe ping + dumps until the probes show); dumps = every `ovs-ofctl dump-flows` pass "
           "over all switches (n = passes); net stop = Mininet stop (mn stop) + controller shells")
     print(f"{'topology':18} " + " ".join(f"{SHORT[k]:>9}" for k in PHASES) + f" {'rounds':>6} {'n':>4} | "
           + " ".join(f"{SHORT[k]:>9}" for k in DOWN_PHASES))
     for r in results:
-        for key, label in (("ours", r["topology"]), ("fast", r["topology"] + " fast")):
-            if key not in r:
-                continue
-            ph = r[key].get("phases", {})
-            print(f"{label:18} " + " ".join(fmt(ph.get(k), 9) for k in PHASES)
-                  + f" {r[key].get('rounds', 0):6d} {r[key].get('dumps', 0):4d} | "
+        if "ours" in r:
+            ph = r["ours"].get("phases", {})
+            print(f"{r['topology']:18} " + " ".join(fmt(ph.get(k), 9) for k in PHASES)
+                  + f" {r['ours'].get('rounds', 0):6d} {r['ours'].get('dumps', 0):4d} | "
                   + " ".join(fmt(ph.get(k), 9) for k in DOWN_PHASES))
     print()
     if not any(r.get("reactive") for r in results):

@@ -106,7 +106,7 @@ def lookup(calibration: Calibration, datapath: str, mtu: int, offload: str) -> t
         where = (f"the {calibration.machine}'s figures of {calibration.measured}: "
                  f"`bigraph-emu calibrate` measures this machine's")
     else:
-        where = f"{calibration.source} ({calibration.machine}, {calibration.measured})"
+        where = f"{calibration.source}, measured {calibration.measured} on {calibration.machine}"
     if not same:
         raise LookupError(f"not calibrated for the {datapath} datapath with offload {offload} "
                           f"(`bigraph-emu calibrate --offload {offload}` measures it)")

@@ -1,0 +1,48 @@
+"""The calibration's measurements and the pre-run capacity check, for real."""
+import json
+import os
+
+import pytest
+
+from emulator import calibration, capacity, cli
+from emulator.capacity import Calibration, Point
+from emulator.net.dataplane import detect, userspace_tso_enabled
+from emulator.net.rawpath import raw_capacity
+
+pytestmark = pytest.mark.emulation
+
+
+def test_raw_capacity_is_measured_through_one_switch(clean_machine):
+    mbps, cores = raw_capacity(detect(), 9000, 2, [1])[1]
+    assert mbps > 200, mbps            # hundreds of Mbit/s at the very least, even on a busy machine
+    assert 0 < cores <= os.cpu_count()
+
+
+def test_a_light_probe_passes_with_saturated_links_at_their_rate(clean_machine):
+    r = calibration.try_rate(20.0, 9000, "off", "auto", 1, log=lambda *_: None)
+    assert r["verdict"] == "ok", r
+    assert r["load"] == pytest.approx(280)     # 14 switch traversals at 20 Mbit/s
+    assert r["saturated_util"] is not None and r["saturated_util"] >= calibration.SATURATED_MIN
+
+
+def test_a_run_asking_more_than_the_calibration_warns_first_and_records_it(tmp_path, monkeypatch, capsys,
+                                                                             clean_machine):
+    tiny = Calibration("test", "2026-11-30", [Point("user", 9000, "off", 5000.0, 100.0, 7.0),
+                                              Point("kernel", 9000, "off", 5000.0, 100.0, 7.0)], "")
+    monkeypatch.setenv(capacity.ENV_FILE, capacity.save(tiny, str(tmp_path / "calibration.json")))
+    out = str(tmp_path / "out")
+    assert cli.main(["run", "-t", "bigraph:m=2,n=4", "-b", "1M", "-n", "1", "-w", "0", "--bw", "20",
+                     "--out", out]) == 0
+    printed = capsys.readouterr().out
+    assert printed.index("# WARNING: that is more than this machine can emulate") < printed.index("# dataplane")
+    assert "about 7.1 Mbit/s" in printed     # 20 * 100 / 280
+    with open(os.path.join(out, "capacity.json")) as f:
+        record = json.load(f)
+    assert record[0]["fits"] is False and record[0]["peak_link_mbps"] == pytest.approx(280)
+
+
+@pytest.mark.skipif(not userspace_tso_enabled(), reason="Open vSwitch runs without userspace TSO "
+                                                         "(vm/provision.sh --userspace-tso on)")
+def test_tso_probe_passes_at_a_rate_frames_alone_could_not_carry(clean_machine):
+    r = calibration.try_rate(400.0, 9000, "tso", "auto", 1, log=lambda *_: None)
+    assert r["verdict"] == "ok", r
