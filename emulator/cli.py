@@ -386,6 +386,8 @@ def _auto_rated(spec: RunSpec) -> RunSpec:
     check = _capacity_checks([plan_run(spec)])[0]
     if check.faithful_mbps is None:
         raise SpecError(f"--bw auto: this machine is {check.basis}")
+    if not check.peak_mbps:   # nothing crosses a switch: any rate fits
+        return spec
     factor = AUTO_MARGIN / check.fraction
     return dataclasses.replace(spec, host_rate_mbps=scaled_rate(spec.host_rate_mbps, factor),
                                switch_rate_mbps=scaled_rate(spec.switch_rate_mbps, factor))

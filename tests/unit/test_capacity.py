@@ -180,3 +180,23 @@ def test_probe_calls_last_about_a_second_and_a_half():
         spec = calibration.probe_spec(rate, mtu, "off", "auto", 2)
         t = plan_run(spec).predictions[spec.sizes[0]].time_s
         assert 1.0 < t < 2.2, (rate, mtu, t)
+
+
+# --- --bw auto on the command line --------------------------------------------------------------
+
+def test_bw_auto_scales_both_rates_to_the_calibration(tmp_path, monkeypatch, capsys):
+    from emulator import cli
+    monkeypatch.setenv(capacity.ENV_FILE, capacity.save(CAL, str(tmp_path / "c.json")))
+    # 14 switch traversals at rate R: 0.8 * 2400 / 14 = 137 -> 130 Mbit/s
+    assert cli.main(["model", "-t", "bigraph:m=2,n=4", "-b", "1M", "--bw", "auto"]) == 0
+    assert "links 130 Mbit/s host / 130 Mbit/s switch" in capsys.readouterr().out
+
+
+def test_bw_auto_without_a_calibration_for_the_setting_is_refused(tmp_path, monkeypatch, capsys):
+    from emulator import cli
+    from emulator.net import dataplane
+    monkeypatch.setattr(dataplane, "userspace_tso_enabled", lambda: True)
+    frames_only = Calibration("m", "d", CAL.points[:2], "")
+    monkeypatch.setenv(capacity.ENV_FILE, capacity.save(frames_only, str(tmp_path / "c.json")))
+    assert cli.main(["model", "-b", "1M", "--bw", "auto", "--offload", "tso", "--datapath", "user"]) == 2
+    assert "--bw auto: this machine is not calibrated" in capsys.readouterr().err
