@@ -9,10 +9,10 @@ Per setting, two figures, measured in the same session:
   routes: no two flows share a link, so every flow runs at the link rate R
   through 14 switch traversals in all) keeps every counted call's fidelity
   verdict "ok" (within 15% of the model, CPU not exhausted) and its
-  saturated links within 5% of their rate (where the monitor saw no queue,
-  the call within 5% of the model, which runs every flow at its link rate). R is found
-  by bisection between 0 and the raw capacity; a failing rate is tried once
-  more, as the machine may be busy for a moment.
+  saturated links within 5% of their rate (where the monitor saw no queue:
+  the call within 5% of the model, which runs every flow at its link
+  rate). R is found by bisection between 0 and the raw capacity; a failing
+  rate is tried once more, as the machine may be busy for a moment.
 """
 from __future__ import annotations
 

@@ -83,9 +83,6 @@ class EmulatedFabric:
             scripts[h.name] = (_batch("ip", ip_lines[h.name]) + self._offload_lines(h.name)
                                + _batch("tc", tc_lines[h.name]) + self._host_lines(h.name, segment))
         self._run_scripts(scripts)
-        for h in self.fabric.hosts:
-            if h.ip not in self.net[h.name].cmd(f"ip -4 -o addr show dev {self.net[h.name].intfs[0].name}"):
-                raise RuntimeError(f"{h.name} did not get its address {h.ip}")
 
     def _offload_lines(self, name: str) -> str:
         if self.dataplane.tso:
@@ -96,7 +93,8 @@ class EmulatedFabric:
 
     def _host_lines(self, name: str, segment: int) -> str:
         """Static ARP for every other host (BiGraph has loops: nothing may
-        be flooded) and the TCP settings the emulation needs."""
+        be flooded), the TCP settings the emulation needs, and a check that
+        the host has its address."""
         intf = self.net[name].intfs[0].name
         arp = [f"neigh replace {o.ip} lladdr {o.mac} dev {intf} nud permanent"
                for o in self.fabric.hosts if o.name != name]
@@ -112,7 +110,10 @@ class EmulatedFabric:
                     # from the congestion of an earlier run on this fabric.
                     ("net.ipv4.tcp_no_metrics_save", 1),
                     ("net.ipv4.tcp_limit_output_bytes", tsq))
-        return _batch("ip", arp) + "".join(f"sysctl -q -w {key}={value}\n" for key, value in settings)
+        ip = self.fabric.host(name).ip
+        address = (f"ip -4 -o addr show dev {intf} | grep -qF ' {ip}/' "
+                   f"|| {{ echo '{name} did not get its address {ip}'; exit 1; }}\n")
+        return _batch("ip", arp) + "".join(f"sysctl -q -w {key}={value}\n" for key, value in settings) + address
 
     def _run_scripts(self, scripts: dict[str, str]) -> None:
         """Run each shell script in its node's network namespace ("" for the
