@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import functools
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -21,7 +22,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from emulator.net import processes  # noqa: E402
+from emulator.net import interrupts, processes  # noqa: E402
 
 LOCK_POLL_S = 60.0
 LOCK_WAIT_S = 3600.0
@@ -74,6 +75,22 @@ def held_lock():
     """Hold the emulation lock (for what we build without Emulation)."""
     with processes.RunLock():
         yield
+
+
+def run_child(argv: list[str], capture: bool = False) -> subprocess.CompletedProcess:
+    """Run a benchmark part that tears down on its own. On Ctrl-C, SIGTERM
+    or a hang-up, pass the signal on and wait for its teardown before
+    unwinding (subprocess.run would kill it and leave its fabric behind)."""
+    pipe = subprocess.PIPE if capture else None
+    proc = subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True)
+    try:
+        out, err = proc.communicate()
+    except (KeyboardInterrupt, interrupts.Interrupted) as e:
+        with interrupts.deferred():
+            proc.send_signal(getattr(e, "signum", signal.SIGINT))
+            proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 # --- leftovers ------------------------------------------------------------------------

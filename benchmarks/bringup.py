@@ -47,7 +47,7 @@ from mininet.link import Link
 
 from emulator.emulation import Emulation
 from emulator.fabric import ADDRESS_BASE, PREFIX_LEN
-from emulator.net import ovs_buffers, processes
+from emulator.net import interrupts, ovs_buffers, processes
 from emulator.net.controller_process import ControllerProcess, free_port
 from emulator.net.dataplane import detect
 from emulator.net.network import EmulatedFabric
@@ -277,6 +277,7 @@ def main() -> None:
                    help="run the reactive baseline up to this many hosts (default 32; 0: never)")
     p.add_argument("--no-baseline", action="store_true", help="skip plain Mininet")
     args = p.parse_args()
+    interrupts.unwind_on_signals()   # SIGTERM and a hang-up tear down like Ctrl-C
     if os.geteuid() != 0:
         raise SystemExit("bringup.py needs root (Mininet and Open vSwitch)")
     topologies = args.topology or (QUICK_TOPOLOGIES if args.quick else TOPOLOGIES)

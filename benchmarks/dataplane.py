@@ -31,7 +31,7 @@ import benchlib
 
 from emulator import calibration
 from emulator.metrics import payload_efficiency
-from emulator.net import shaping
+from emulator.net import interrupts, shaping
 from emulator.net.dataplane import detect
 from emulator.net.network import TSQ_FRAMES
 from emulator.net.rawpath import raw_capacity
@@ -78,6 +78,7 @@ def main() -> None:
                         f"(default: the emulator's, {shaping.BURST_MS:g} ms)")
     p.add_argument("--no-diagnose", dest="diagnose", action="store_false", help="skip the raw variants")
     args = p.parse_args()
+    interrupts.unwind_on_signals()   # SIGTERM and a hang-up tear down like Ctrl-C
     if os.geteuid() != 0:
         raise SystemExit("dataplane.py needs root (Mininet and Open vSwitch)")
     if args.burst_ms:

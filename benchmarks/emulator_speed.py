@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
+
+import benchlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["model_scale", "bringup", "dataplane", "memory"]
@@ -23,6 +24,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="pass --quick to every part")
     p.add_argument("--only", default="", help="comma-separated parts: model, bringup, dataplane, memory")
     args = p.parse_args()
+    benchlib.interrupts.unwind_on_signals()   # a signal reaches the part under way, which tears down
     parts = [ALIASES.get(x, x) for x in args.only.split(",")] if args.only else PARTS
     if os.geteuid() != 0:
         print("# not root: only the flow model runs", flush=True)
@@ -31,7 +33,8 @@ def main() -> None:
     for part in parts:
         print(f"\n######## {part}{' --quick' if args.quick else ''}", flush=True)
         t0 = time.monotonic()
-        rc = subprocess.call([sys.executable, os.path.join(HERE, f"{part}.py")] + (["--quick"] if args.quick else []))
+        rc = benchlib.run_child([sys.executable, os.path.join(HERE, f"{part}.py")] +
+                                (["--quick"] if args.quick else [])).returncode
         print(f"######## {part}: {time.monotonic() - t0:.0f} s{'' if rc == 0 else f', exit code {rc}'}", flush=True)
         if rc:
             failed.append(part)

@@ -20,10 +20,10 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import benchlib
+from emulator.net import interrupts
 
 TOPOLOGIES = ["bigraph:m=2,n=4", "bigraph:m=8,n=8"]   # the first is the baseline
 RATE_MBPS = 8.0
@@ -103,6 +103,7 @@ def main() -> None:
                    help="a topology (repeatable); the first is the baseline; default: " + " ".join(TOPOLOGIES))
     p.add_argument("--one", default="", help=argparse.SUPPRESS)   # child mode
     args = p.parse_args()
+    interrupts.unwind_on_signals()   # SIGTERM and a hang-up tear down like Ctrl-C
     if os.geteuid() != 0:
         raise SystemExit("memory.py needs root (Mininet and Open vSwitch)")
     if args.one:
@@ -112,8 +113,7 @@ def main() -> None:
     results = []
     for topology in topologies:
         def child():
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", topology],
-                                  capture_output=True, text=True)
+            proc = benchlib.run_child([sys.executable, os.path.abspath(__file__), "--one", topology], capture=True)
             found = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
             if not found:
                 if "another bigraph-emu emulation is running" in proc.stderr:

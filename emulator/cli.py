@@ -20,7 +20,6 @@ import itertools
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 
@@ -578,14 +577,13 @@ def cmd_cli(args) -> int:
 
 
 def _interactive(plan, out: str) -> int:
-    from mininet.cli import CLI
     from emulator.emulation import Emulation
     os.makedirs(out, exist_ok=True)
     with Emulation(plan, out) as emu:
         hosts = plan.fabric.hosts
         print(f"# Mininet CLI on {plan.fabric.topology}: hosts {hosts[0].name}..{hosts[-1].name} "
               f"({hosts[0].ip}..), e.g. '{hosts[0].name} ping -c1 {hosts[-1].ip}'; 'exit' tears it down")
-        CLI(emu.network.net)
+        emu.network.interactive()
     return 0
 
 
@@ -714,18 +712,14 @@ def _needs_root(command: str) -> None:
                         "'bigraph-emu model' and 'bigraph-emu topo' run without it")
 
 
-def _interrupt(*_):
-    """SIGTERM unwinds like Ctrl-C, so teardown always runs."""
-    raise KeyboardInterrupt
-
-
 COMMANDS = {"calibrate": cmd_calibrate, "demo": cmd_demo, "run": cmd_run, "compare": cmd_compare, "cli": cmd_cli, "topo": cmd_topo,
             "model": cmd_model, "report": cmd_report, "clean": cmd_clean, "cleanup": cmd_clean}
 
 
 def main(argv=None) -> int:
+    from emulator.net import interrupts
     args = _parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupts.unwind_on_signals()   # Ctrl-C, SIGTERM and a hang-up all tear down
     try:
         return COMMANDS[args.command](args)
     except SpecError as e:
@@ -734,9 +728,9 @@ def main(argv=None) -> int:
     except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
         print(f"bigraph-emu: {args.command} failed: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, interrupts.Interrupted):
         print("bigraph-emu: interrupted", file=sys.stderr)
-        return 130
+        return interrupts.EXIT_CODE
 
 
 if __name__ == "__main__":

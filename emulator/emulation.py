@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import threading
 import time
 
@@ -17,7 +16,7 @@ from controller.routing import table_from_switch_paths
 from emulator import linkstats, verification
 from emulator.metrics import payload_efficiency
 from emulator.model import predict
-from emulator.net import counters, ovs_buffers, processes
+from emulator.net import counters, interrupts, ovs_buffers, processes
 from emulator.net.agents import START_DELAY_S, AgentFleet
 from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
@@ -142,11 +141,9 @@ class Emulation:
         return wrong
 
     def __exit__(self, *exc) -> None:
-        """Every step runs even if one before it fails; Ctrl-C and SIGTERM
-        wait until teardown is done, then interrupt the run."""
-        deferred = []
-        old = {s: signal.signal(s, lambda signum, _: deferred.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        """Every step runs even if one before it fails; Ctrl-C, SIGTERM and
+        a hang-up wait until teardown is done, then interrupt the run."""
+        with interrupts.deferred():
             with contextlib.ExitStack() as steps:   # runs in reverse order
                 steps.callback(self.lock.__exit__, None, None, None)
                 if self.controller is not None:   # we created something: leave nothing of it
@@ -158,11 +155,6 @@ class Emulation:
                     steps.callback(self.network.stop)
                 if self.controller is not None:
                     steps.callback(self.controller.stop)
-        finally:
-            for s, handler in old.items():
-                signal.signal(s, handler)
-        if any(old[s] != signal.SIG_IGN for s in deferred):
-            raise KeyboardInterrupt   # the run was interrupted while tearing down
 
     def _sweep(self) -> None:
         left = processes.sweep()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from mininet.cli import CLI
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
@@ -22,6 +23,7 @@ from emulator.net.shaping import segment_bytes, tc_batch, tc_commands
 
 
 TSQ_FRAMES = 2
+QUIET = "error"   # Mininet's log level while it builds and stops: no bring-up chatter
 
 
 class LoopbackController(RemoteController):
@@ -44,7 +46,7 @@ class EmulatedFabric:
 
     # --- bring-up ----------------------------------------------------------
     def start(self) -> None:
-        setLogLevel("error")
+        setLogLevel(QUIET)
         self.net = Mininet(topo=None, build=False, controller=None, link=Link,
                            ipBase=f"{ADDRESS_BASE}/{PREFIX_LEN}", autoSetMacs=False)
         self.net.addController("c0", controller=LoopbackController, ip="127.0.0.1", port=self.controller_port)
@@ -143,6 +145,16 @@ class EmulatedFabric:
     # --- access ------------------------------------------------------------
     def host(self, name: str):
         return self.net[name]
+
+    def interactive(self) -> None:
+        """Mininet's CLI on the fabric. It prints through Mininet's log, so
+        the log speaks at 'output' while the CLI runs (bring-up and
+        teardown stay quiet: their chatter is at 'info')."""
+        setLogLevel("output")
+        try:
+            CLI(self.net)
+        finally:
+            setLogLevel(QUIET)
 
     def host_pids(self) -> list[int]:
         return [self.net[h.name].pid for h in self.fabric.hosts]

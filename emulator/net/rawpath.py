@@ -17,9 +17,10 @@ from mininet.node import OVSSwitch
 from mininet.link import Link
 
 from emulator.fabric import ADDRESS_BASE, PREFIX_LEN, host_address
-from emulator.net import ovs_buffers, processes
+from emulator.net import interrupts, ovs_buffers, processes
 from emulator.net.counters import ovs_ticks
 from emulator.net.dataplane import Dataplane
+from emulator.net.network import QUIET
 from emulator.net.shaping import tc_commands
 
 IPERF_PORT = 5201
@@ -32,7 +33,7 @@ def raw_capacity(dataplane: Dataplane, mtu: int, seconds: int, flows: list[int],
     each number of parallel flows. shaped: every port gets the emulator's
     HTB + FIFO at a rate that never limits, and hosts a TCP small-queues
     limit of tsq_bytes, to see what shaping itself costs."""
-    setLogLevel("error")
+    setLogLevel(QUIET)
     results = {}
     with processes.RunLock(), ovs_buffers.large_socket_buffers():
         net = Mininet(topo=None, build=False, controller=None, link=Link,
@@ -47,8 +48,9 @@ def raw_capacity(dataplane: Dataplane, mtu: int, seconds: int, flows: list[int],
                 cores = (ovs_ticks() - ticks0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
                 results[n] = (mbps, cores)
         finally:
-            net.stop()
-            processes.sweep()
+            with interrupts.deferred():
+                net.stop()
+                processes.sweep()
     return results
 
 

@@ -17,43 +17,35 @@ from emulator.net import processes
 from emulator.plan import plan_run
 from emulator.results import bytes_ok
 from emulator.spec import make_run
+from terminal import Terminal
 
 pytestmark = pytest.mark.emulation
 
 LONG_RUN = ["run", "-t", "bigraph:m=2,n=4", "-b", "64M", "-n", "1", "-w", "0", "--bw", "20"]
 
 
-def start_run(tmp_path, *extra):
-    """A CLI run that lasts long enough to be interrupted, its output in a file."""
-    log = open(tmp_path / "run.log", "w")
-    # as from a terminal: a shell running the tests in the background would
-    # otherwise hand the run an ignored SIGINT
-    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", *LONG_RUN, "--out", str(tmp_path / "res"), *extra],
-                            stdout=log, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    return proc, tmp_path / "run.log"
+INTERRUPTIONS = {
+    "ctrl-c": lambda term: term.ctrl_c(),
+    "SIGTERM to the group": lambda term: term.signal_group(signal.SIGTERM),
+    "SIGHUP to the group": lambda term: term.signal_group(signal.SIGHUP),
+    "terminal closed": lambda term: term.hang_up(),   # ssh dropped, window closed: the kernel's SIGHUP
+}
 
 
-def wait_for(log_path, words: str, proc, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if words in log_path.read_text():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"run ended early: {log_path.read_text()}")
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"{words!r} never appeared: {log_path.read_text()}")
-
-
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 130)])
-def test_an_interrupted_run_tears_everything_down(tmp_path, clean_machine, sig, code):
-    proc, log = start_run(tmp_path)
-    wait_for(log, "routes 'shortest' installed", proc)
-    time.sleep(2)   # the agents are moving data now
-    proc.send_signal(sig)
-    assert proc.wait(timeout=60) == code, log.read_text()
-    assert "interrupted" in log.read_text()
+@pytest.mark.parametrize("how", INTERRUPTIONS)
+def test_an_interrupted_run_tears_everything_down(tmp_path, clean_machine, how):
+    term = Terminal([sys.executable, "-m", "emulator.cli", *LONG_RUN, "--out", str(tmp_path / "res")])
+    try:
+        term.expect("routes 'shortest' installed")
+        time.sleep(2)   # the agents are moving data now
+        INTERRUPTIONS[how](term)
+        assert term.wait(timeout_s=60) == 130, term.text()
+        if "SIGHUP" not in how and how != "terminal closed":   # after a hang-up output goes nowhere
+            assert "bigraph-emu: interrupted" in term.text()
+        # what it measured so far stays in OUT.partial
+        assert (tmp_path / "res.partial" / "spec.json").exists() and not (tmp_path / "res").exists()
+    finally:
+        term.close()
     # clean_machine checks no bridge, link, recorded process or socket default is left
 
 
@@ -62,12 +54,12 @@ def test_clean_after_kill_9_removes_only_what_the_run_left(tmp_path, clean_machi
     # controller and agents, and a veth pair without the project's prefix
     decoy = subprocess.Popen(["bash", "-c", 'exec -a "python -m controller iperf3" sleep 600'])
     subprocess.run(["ip", "link", "add", "zzdecoy0", "type", "veth", "peer", "name", "zzdecoy1"], check=True)
+    term = None
     try:
-        proc, log = start_run(tmp_path)
-        wait_for(log, "routes 'shortest' installed", proc)
+        term = Terminal([sys.executable, "-m", "emulator.cli", *LONG_RUN, "--out", str(tmp_path / "res")])
+        term.expect("routes 'shortest' installed")
         time.sleep(1)
-        proc.kill()   # kill -9: no teardown at all
-        proc.wait()
+        term.kill()   # kill -9: no teardown at all
         assert processes.leftover_bridges() and processes.leftover_processes()
         # a new run refuses to start on the leftovers and says what to do
         refused = subprocess.run([sys.executable, "-m", "emulator.cli", *LONG_RUN, "--out", str(tmp_path / "again")],
@@ -81,6 +73,8 @@ def test_clean_after_kill_9_removes_only_what_the_run_left(tmp_path, clean_machi
         assert decoy.poll() is None, "clean killed a process the project did not start"
         assert subprocess.run(["ip", "link", "show", "zzdecoy0"], capture_output=True).returncode == 0
     finally:
+        if term is not None:
+            term.close()
         decoy.kill()
         decoy.wait()
         subprocess.run(["ip", "link", "del", "zzdecoy0"], capture_output=True)

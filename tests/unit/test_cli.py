@@ -645,7 +645,7 @@ def test_cli_command_opens_mininet_cli_on_the_network(monkeypatch, tmp_path, cap
     class FakeEmulation:
         def __init__(self, plan, out):
             seen.append((plan.fabric.topology, plan.spec.policy, out))
-            self.network = types.SimpleNamespace(net="the Mininet object")
+            self.network = types.SimpleNamespace(interactive=lambda: opened.append("Mininet's CLI"))
 
         def __enter__(self):
             return self
@@ -653,13 +653,12 @@ def test_cli_command_opens_mininet_cli_on_the_network(monkeypatch, tmp_path, cap
         def __exit__(self, *exc):
             exits.append(exc)
 
-    monkeypatch.setitem(sys.modules, "mininet.cli", types.SimpleNamespace(CLI=opened.append))
     monkeypatch.setitem(sys.modules, "emulator.emulation", types.SimpleNamespace(Emulation=FakeEmulation))
     monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
     out = str(tmp_path / "c")
     assert cli.main(["cli", "-t", "bigraph:m=1,n=2", "-p", "ecmp", "--out", out]) == 0
     assert seen == [("bigraph:m=1,n=2", "ecmp", out)]
-    assert opened == ["the Mininet object"] and len(exits) == 1
+    assert opened == ["Mininet's CLI"] and len(exits) == 1
     assert os.path.isdir(out)
     assert "Mininet CLI on bigraph:m=1,n=2" in capsys.readouterr().out
 
