@@ -23,7 +23,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
-from controller.routing import pair_paths
+from controller.routing import POLICIES, pair_paths
 from controller.rules import ETH_TYPE_IPV4, FlowRule
 from controller.state import RouteState, link_loads, rule_changes
 from emulator.fabric import Fabric
@@ -57,7 +57,8 @@ class FabricRoutes(app_manager.OSKenApp):
         self.state = RouteState(self.fabric, conf.policy, demands, conf.seed)
         self.ready_file = conf.ready_file
         self.out_dir = conf.out_dir or os.path.dirname(conf.ready_file)
-        self.poll_s = ADAPTIVE_POLL_S if conf.policy == "adaptive" else conf.poll
+        self.adapts = POLICIES[conf.policy].adapts
+        self.poll_s = ADAPTIVE_POLL_S if self.adapts else conf.poll
         self.by_dpid = {s.dpid: s.name for s in self.fabric.switches}
         self.host_by_ip = {h.ip: h.name for h in self.fabric.hosts}
         self.datapaths = {}                           # switch -> datapath
@@ -148,9 +149,9 @@ class FabricRoutes(app_manager.OSKenApp):
             for dp in list(self.datapaths.values()):
                 parser = dp.ofproto_parser
                 dp.send_msg(parser.OFPPortStatsRequest(dp, 0, dp.ofproto.OFPP_ANY))
-                if self.state.policy == "adaptive" and self.ready:
+                if self.adapts and self.ready:
                     dp.send_msg(parser.OFPFlowStatsRequest(dp))
-            if self.state.policy == "adaptive" and self.ready:
+            if self.adapts and self.ready:
                 hub.sleep(0.1)   # let the replies arrive, then decide
                 self._adapt()
 

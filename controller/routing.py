@@ -23,26 +23,49 @@ import itertools
 import random
 import zlib
 from collections import deque
+from dataclasses import dataclass
+from typing import Callable
 
 from emulator.fabric import HOST_PORT, Fabric, Switch
 from emulator.schedule import Schedule
 
-POLICIES = {
-    "shortest": "shortest paths; among equal-cost next hops the lowest-numbered port "
-                "(one fixed middle switch per switch pair)",
-    "spread": "shortest paths; equal-cost next hops chosen by destination host "
-              "(dst index mod choices), spreading destinations over middle switches",
-    "ecmp": "shortest paths; every (source, destination) pair hashed onto one of the equal-cost "
-            "next hops at every switch, as flow-hashing ECMP does, collisions included",
-    "bigraph": "EFLOPS BiGraph routing: the direct link across the parts; same-part pairs spread "
-               "over the other part's switches so every middle and every link carries an equal share",
-    "valiant": "Valiant load balancing: every (source, destination) pair detours through a random "
-               "switch (seeded), shortest paths to it and on to the destination, loops cut",
-    "traffic-aware": "one shortest path per pair, placed greedily from the largest demand down "
-                     "to minimise the busiest link (needs the traffic demands)",
-    "adaptive": "Hedera-style: starts as ecmp; the controller moves pairs off links above "
-                "90% load onto the least-loaded shortest path (controller/adaptive.py)",
-}
+@dataclass(frozen=True)
+class Policy:
+    """A routing policy: the one record the spec, the planner, the
+    emulator, the controller and the help texts look up."""
+    name: str
+    description: str
+    build: Callable[[Fabric, "dict | None", int], "ForwardingTable"]   # (fabric, demands, seed) -> table
+    needs_demands: bool = False      # routes the workload's host-pair demands, known before it runs
+    uses_seed: bool = False          # its choices are random (seeded)
+    adapts: bool = False             # the controller moves pairs from measured counters while traffic runs
+    fabric_kind: str | None = None   # routes only fabrics of this kind
+
+
+_POLICY_LIST = (
+    Policy("shortest", "shortest paths; among equal-cost next hops the lowest-numbered port "
+                       "(one fixed middle switch per switch pair)",
+           lambda fabric, demands, seed: _hop_table(fabric, "shortest")),
+    Policy("spread", "shortest paths; equal-cost next hops chosen by destination host "
+                     "(dst index mod choices), spreading destinations over middle switches",
+           lambda fabric, demands, seed: _hop_table(fabric, "spread")),
+    Policy("ecmp", "shortest paths; every (source, destination) pair hashed onto one of the equal-cost "
+                   "next hops at every switch, as flow-hashing ECMP does, collisions included",
+           lambda fabric, demands, seed: _hop_table(fabric, "ecmp")),
+    Policy("bigraph", "EFLOPS BiGraph routing: the direct link across the parts; same-part pairs spread "
+                      "over the other part's switches so every middle and every link carries an equal share",
+           lambda fabric, demands, seed: _bigraph_table(fabric), fabric_kind="bigraph"),
+    Policy("valiant", "Valiant load balancing: every (source, destination) pair detours through a random "
+                      "switch (seeded), shortest paths to it and on to the destination, loops cut",
+           lambda fabric, demands, seed: _valiant_table(fabric, seed), uses_seed=True),
+    Policy("traffic-aware", "one shortest path per pair, placed greedily from the largest demand down "
+                            "to minimise the busiest link (needs the traffic demands)",
+           lambda fabric, demands, seed: _traffic_aware_table(fabric, demands), needs_demands=True),
+    Policy("adaptive", "Hedera-style: starts as ecmp; the controller moves pairs off links above "
+                       "90% load onto the least-loaded shortest path (controller/adaptive.py)",
+           lambda fabric, demands, seed: _hop_table(fabric, "ecmp"), adapts=True),
+)
+POLICIES: dict[str, Policy] = {p.name: p for p in _POLICY_LIST}
 
 ANY_SOURCE = "*"   # per-pair entries: the port of sources the entry does not name
 
@@ -55,9 +78,10 @@ ForwardingTable = dict[str, dict[str, "int | tuple[int, ...] | dict[str, int]"]]
 Route = list[tuple[str, int]]
 
 
-def check_policy(policy: str) -> None:
+def policy_record(policy: str) -> Policy:
     if policy not in POLICIES:
         raise ValueError(f"unknown routing policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+    return POLICIES[policy]
 
 
 def forwarding_table(fabric: Fabric, policy: str = "shortest", demands: dict | None = None,
@@ -66,16 +90,7 @@ def forwarding_table(fabric: Fabric, policy: str = "shortest", demands: dict | N
 
     demands: {(src host, dst host): bytes}, required by "traffic-aware" and
     ignored by the others. seed: the random choices of "valiant"."""
-    check_policy(policy)
-    if policy == "bigraph":
-        return _bigraph_table(fabric)
-    if policy == "valiant":
-        return _valiant_table(fabric, seed)
-    if policy == "traffic-aware":
-        return _traffic_aware_table(fabric, demands)
-    if policy == "adaptive":
-        return _hop_table(fabric, "ecmp")
-    return _hop_table(fabric, policy)
+    return policy_record(policy).build(fabric, demands, seed)
 
 
 # --- next-hop policies: shortest, spread, ecmp --------------------------------------

@@ -147,7 +147,7 @@ CALIBRATION_HELP = "$BIGRAPH_EMU_CALIBRATION or /var/lib/bigraph-emu/calibration
 
 
 def _policies() -> str:
-    return "; ".join(f"{name}: {text}" for name, text in POLICIES.items())
+    return "; ".join(f"{p.name}: {p.description}" for p in POLICIES.values())
 
 
 def _flag_values(args) -> dict:
@@ -311,12 +311,12 @@ def _host_name(fabric, text: str) -> str:
 
 
 def _routes(spec: RunSpec, fabric):
-    """The forwarding table of the spec's policy; "traffic-aware" routes the
-    spec's workload, so its table comes from the run's plan."""
+    """The forwarding table of the spec's policy; a policy that routes the
+    workload's demands gets its table from the run's plan."""
     from controller.routing import forwarding_table
     from emulator.plan import plan_run
     try:
-        if spec.policy == "traffic-aware":
+        if POLICIES[spec.policy].needs_demands:
             return plan_run(spec, fabric).table
         return forwarding_table(fabric, spec.policy)
     except ValueError as e:

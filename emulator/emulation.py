@@ -12,7 +12,7 @@ import os
 import threading
 import time
 
-from controller.routing import table_from_switch_paths
+from controller.routing import POLICIES, table_from_switch_paths
 from emulator import linkstats, verification
 from emulator.metrics import payload_efficiency
 from emulator.model import predict
@@ -228,14 +228,15 @@ class Emulation:
 
     def _call(self, plan: RunPlan, call, host_pids) -> CallRecord:
         predicted = plan.predictions[call.size_bytes].time_s
-        routes_at_start = self._installed_paths() if plan.spec.policy == "adaptive" else None
+        adapts = POLICIES[plan.spec.policy].adapts
+        routes_at_start = self._installed_paths() if adapts else None
         retrans = counters.retransmissions(host_pids)
         with LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
         record = CallRecord(steps, {
             **linkstats.machine_totals(monitor.samples[0], monitor.samples[-1], counters.TICKS),
             "tcp_retrans": counters.retransmissions(host_pids) - retrans})
-        if plan.spec.policy == "adaptive":   # the controller may have moved pairs: model its routes
+        if adapts:   # the controller may have moved pairs: model its routes
             record.model_time_s = self._model_on_installed_routes(plan, call.size_bytes, routes_at_start)
         t0 = self.fleet.call_start
         record.links = linkstats.link_rows(call.index, self.links, monitor.samples, t0)

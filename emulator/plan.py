@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.routing import ForwardingTable, demands_from_schedule, forwarding_table
+from controller.routing import POLICIES, ForwardingTable, demands_from_schedule, forwarding_table
 from emulator.fabric import Fabric
 from emulator.mapping import hosts_for_ranks
 from emulator.metrics import payload_efficiency
@@ -58,8 +58,8 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
 
 
 def route_demands(spec: RunSpec, schedules: dict[int, Schedule], hosts: list[str]) -> dict | None:
-    """What "traffic-aware" routing places: the largest size's host-pair
-    demands (every size has the same pattern); None for other policies."""
-    if spec.policy != "traffic-aware":
+    """What a policy that routes demands places: the largest size's
+    host-pair demands (every size has the same pattern); None for others."""
+    if not POLICIES[spec.policy].needs_demands:
         return None
     return demands_from_schedule(schedules[max(schedules)], hosts)

@@ -93,7 +93,8 @@ class RunSpec:
         key = (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
                self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events)
-        if self.policy in ("traffic-aware", "valiant"):   # routes depend on the workload or the seed
+        policy = POLICIES[self.policy]
+        if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed)
         return key
 
@@ -228,9 +229,11 @@ def _check_ranges(spec: RunSpec) -> None:
 
 def _check_policy(spec: RunSpec, fabric: Fabric) -> None:
     kind = fabric.params.get("kind")
-    if spec.policy == "bigraph" and kind != "bigraph":
-        raise SpecError(f"policy: 'bigraph' routes BiGraph fabrics only, not {fabric.topology}; "
-                        f"choose one of: {', '.join(p for p in POLICIES if p != 'bigraph')}")
+    wanted = POLICIES[spec.policy].fabric_kind
+    if wanted and kind != wanted:
+        fits = [p.name for p in POLICIES.values() if p.fabric_kind in (None, kind)]
+        raise SpecError(f"policy: {spec.policy!r} routes {wanted} fabrics only, not {fabric.topology}; "
+                        f"choose one of: {', '.join(fits)}")
 
 
 def _check_placement(spec: RunSpec, fabric: Fabric) -> None:

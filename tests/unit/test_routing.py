@@ -225,9 +225,9 @@ def test_unknown_policy():
     with pytest.raises(ValueError, match=r"unknown routing policy 'wcmp'.*shortest.*spread.*ecmp"):
         routing.forwarding_table(f, "wcmp")
     with pytest.raises(ValueError, match="unknown routing policy"):
-        routing.check_policy("")
-    for p in POLICIES:
-        routing.check_policy(p)
+        routing.policy_record("")
+    for name, record in routing.POLICIES.items():
+        assert routing.policy_record(name) is record and record.name == name
 
 
 def test_default_policy_is_shortest():
