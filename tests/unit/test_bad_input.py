@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from controller.routing import POLICIES
-from emulator import cli
+from emulator import cli, pipeline
 from emulator.net import capabilities
 from emulator.net.processes import LOCK_FILE, STATE_DIR
 
@@ -141,12 +141,14 @@ def guarded(monkeypatch):
     pytest gets its SIGTERM handler back."""
     def refuse(*_a, **_k):
         raise AssertionError("bad input reached the network")
-    for name in ("_emulate", "_interactive", "cmd_clean"):
-        monkeypatch.setattr(cli, name, refuse)
+    for name in ("emulate", "interactive"):
+        monkeypatch.setattr(pipeline, name, refuse)
+    monkeypatch.setattr(cli, "cmd_clean", refuse)
     monkeypatch.setattr(capabilities, "netem_available", lambda: False)
-    old = signal.getsignal(signal.SIGTERM)
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     yield
-    signal.signal(signal.SIGTERM, old)
+    for s, handler in old.items():
+        signal.signal(s, handler)
 
 
 @pytest.fixture
@@ -255,11 +257,11 @@ def test_netem_present_accepts_delay(monkeypatch, folders):
     """The same delay passes validation where netem exists (it then reaches the network part)."""
     monkeypatch.setattr(capabilities, "netem_available", lambda: True)
     reached = []
-    monkeypatch.setattr(cli, "_emulate", lambda experiment, plans, out: reached.append(plans[0].spec) or 0)
+    monkeypatch.setattr(pipeline, "emulate", lambda experiment, plans, out: reached.append(plans[0].spec) or 0)
     monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
     assert cli.main(["run", "--delay", "5", "--loss", "1", "--out", folders["out"]]) == 0
     assert (reached[0].link_delay_ms, reached[0].link_loss_pct) == (5.0, 1.0)
-    assert not os.path.exists(folders["out"])          # _emulate (replaced here) creates it, not validation
+    assert not os.path.exists(folders["out"])          # emulate (replaced here) creates it, not validation
 
 
 def test_default_results_folder_not_created(capsys, monkeypatch, tmp_path):

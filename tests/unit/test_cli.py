@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from emulator import cli
+from emulator import cli, pipeline
 from emulator.plan import plan_run
 from emulator.results import CallRecord, COLLECTIVE_COLUMNS, append_csv, collective_rows
 from emulator.schedule import COLLECTIVES
@@ -33,10 +33,11 @@ def wrap(records_by_call):
 
 @pytest.fixture(autouse=True)
 def keep_sigterm_handler():
-    """main() installs a SIGTERM handler; give pytest its own back."""
-    old = signal.getsignal(signal.SIGTERM)
+    """main() installs SIGTERM and SIGHUP handlers; give pytest its own back."""
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     yield
-    signal.signal(signal.SIGTERM, old)
+    for s, handler in old.items():
+        signal.signal(s, handler)
 
 
 @pytest.fixture
@@ -44,8 +45,9 @@ def no_network(monkeypatch):
     """Make sure no test here can start a real emulation, even as root."""
     def refuse(*_a, **_k):
         raise AssertionError("a network command ran in a unit test")
-    for name in ("_emulate", "_interactive", "cmd_clean"):
-        monkeypatch.setattr(cli, name, refuse)
+    for name in ("emulate", "interactive"):
+        monkeypatch.setattr(pipeline, name, refuse)
+    monkeypatch.setattr(cli, "cmd_clean", refuse)
     monkeypatch.setitem(cli.COMMANDS, "clean", refuse)
     monkeypatch.setitem(cli.COMMANDS, "cleanup", refuse)
 
@@ -217,11 +219,11 @@ def test_network_commands_need_root(capsys, argv):
                                   ["compare", "--vary", "policy=shortest,ecmp"], ["cli"]])
 def test_network_commands_need_root_simulated(capsys, monkeypatch, argv):
     """The same check as a simulated non-root user, so it also runs as root
-    (_emulate and _interactive refuse: nothing can be built)."""
+    (emulate and interactive refuse: nothing can be built)."""
     def refuse(*_a, **_k):
         raise AssertionError("a network command ran in a unit test")
-    monkeypatch.setattr(cli, "_emulate", refuse)
-    monkeypatch.setattr(cli, "_interactive", refuse)
+    monkeypatch.setattr(pipeline, "emulate", refuse)
+    monkeypatch.setattr(pipeline, "interactive", refuse)
     monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -308,29 +310,29 @@ def test_report_rebuilds_files(capsys, tmp_path):
 # --- helpers of `run` that need no network ------------------------------------------------
 
 def test_results_dir_refuses_folder_with_results(tmp_path):
-    assert cli._results_dir(str(tmp_path), "x") == str(tmp_path)          # empty: fine
-    assert cli._results_dir(str(tmp_path / "new"), "x") == str(tmp_path / "new")
+    assert pipeline.results_dir(str(tmp_path), "x") == str(tmp_path)          # empty: fine
+    assert pipeline.results_dir(str(tmp_path / "new"), "x") == str(tmp_path / "new")
     assert not (tmp_path / "new").exists()                                 # checked, not created
     (tmp_path / "collectives.csv").write_text("topology\n")
     with pytest.raises(SpecError, match="not empty"):
-        cli._results_dir(str(tmp_path), "x")
+        pipeline.results_dir(str(tmp_path), "x")
 
 
 @pytest.mark.parametrize("name", ["notes.txt", "spec.json", ".hidden"])
 def test_results_dir_refuses_any_non_empty_folder(tmp_path, name):
     (tmp_path / name).write_text("x")
     with pytest.raises(SpecError, match="--out"):
-        cli._results_dir(str(tmp_path), "x")
+        pipeline.results_dir(str(tmp_path), "x")
 
 
 def test_results_dir_refuses_a_file(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(SpecError, match="not a folder"):
-        cli._results_dir(str(tmp_path / "f"), "x")
+        pipeline.results_dir(str(tmp_path / "f"), "x")
 
 
 def test_default_results_dir_named_after_experiment():
-    path = cli._results_dir(None, "eflops")
+    path = pipeline.results_dir(None, "eflops")
     assert path.startswith("results" + os.sep) and path.endswith("-eflops")
 
 
@@ -338,7 +340,7 @@ def test_by_fabric_groups_consecutive_runs():
     plans = [plan_run(make_run(v)) for v in (
         {"algorithm": "ring", "sizes": "8K"}, {"algorithm": "halving-doubling", "sizes": "8K"},
         {"topology": "bigraph:m=1,n=4", "sizes": "8K"}, {"sizes": "8K", "mapping": "random"})]
-    groups = cli._by_fabric(plans)
+    groups = pipeline.by_fabric(plans)
     assert [len(g) for g in groups] == [2, 1, 1]          # not consecutive: not merged
     assert all(p.spec.fabric_key() == g[0].spec.fabric_key() for g in groups for p in g)
 
@@ -348,7 +350,7 @@ def test_print_table_uses_median(capsys):
            "host_rate_mbps": 50.0, "switch_rate_mbps": 50.0, "mtu": 9000, "label": "", "bytes_ok": True}
     rows = [{**run, "size_bytes": M, "time_s": t, "collective": "allreduce", "ranks": 8, "model_time_s": 0.2}
             for t in (0.1, 0.3, 0.2)]
-    cli._print_table(rows)
+    pipeline.print_table(rows)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("#") and "meas/model" in out[0]
     assert out[1].split() == ["1048576", "200.0", "41.94", "73.40", "200.0", "1.00"]
@@ -447,11 +449,11 @@ def test_model_ignores_missing_netem(capsys, monkeypatch):
     (12, 12, 95.0, "[12/12] ring 1M ... done in 95 s"),
 ])
 def test_progress_line(done, total, elapsed, want):
-    assert cli.progress_line(done, total, elapsed, "ring 1M") == want
+    assert pipeline.progress_line(done, total, elapsed, "ring 1M") == want
 
 
 def test_progress_line_time_left_shrinks():
-    lefts = [cli.progress_line(d, 10, d * 30.0, "x") for d in range(1, 10)]
+    lefts = [pipeline.progress_line(d, 10, d * 30.0, "x") for d in range(1, 10)]
     assert lefts[0].endswith("~5 min left") and lefts[-1].endswith("~30 s left")
 
 
@@ -665,5 +667,5 @@ def test_cli_command_opens_mininet_cli_on_the_network(monkeypatch, tmp_path, cap
 
 def test_progress_line_estimates_from_the_share_of_work_done():
     # one call of four done, but it was a tenth of the predicted work: 90 s left after 10 s
-    assert cli.progress_line(1, 4, 10.0, "hdrm 8M", work_done=0.1).endswith("~90 s left")
-    assert cli.progress_line(1, 4, 10.0, "hdrm 8M").endswith("~30 s left")
+    assert pipeline.progress_line(1, 4, 10.0, "hdrm 8M", work_done=0.1).endswith("~90 s left")
+    assert pipeline.progress_line(1, 4, 10.0, "hdrm 8M").endswith("~30 s left")

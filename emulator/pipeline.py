@@ -1,0 +1,292 @@
+"""The run pipeline, top to bottom: one module a newcomer can read.
+
+  prepare   every check before the network: plans, machine limits, the
+            results folder, what the run asks of this machine's dataplane
+  emulate   per fabric: bring-up (Emulation), replay of every plan with a
+            line per call and the live view, results written as calls end;
+            then the report, and the folder renamed from OUT.partial to OUT
+  teardown  always, by Emulation's `with` block, also after errors and signals
+
+The CLI only parses arguments and calls these; `interactive` is the same
+bring-up with Mininet's CLI in place of the replay.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+
+from emulator.metrics import TABLE_HEADER, algbw_mbps, table_row
+from emulator.spec import Experiment, RunSpec, SpecError
+
+PARTIAL = ".partial"   # a run writes here and renames the folder when it has finished
+# Mininet on one machine: beyond these, use `bigraph-emu model`.
+MAX_EMULATED_HOSTS = 256
+MAX_EMULATED_SWITCHES = 128
+
+
+# --- before the network: plans and checks ---------------------------------------------
+
+def prepare(experiment: Experiment, out: str | None):
+    """Every error before the network: plans, machine limits, the results
+    folder; then what each run asks of this machine's dataplane (a warning
+    if more than it emulates faithfully)."""
+    plans = [plan_emulated(spec) for spec in experiment.runs]
+    folder = results_dir(out, experiment.name)
+    for plan, check in zip(plans, capacity_checks(plans)):
+        print(check.describe(plan.spec.host_rate_mbps))
+    return plans, folder
+
+
+def plan_emulated(spec: RunSpec):
+    """The plan of a run to emulate; too large a fabric is refused before planning."""
+    from emulator.plan import plan_run
+    from emulator.topology import build
+    fabric = build(spec.topology, spec.link_profile())
+    fits_one_machine(fabric)
+    return plan_run(spec, fabric)
+
+
+def fits_one_machine(fabric) -> None:
+    hosts, switches = len(fabric.hosts), len(fabric.switches)
+    if hosts > MAX_EMULATED_HOSTS or switches > MAX_EMULATED_SWITCHES:
+        raise SpecError(f"topology: {fabric.topology} has {hosts} hosts and {switches} switches; one machine "
+                        f"emulates at most {MAX_EMULATED_HOSTS} and {MAX_EMULATED_SWITCHES}: "
+                        "use 'bigraph-emu model' for it")
+
+
+def capacity_checks(plans) -> list:
+    """capacity.Assessment of every plan, from this machine's calibration."""
+    from emulator import capacity
+    from emulator.net.dataplane import detect
+    try:
+        calibration = capacity.load()
+        return [capacity.assess(plan, calibration, detect(plan.spec.datapath, plan.spec.offload).datapath)
+                for plan in plans]
+    except (ValueError, RuntimeError) as e:
+        raise SpecError(str(e)) from None
+
+
+def auto_rated(spec: RunSpec) -> RunSpec:
+    """The spec with host and switch rates scaled together so that the run's
+    peak load is capacity.AUTO_MARGIN of what the machine emulates faithfully."""
+    from emulator.capacity import AUTO_MARGIN, scaled_rate
+    from emulator.plan import plan_run
+    check = capacity_checks([plan_run(spec)])[0]
+    if check.faithful_mbps is None:
+        raise SpecError(f"--bw auto: this machine is {check.basis}")
+    if not check.peak_mbps:   # nothing crosses a switch: any rate fits
+        return spec
+    factor = AUTO_MARGIN / check.fraction
+    return dataclasses.replace(spec, host_rate_mbps=scaled_rate(spec.host_rate_mbps, factor),
+                               switch_rate_mbps=scaled_rate(spec.switch_rate_mbps, factor))
+
+
+def results_dir(out: str | None, name: str) -> str:
+    """A new folder for this run's results: never an existing folder with
+    anything in it. Checked before anything is created; not created here."""
+    path = out or os.path.join("results", f"{time.strftime('%Y%m%d-%H%M%S')}-{name}")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise SpecError(f"--out {path} is a file, not a folder; choose a new folder")
+    if os.path.isdir(path) and os.listdir(path):
+        raise SpecError(f"--out {path} is not empty (earlier results or other files); choose a new folder")
+    if os.path.exists(path + PARTIAL):
+        raise SpecError(f"--out {path}: {path + PARTIAL} holds an unfinished earlier run; move it or choose "
+                        "a new folder")
+    return path
+
+
+
+# --- the emulation -----------------------------------------------------------------------
+
+def emulate(experiment: Experiment, plans, out: str) -> int:
+    """Emulate every plan into OUT.partial, renamed to OUT only when the
+    run has finished: a half-written folder is never taken for results."""
+    from emulator.emulation import Emulation
+    work = out + PARTIAL
+    os.makedirs(work)
+    if os.path.isdir(out):
+        os.rmdir(out)   # empty (checked before): the finished folder takes its place
+    with open(os.path.join(work, "spec.json"), "w") as f:
+        json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs]}, f, indent=1)
+    with open(os.path.join(work, "capacity.json"), "w") as f:
+        json.dump([c.to_dict() for c in capacity_checks(plans)], f, indent=1)
+    progress = Progress([p.predictions[c.size_bytes].time_s for p in plans for c in p.calls])
+    ok = True
+    try:
+        for group in by_fabric(plans):
+            with Emulation(group[0], work) as emu:
+                for plan in group:
+                    print(describe(plan.spec, plan.ranks))
+                    ok &= _replay(emu, plan, work, progress)
+        write_reports(work, plans)
+    except BaseException:
+        if sorted(os.listdir(work)) == ["capacity.json", "spec.json"]:   # it failed before creating anything
+            shutil.rmtree(work)
+        else:
+            print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
+        raise
+    os.rename(work, out)
+    print(f"# results: {out}/ collectives.csv, steps.csv, links.csv, machine.csv, summary.txt, busbw.png, "
+          "heatmap.png, fabric.png, timeline.png, link_loads.csv, fabric.json")
+    return 0 if ok else 1
+
+
+def by_fabric(plans):
+    """Consecutive runs on the same fabric share one emulated network."""
+    groups = []
+    for plan in plans:
+        if groups and groups[-1][0].spec.fabric_key() == plan.spec.fabric_key():
+            groups[-1].append(plan)
+        else:
+            groups.append([plan])
+    return groups
+
+
+def _replay(emu, plan, out: str, progress: "Progress") -> bool:
+    """Replay a plan, writing every call's results as it ends; prints the
+    table, and False if some agent moved a wrong number of bytes."""
+    from emulator.results import write_call
+    rows = []
+
+    def on_call(call, record):
+        if live:
+            live.clear()
+        row = write_call(out, plan, call, record, emu.dataplane.datapath)
+        rows.extend([row] if row else [])
+        progress.call_done(_call_label(plan, call), row)
+
+    live = LiveView(emu, plan, progress) if sys.stdout.isatty() else None
+    emu.on_sample = live.update if live else None
+    emu.replay(plan, on_call=on_call)
+    print_table(rows)
+    if not all(r["bytes_ok"] for r in rows):
+        print("# ERROR: some agent moved a wrong number of bytes; see steps.csv")
+        return False
+    return True
+
+
+def write_reports(out: str, plans) -> None:
+    from emulator.report import write_report
+    text = write_report(out, plans)
+    if len(plans) > 1:
+        print("# summary (median busbw in Mbit/s; model: the flow model's busbw)")
+        print(text)
+
+
+def interactive(plan, out: str) -> int:
+    from emulator.emulation import Emulation
+    os.makedirs(out, exist_ok=True)
+    with Emulation(plan, out) as emu:
+        hosts = plan.fabric.hosts
+        print(f"# Mininet CLI on {plan.fabric.topology}: hosts {hosts[0].name}..{hosts[-1].name} "
+              f"({hosts[0].ip}..), e.g. '{hosts[0].name} ping -c1 {hosts[-1].ip}'; 'exit' tears it down")
+        emu.network.interactive()
+    return 0
+
+
+
+# --- what a run prints --------------------------------------------------------------------
+
+def describe(spec: RunSpec, ranks: int) -> str:
+    extra = ""
+    if spec.link_delay_ms or spec.link_loss_pct:
+        extra += f", netem {spec.link_delay_ms:g} ms / {spec.link_loss_pct:g}% loss"
+    if spec.connections > 1:
+        extra += f", {spec.connections} connections per peer"
+    if spec.link_events:
+        extra += ", link events " + " ".join(map(str, spec.link_events))
+    return (f"# {spec.collective} {spec.algorithm}, mapping {spec.mapping}, policy {spec.policy}, "
+            f"{spec.topology} ({ranks} ranks), links {spec.host_rate_mbps:g} Mbit/s host / "
+            f"{spec.switch_rate_mbps:g} Mbit/s switch, queues {spec.host_queue_packets}/"
+            f"{spec.switch_queue_packets} packets, MTU {spec.mtu}{extra}")
+
+
+def print_table(rows: list[dict]) -> None:
+    """One line per size: the median over repetitions, as summary.txt has it."""
+    import pandas as pd
+    from emulator.report import summarise
+    print(TABLE_HEADER)
+    for r in summarise(pd.DataFrame(rows)).itertuples():
+        print(table_row(r.size_bytes, r.time_s, algbw_mbps(r.size_bytes, r.time_s), r.busbw_mbps, r.model_time_s))
+
+
+class Progress:
+    """One line per finished call: which, its verdict, and the time left,
+    estimated from the model's time of every call (sizes differ a lot)."""
+
+    def __init__(self, predicted_s: list[float]):
+        self.predicted, self.total, self.done, self.start = predicted_s, len(predicted_s), 0, time.monotonic()
+
+    def call_done(self, label: str, row: dict | None) -> None:
+        self.done += 1
+        share = sum(self.predicted[:self.done]) / max(1e-9, sum(self.predicted))
+        verdict = f" busbw {row['busbw_mbps']:.2f} Mbit/s, {row['fidelity']}" if row else ""
+        print(progress_line(self.done, self.total, time.monotonic() - self.start, label, share) + verdict,
+              flush=True)
+
+
+def progress_line(done_calls: int, total_calls: int, elapsed_s: float, label: str,
+                  work_done: float | None = None) -> str:
+    """'[ 3/12] label ... ~40 s left': calls done so far, and the time left
+    if the remaining work goes as fast as the done work. `work_done` is the
+    share of the work done (by default, of the calls)."""
+    line = f"[{done_calls:>{len(str(total_calls))}}/{total_calls}] {label}"
+    if total_calls and done_calls >= total_calls:
+        return f"{line} ... done in {_duration(elapsed_s)}"
+    if done_calls <= 0 or elapsed_s <= 0:
+        return f"{line} ..."
+    share = work_done if work_done else done_calls / total_calls
+    return f"{line} ... ~{_duration(elapsed_s * (1 - share) / share)} left"
+
+
+def _duration(seconds: float) -> str:
+    """'40 s', '5 min', '2 h 05 min' (rounded half up)."""
+    seconds = max(1, int(seconds + 0.5))
+    if seconds < 100:
+        return f"{seconds} s"
+    minutes = int(seconds / 60 + 0.5)
+    if minutes < 100:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _call_label(plan, call) -> str:
+    what = "warm-up" if call.repetition < 0 else f"rep {call.repetition + 1}/{plan.spec.repetitions}"
+    return f"{plan.spec.algorithm} {plan.spec.mapping} {_size(call.size_bytes)} {what}"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+class LiveView:
+    """Redraws the busiest links and the step progress in place while a
+    call runs (only on a terminal)."""
+
+    def __init__(self, emu, plan, progress: Progress):
+        self.emu, self.plan, self.progress = emu, plan, progress
+        self.steps_total = max(len(s) for s in plan.schedules[max(plan.schedules)].steps)
+        self.lines = 0
+
+    def update(self, samples) -> None:
+        from emulator import linkstats, liveview
+        if len(samples) < 2 or self.emu.fleet is None:
+            return
+        rows = linkstats.link_rows(0, self.emu.links, samples[-2:], samples[0].t)
+        text = liveview.render(f"[{self.progress.done + 1}/{self.progress.total}]", rows,
+                               self.emu.fleet.steps_done, self.steps_total, samples[-1].t - self.emu.fleet.call_start)
+        up = f"\x1b[{self.lines}F\x1b[J" if self.lines else ""
+        print(up + text, flush=True)
+        self.lines = text.count("\n") + 1
+
+    def clear(self) -> None:
+        if self.lines:
+            print(f"\x1b[{self.lines}F\x1b[J", end="", flush=True)
+            self.lines = 0
