@@ -19,8 +19,8 @@ ranks whose chunks differ by a byte advance together instead of one by one.
 """
 from __future__ import annotations
 
+import heapq
 import math
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -244,15 +244,18 @@ def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
 class _Simulation:
     """One run of the event loop over a `_Flows`; step_end holds the result."""
 
-    def __init__(self, flows: _Flows, alpha_s: float, efficiency: float):
+    def __init__(self, flows: _Flows, deps: "_Dependencies", alpha_s: float, efficiency: float):
         self.f = flows
+        self.deps = deps
         self.alpha = alpha_s
         self.capacity = flows.capacity_mbps * 1e6 / 8 * efficiency   # bytes/s
         nsteps = len(flows.first) - 1
         self.step_rank = np.repeat(np.arange(len(flows.step_base) - 1), np.diff(flows.step_base))
+        # a step ends when it has started and nothing is pending: its transfers and its compute
         self.pending = (np.bincount(flows.send_step, minlength=nsteps)
-                        + np.bincount(flows.recv_step, minlength=nsteps))
-        self.current = flows.step_base[:-1].copy()   # step id each rank is in
+                        + np.bincount(flows.recv_step, minlength=nsteps) + (deps.compute_s > 0))
+        self.waiting = deps.count.copy()             # unfinished steps each step waits for
+        self.started = np.zeros(nsteps, dtype=bool)
         # A flow waits for two events: its sender's and its receiver's step starting.
         self.gate = np.full(len(flows.nbytes), 2, dtype=np.int64)
         self.by_recv = np.argsort(flows.recv_step, kind="stable")
@@ -266,25 +269,28 @@ class _Simulation:
         self.switch_hops = (flows.route != flows.pad).sum(axis=1) - 1   # links of a path minus one
         self.wire_mbps = 8 / 1e6 / efficiency
         self.peak_switch_mbps = 0.0
-        # Deliveries come alpha after "now", and now never goes back, so a FIFO is time-ordered.
-        self.deliveries: deque[tuple[float, np.ndarray]] = deque()
+        # Timed events: flows delivered (alpha after their last byte) and
+        # compute that ends; (time, sequence, is_compute, ids).
+        self.events: list = []
+        self.sequence = 0
         self.t = 0.0
 
     def run(self) -> None:
-        ranks = np.flatnonzero(np.diff(self.f.step_base) > 0)
-        first_steps = self.f.step_base[ranks]
-        self._release(first_steps)
-        self._finish(first_steps)
-        while self.active.size or self.deliveries:
+        self._start(np.flatnonzero(self.waiting == 0))
+        while self.active.size or self.events:
             self._advance()
 
+    def _at(self, t: float, ids: np.ndarray, compute: bool) -> None:
+        heapq.heappush(self.events, (t, self.sequence, compute, ids))
+        self.sequence += 1
+
     def _advance(self) -> None:
-        """Move to the next drain or delivery and handle everything due then."""
+        """Move to the next drain or timed event and handle everything due then."""
         if self.stale:
             self._rerate()
         drain = self.left[self.active] / self.rates if self.active.size else np.zeros(0)
         t_drain = self.t + drain.min() if drain.size else math.inf
-        t_next = min(t_drain, self.deliveries[0][0] if self.deliveries else math.inf)
+        t_next = min(t_drain, self.events[0][0] if self.events else math.inf)
         if math.isinf(t_next):
             raise RuntimeError("flows are stuck at zero rate")
         tol = REL_TOL * t_next
@@ -295,12 +301,23 @@ class _Simulation:
             if t_drain == t_next:
                 done[drain.argmin()] = True   # round-off must not leave the due flow a hair short
             self._drain(done)
-        # Delivering may start steps whose empty transfers are due at once when alpha is 0.
-        while self.deliveries and self.deliveries[0][0] <= self.t + tol:
-            batch = [self.deliveries.popleft()[1]]
-            while self.deliveries and self.deliveries[0][0] <= self.t + tol:
-                batch.append(self.deliveries.popleft()[1])
-            self._deliver(np.concatenate(batch))
+        # Handling events may start steps whose empty transfers are due at once when alpha is 0.
+        while self.events and self.events[0][0] <= self.t + tol:
+            delivered, computed = [], []
+            while self.events and self.events[0][0] <= self.t + tol:
+                _, _, compute, ids = heapq.heappop(self.events)
+                (computed if compute else delivered).append(ids)
+            steps = []
+            if delivered:
+                flows = np.concatenate(delivered)
+                np.subtract.at(self.pending, self.f.send_step[flows], 1)
+                np.subtract.at(self.pending, self.f.recv_step[flows], 1)
+                steps += [self.f.send_step[flows], self.f.recv_step[flows]]
+            if computed:
+                done = np.concatenate(computed)
+                np.subtract.at(self.pending, done, 1)
+                steps.append(done)
+            self._finish(np.unique(np.concatenate(steps)))
 
     def _drain(self, done: np.ndarray) -> None:
         """Retire the active flows marked `done`; they arrive alpha later."""
@@ -310,7 +327,7 @@ class _Simulation:
         self.left[gone] = 0.0
         self.active = self.active[~done]
         self.stale = True
-        self.deliveries.append((self.t + self.alpha, gone))
+        self._at(self.t + self.alpha, gone, False)
 
     def _rerate(self) -> None:
         route = self.f.route[self.active]
@@ -320,34 +337,35 @@ class _Simulation:
         self.peak_switch_mbps = max(self.peak_switch_mbps, load)
         self.stale = False
 
-    def _deliver(self, flows: np.ndarray) -> None:
-        np.subtract.at(self.pending, self.f.send_step[flows], 1)
-        np.subtract.at(self.pending, self.f.recv_step[flows], 1)
-        self._finish(np.unique(np.concatenate((self.f.send_step[flows], self.f.recv_step[flows]))))
-
     def _finish(self, steps: np.ndarray) -> None:
-        """End every step that is running and has nothing pending; start the
-        rank's next one, which may itself be done already (receives only,
-        all arrived early)."""
+        """End every started step with nothing pending; start the steps that
+        waited only for them, which may themselves be done at once (nothing
+        to send, or receives only)."""
         while steps.size:
-            ranks = self.step_rank[steps]
-            done = steps[(self.pending[steps] == 0) & (self.current[ranks] == steps)]
+            done = steps[self.started[steps] & (self.pending[steps] == 0) & np.isnan(self.step_end[steps])]
             if not done.size:
                 return
             self.step_end[done] = self.t
-            ranks = self.step_rank[done]
-            self.current[ranks] += 1
-            nxt = self.current[ranks]
-            nxt = nxt[nxt < self.f.step_base[ranks + 1]]
-            self._release(nxt)
-            steps = nxt
+            nxt = self.deps.dependents[_ranges(self.deps.first[done], self.deps.first[done + 1])]
+            np.subtract.at(self.waiting, nxt, 1)
+            steps = self._start(np.unique(nxt[self.waiting[nxt] == 0]))
+
+    def _start(self, steps: np.ndarray) -> np.ndarray:
+        """`steps` start now: their compute runs, and the flows they send and
+        receive open; returns them (some may be done already)."""
+        if not steps.size:
+            return steps
+        self.started[steps] = True
+        computing = steps[self.deps.compute_s[steps] > 0]
+        for duration in np.unique(self.deps.compute_s[computing]):
+            self._at(self.t + float(duration), computing[self.deps.compute_s[computing] == duration], True)
+        self._release(steps)
+        return steps
 
     def _release(self, steps: np.ndarray) -> None:
-        """`steps` have started: open the gates of the flows they send and
-        receive, and start the flows whose other side is ready too; bytes-free
-        and host-local ones only take the per-message latency."""
-        if not steps.size:
-            return
+        """Open the gates of the flows `steps` send and receive, and start the
+        flows whose other side is ready too; bytes-free and host-local ones
+        only take the per-message latency."""
         sends = _ranges(self.f.first[steps], self.f.first[steps + 1])
         recvs = self.by_recv[_ranges(self.recv_first[steps], self.recv_first[steps + 1])]
         opened = np.concatenate((sends, recvs))
@@ -360,7 +378,45 @@ class _Simulation:
             self.active = np.concatenate((self.active, ids[wire]))
             self.stale = True
         if not wire.all():
-            self.deliveries.append((self.t + self.alpha, ids[~wire]))
+            self._at(self.t + self.alpha, ids[~wire], False)
+
+
+@dataclass
+class _Dependencies:
+    """Which steps wait for which, over all ranks' steps numbered as in
+    `_Flows` (step ids): a step waits for the step before it on its channel
+    and for its `after` steps."""
+    count: np.ndarray        # steps each step waits for
+    first: np.ndarray        # dependents of step s: dependents[first[s]:first[s+1]]
+    dependents: np.ndarray
+    compute_s: np.ndarray    # per step
+
+
+def _dependencies(schedule: Schedule, step_base: np.ndarray) -> _Dependencies:
+    nsteps = int(step_base[-1])
+    compute = np.array([s.compute_s for steps in schedule.steps for s in steps] or [0.0], dtype=float)[:nsteps]
+    simple = all(s.channel == 0 and not s.after for steps in schedule.steps for s in steps)
+    if simple:   # one chain per rank (a plain collective): vectorised
+        ids = np.arange(nsteps)
+        chained = np.ones(nsteps, dtype=bool)
+        chained[step_base[:-1][np.diff(step_base) > 0]] = False   # first step of a rank
+        src, dst = ids[chained] - 1, ids[chained]
+    else:
+        src, dst = [], []
+        for rank, steps in enumerate(schedule.steps):
+            base, last = int(step_base[rank]), {}
+            for k, step in enumerate(steps):
+                waits = set(step.after) | ({last[step.channel]} if step.channel in last else set())
+                if any(not 0 <= j < k for j in waits):
+                    raise ValueError(f"rank {rank} step {k} waits for a step that is not before it: {step.after}")
+                src += [base + j for j in sorted(waits)]
+                dst += [base + k] * len(waits)
+                last[step.channel] = k
+        src, dst = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+    order = np.argsort(src, kind="stable")
+    return _Dependencies(count=np.bincount(dst, minlength=nsteps),
+                         first=np.searchsorted(src[order], np.arange(nsteps + 1)),
+                         dependents=dst[order], compute_s=compute)
 
 
 def _ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -382,7 +438,7 @@ def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts,
     if not alpha_s >= 0:
         raise ValueError(f"alpha_s must be >= 0, got {alpha_s}")
     flows = _flows(fabric, table, schedule, hosts)
-    sim = _Simulation(flows, alpha_s, efficiency)
+    sim = _Simulation(flows, _dependencies(schedule, flows.step_base), alpha_s, efficiency)
     sim.run()
     if np.isnan(sim.step_end).any():
         stuck = int(sim.step_rank[np.flatnonzero(np.isnan(sim.step_end))[0]])

@@ -21,9 +21,20 @@ class Transfer:
 
 @dataclass(frozen=True)
 class Step:
+    """What a rank does at once: sends and receives, or compute.
+
+    A step starts once the step before it on the same channel has ended and
+    every step listed in `after` (indices into the rank's steps) has too. A
+    collective is steps on one channel; compute on another channel lets
+    communication issued before it overlap it (non-blocking issue), and
+    `after` is the wait."""
     sends: tuple[Transfer, ...] = ()
     recvs: tuple[Transfer, ...] = ()
-    phase: str = ""    # e.g. "reduce-scatter", "allgather", "push"
+    phase: str = ""    # e.g. "reduce-scatter", "allgather", "push", "compute"
+    compute_s: float = 0.0             # time the rank computes (already scaled by its host's speed)
+    channel: int = 0                   # steps of one channel run in order; channels run side by side
+    after: tuple[int, ...] = ()        # earlier steps of this rank (on other channels) it waits for
+    op: int = 0                        # the op of the rank's program this step belongs to
 
 
 @dataclass(frozen=True)

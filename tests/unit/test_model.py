@@ -227,3 +227,45 @@ def test_large_hdrm_stays_exact():
     assert max(pred.max_flows_per_step) == 1
     assert pred.time_s == pytest.approx(alpha_beta_time("allreduce", "halving-doubling", 2048, S, 50.0, ALPHA),
                                         rel=1e-6)
+
+
+# --- compute, channels and waits (job programs) ---------------------------------
+
+def test_compute_delays_the_transfer_that_follows_it():
+    fabric, table, hosts = two_switches(m=1, host_mbps=80.0, switch_mbps=40.0)
+    sched = Schedule("custom", "custom", 2, 0, (
+        (Step(compute_s=1.5, phase="compute"), Step((Transfer(1, S),), ())),
+        (Step((), (Transfer(0, S),)),)))
+    pred = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    # the receiver posts at once, but the sender computes first
+    assert pred.time_s == pytest.approx(1.5 + S / bytes_per_s(40) + ALPHA, rel=1e-9)
+    assert pred.step_end_s[0][0] == pytest.approx(1.5, rel=1e-12)
+
+
+def test_communication_on_its_own_channel_overlaps_compute_until_the_wait():
+    fabric, table, hosts = two_switches(m=1, host_mbps=80.0, switch_mbps=40.0)
+    comm = S / bytes_per_s(40) + ALPHA   # about 3.4 s
+    for compute, expected in ((5.0, 5.0), (1.0, comm)):   # hidden behind compute, or exposed
+        sched = Schedule("custom", "custom", 2, 0, (
+            (Step((Transfer(1, S),), (), channel=1),        # issued, not waited for
+             Step(compute_s=compute, phase="compute"),      # runs meanwhile
+             Step(phase="wait", after=(0,))),               # waits for the transfer
+            (Step((), (Transfer(0, S),), channel=1),)))
+        pred = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+        assert pred.step_end_s[0][2] == pytest.approx(expected, rel=1e-9)
+
+
+def test_one_chain_on_another_channel_predicts_as_the_plain_schedule():
+    import dataclasses
+    fabric, table, sched, hosts = setup("bigraph:m=2,n=4", "shortest", "naive", "ring", size=S)
+    plain = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    moved = dataclasses.replace(sched, steps=tuple(tuple(dataclasses.replace(s, channel=3) for s in rank)
+                                                   for rank in sched.steps))
+    assert predict(fabric, table, moved, hosts, alpha_s=ALPHA).step_end_s == plain.step_end_s
+
+
+def test_a_step_may_only_wait_for_earlier_steps():
+    fabric, table, hosts = two_switches(m=1)
+    sched = Schedule("custom", "custom", 2, 0, ((Step(after=(1,)), Step()), ()))
+    with pytest.raises(ValueError, match="waits for a step that is not before it"):
+        predict(fabric, table, sched, hosts)
