@@ -1,9 +1,11 @@
-"""The host agent: one process per emulated host, replaying its rank's
-schedule over real TCP. Standard library only; runs inside the host's
-network namespace.
+"""The host agent: one process per rank, executing the rank's steps,
+received as data, over real TCP (compute as a timed wait: the emulated
+hosts share the machine's cores, so real arithmetic would measure the
+machine, not the network). Standard library only; runs inside the host's
+network namespace. It never rebuilds a schedule from a collective's name.
 
 It talks to the emulator over stdin/stdout, one line per message:
-  agent -> emulator: LISTENING | READY | STEP <call> <k> | DONE <call> <json> | ERROR <text>
+  agent -> emulator: LISTENING | READY | STEP <call> <steps done> | DONE <call> <json> | ERROR <text>
   emulator -> agent: CONNECT | GO <call> <start time> | EXIT
 Times are time.monotonic(), one clock shared by every process of the machine.
 """
@@ -17,7 +19,7 @@ import sys
 import threading
 import time
 
-from emulator.schedule import Step, build_schedule, over_connections
+from emulator.schedule import Step, steps_from_data
 
 CHUNK = 1 << 20   # bytes per send/recv system call
 CLEAR_TO_SEND = b"C"
@@ -29,9 +31,11 @@ def say(*words) -> None:
 
 
 class Peers:
-    """`connections` TCP connections to every rank we send to and from every
-    rank we receive from, opened once and reused by every step (as NCCL
-    does). The i-th transfer to a peer within a step uses connection i."""
+    """`connections` TCP connections per channel to every rank we send to
+    and from every rank we receive from, opened once and reused by every
+    step (as NCCL does). The i-th transfer to a peer within a step uses
+    connection i of the step's channel: channels that run side by side
+    never share a connection."""
 
     def __init__(self, rank: int, addresses: list[tuple[str, int]], connections: int = 1):
         self.rank = rank
@@ -44,21 +48,22 @@ class Peers:
         self.to: dict[int, list[socket.socket]] = {}
         self.frm: dict[int, list[socket.socket]] = {}
 
-    def connect(self, send_to: set[int], recv_from: set[int]) -> None:
+    def connect(self, send_to: set[tuple[int, int]], recv_from: set[tuple[int, int]]) -> None:
+        """send_to, recv_from: (peer, channel) pairs."""
         failed = []
         acceptor = threading.Thread(target=self._accept, args=(set(recv_from), failed))
         acceptor.start()
-        for peer in sorted(send_to):
-            self.to[peer] = [self._open(peer, i) for i in range(self.connections)]
+        for peer, channel in sorted(send_to):
+            self.to[(peer, channel)] = [self._open(peer, channel, i) for i in range(self.connections)]
         acceptor.join()
         if failed:
             raise ConnectionError(f"peers {sorted(set(recv_from) - set(self.frm))} did not connect: {failed[0]}")
 
-    def _open(self, peer: int, index: int) -> socket.socket:
+    def _open(self, peer: int, channel: int, index: int) -> socket.socket:
         s = socket.create_connection(self.addresses[peer], timeout=30)
         s.settimeout(None)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.sendall(struct.pack("!II", self.rank, index))
+        s.sendall(struct.pack("!III", self.rank, channel, index))
         return s
 
     def _accept(self, expected: set[int], failed: list) -> None:
@@ -67,8 +72,8 @@ class Peers:
             for _ in range(len(expected) * self.connections):   # every peer opens each of its connections once
                 s, _ = self.listener.accept()
                 s.settimeout(None)
-                peer, index = struct.unpack("!II", _recv_exact(s, 8))
-                self.frm.setdefault(peer, [None] * self.connections)[index] = s
+                peer, channel, index = struct.unpack("!III", _recv_exact(s, 12))
+                self.frm.setdefault((peer, channel), [None] * self.connections)[index] = s
         except OSError as e:   # reported by connect(), in the main thread
             failed.append(e)
 
@@ -109,14 +114,14 @@ def recv_bytes(sock: socket.socket, n: int) -> int:
     return got
 
 
-def _connections(transfers, conns: dict[int, list[socket.socket]]) -> list[socket.socket]:
+def _connections(transfers, conns: dict, channel: int) -> list[socket.socket]:
     """The socket of every transfer: the i-th one with a peer uses connection i."""
     used: dict[int, int] = {}
     out = []
     for t in transfers:
         i = used.get(t.peer, 0)
         used[t.peer] = i + 1
-        out.append(conns[t.peer][i])
+        out.append(conns[(t.peer, channel)][i])
     return out
 
 
@@ -153,10 +158,13 @@ def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
         return eager + send_bytes(sock, n - eager, data)
 
     start = time.monotonic()
-    recvs = list(zip(step.recvs, _connections(step.recvs, peers.frm)))
+    if step.compute_s:
+        time.sleep(step.compute_s)
+    recvs = list(zip(step.recvs, _connections(step.recvs, peers.frm, step.channel)))
     for _, sock in recvs:
         sock.sendall(CLEAR_TO_SEND)
-    jobs = [("sent", send, sock, t.nbytes) for t, sock in zip(step.sends, _connections(step.sends, peers.to))]
+    jobs = [("sent", send, sock, t.nbytes)
+            for t, sock in zip(step.sends, _connections(step.sends, peers.to, step.channel))]
     jobs += [("received", recv_bytes, sock, t.nbytes) for t, sock in recvs]
     threads = [threading.Thread(target=do, args=job) for job in jobs[1:]]
     for t in threads:
@@ -170,26 +178,61 @@ def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
     return {"start": start, "end": time.monotonic(), "sent": counts["sent"], "received": counts["received"]}
 
 
+def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_step) -> list[dict]:
+    """Every step of one call: each channel's steps in order, channels side
+    by side (a thread each), a step starting once the steps it waits for
+    have ended. `on_step(done)` is told how many steps have ended."""
+    records: list = [None] * len(steps)
+    ended = [threading.Event() for _ in steps]
+    errors: list[str] = []
+    lock = threading.Lock()
+    channels: dict[int, list[int]] = {}
+    for k, step in enumerate(steps):
+        channels.setdefault(step.channel, []).append(k)
+
+    def run_channel(ks: list[int]) -> None:
+        for k in ks:
+            for j in steps[k].after:
+                ended[j].wait()
+            if errors:
+                return
+            try:
+                records[k] = run_step(steps[k], peers, payload)
+            except Exception as e:   # reported below; the other channels stop waiting
+                errors.append(f"step {k}: {e}")
+                for event in ended:
+                    event.set()
+                return
+            ended[k].set()
+            with lock:
+                on_step(sum(r is not None for r in records))
+
+    lanes = list(channels.values())
+    threads = [threading.Thread(target=run_channel, args=(ks,)) for ks in lanes[1:]]
+    for t in threads:
+        t.start()
+    if lanes:
+        run_channel(lanes[0])
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return records
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="bigraph-emu host agent (started by the emulator)")
-    p.add_argument("--plan", required=True, help="JSON: ranks' addresses and the calls to replay")
-    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--plan", required=True, help="JSON: the ranks' addresses and this rank's steps of every call")
     args = p.parse_args(argv)
     with open(args.plan) as f:
         plan = json.load(f)
-    rank = args.rank
+    rank = plan["rank"]
     addresses = [tuple(a) for a in plan["addresses"]]
-    calls = plan["calls"]
-    by_call = {}
-    for c in calls:
-        key = (c["collective"], c["algorithm"], c["size_bytes"])
-        if key not in by_call:
-            sched = over_connections(build_schedule(*key[:2], len(addresses), key[2]), plan.get("connections", 1))
-            by_call[key] = sched.steps[rank]
-    schedules = [by_call[(c["collective"], c["algorithm"], c["size_bytes"])] for c in calls]
-    send_to = {t.peer for steps in schedules for s in steps for t in s.sends}
-    recv_from = {t.peer for steps in schedules for s in steps for t in s.recvs}
-    largest = max((t.nbytes for steps in schedules for s in steps for t in s.sends), default=0)
+    programs = {key: steps_from_data(steps) for key, steps in plan["programs"].items()}
+    calls = [programs[key] for key in plan["calls"]]
+    send_to = {(t.peer, s.channel) for steps in programs.values() for s in steps for t in s.sends}
+    recv_from = {(t.peer, s.channel) for steps in programs.values() for s in steps for t in s.recvs}
+    largest = max((t.nbytes for steps in programs.values() for s in steps for t in s.sends), default=0)
     payload = memoryview(bytes(min(CHUNK, max(largest, 1))))
     peers = Peers(rank, addresses, plan.get("connections", 1))
     try:
@@ -202,10 +245,7 @@ def main(argv=None) -> int:
             elif cmd[0] == "GO":
                 call, start_at = int(cmd[1]), float(cmd[2])
                 time.sleep(max(0.0, start_at - time.monotonic()))
-                steps = []
-                for k, step in enumerate(schedules[call]):
-                    steps.append(run_step(step, peers, payload))
-                    say("STEP", call, k)   # progress: step k is done
+                steps = run_program(calls[call], peers, payload, lambda done: say("STEP", call, done))
                 say("DONE", call, json.dumps(steps))
             elif cmd[0] == "EXIT":
                 return 0

@@ -462,6 +462,8 @@ def main(argv=None) -> int:
         print(f"bigraph-emu: error: {e}", file=sys.stderr)
         return 2
     except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
+        if interrupts.lost_terminal(e):   # a hang-up's first sign can be a failed write, before SIGHUP
+            return interrupts.EXIT_CODE
         print(f"bigraph-emu: {args.command} failed: {e}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, interrupts.Interrupted):

@@ -169,8 +169,7 @@ class Emulation:
         measured is kept even if a later call fails."""
         hosts = [self.network.host(h) for h in plan.hosts]
         ips = [self.fabric.host(h).ip for h in plan.hosts]
-        calls = [{"collective": plan.spec.collective, "algorithm": plan.spec.algorithm, "size_bytes": c.size_bytes}
-                 for c in plan.calls]
+        calls = [plan.schedules[c.size_bytes] for c in plan.calls]
         self.fleet = fleet = AgentFleet(hosts, ips, calls, self.run_dir, plan.spec.connections)
         timers: list[threading.Timer] = []
         try:

@@ -5,14 +5,19 @@
            always sit in opposite parts, and at every step each directed
            switch-switch link carries at most one flow (when m <= n/2).
 - `random`: a seeded random permutation.
+
+A job of a workload is placed on the hosts earlier jobs left free by
+`place`, which adds `round-robin` (one host per switch in turn) and an
+explicit host list, and places `hdrm` on part of a BiGraph too.
 """
 from __future__ import annotations
 
 import random as _random
 
-from emulator.fabric import Fabric
+from emulator.fabric import HOST_PREFIX, Fabric
 
 MAPPINGS = ("naive", "hdrm", "random")
+PLACEMENTS = ("naive", "round-robin", "random", "hdrm")   # or a list of host names
 
 
 def _parity(x: int) -> int:
@@ -67,3 +72,78 @@ def _hdrm_hosts(fabric: Fabric, ranks: int) -> list[str]:
         raise ValueError(f"rank mapping 'hdrm' places one rank on every host: needs {m * n} ranks, got {ranks}")
     # Hosts are numbered switch (leaf) by switch, m per switch.
     return [fabric.hosts[sw * m + slot].name for sw, slot in map(lambda r: hdrm_switch_slot(r, n), range(ranks))]
+
+
+def place(fabric: Fabric, placement, ranks: int, seed: int = 0, free: list[str] | None = None) -> list[str]:
+    """Hosts of a job's ranks (index = rank) among the `free` hosts (default:
+    all). `placement`: a name of PLACEMENTS or a list of host names."""
+    free = [h.name for h in fabric.hosts] if free is None else free
+    if not isinstance(placement, str):
+        return _listed(fabric, list(placement), ranks)
+    if placement not in PLACEMENTS:
+        raise ValueError(f"unknown placement {placement!r}; choose one of: {', '.join(PLACEMENTS)}, "
+                         "or a list of hosts")
+    if not 1 <= ranks <= len(free):
+        raise ValueError(f"{ranks} ranks do not fit the {len(free)} free hosts of {fabric.topology}")
+    if placement == "naive":
+        return free[:ranks]
+    if placement == "random":
+        names = list(free)
+        _random.Random(seed).shuffle(names)
+        return names[:ranks]
+    if placement == "round-robin":
+        return _round_robin(fabric, free, ranks)
+    if len(free) == len(fabric.hosts) and ranks == len(fabric.hosts):
+        return hosts_for_ranks(fabric, "hdrm", ranks)
+    return _hdrm_part(fabric, free, ranks)
+
+
+def _listed(fabric: Fabric, names: list, ranks: int) -> list[str]:
+    known = {h.name for h in fabric.hosts}
+    hosts = [f"{HOST_PREFIX}{n}" if isinstance(n, int) and not isinstance(n, bool) else n for n in names]
+    unknown = [h for h in hosts if h not in known]
+    if unknown:
+        raise ValueError(f"hosts {unknown[:4]} are not in {fabric.topology} "
+                         f"({fabric.hosts[0].name}..{fabric.hosts[-1].name})")
+    if len(hosts) != ranks:
+        raise ValueError(f"the host list names {len(hosts)} hosts for {ranks} ranks")
+    return hosts
+
+
+def _round_robin(fabric: Fabric, free: list[str], ranks: int) -> list[str]:
+    """One host per switch in turn (switches in fabric order), so that a
+    job spreads over the fabric instead of filling switch after switch."""
+    free_set = set(free)
+    queues = [[h.name for h in fabric.hosts_on(s.name) if h.name in free_set] for s in fabric.switches]
+    queues = [q for q in queues if q]
+    hosts = []
+    while len(hosts) < ranks:
+        for q in queues:
+            if q and len(hosts) < ranks:
+                hosts.append(q.pop(0))
+    return hosts
+
+
+def _hdrm_part(fabric: Fabric, free: list[str], ranks: int) -> list[str]:
+    """HDRM on part of a BiGraph: n' switches (n'/2 of each part, those with
+    the most free hosts) and m' = ranks/n' ranks on each, with m' <= n'/2 so
+    that every directed switch link still carries at most one flow per
+    halving-doubling step."""
+    if fabric.params.get("kind") != "bigraph":
+        raise ValueError(f"placement 'hdrm' on part of a fabric is defined for BiGraph only, not {fabric.topology}")
+    if ranks < 2 or ranks & (ranks - 1):
+        raise ValueError(f"placement 'hdrm' needs a power-of-two rank count, got {ranks}")
+    free_set = set(free)
+    parts = {tier: sorted((s for s in fabric.switches if s.tier == tier),
+                          key=lambda s: -sum(h.name in free_set for h in fabric.hosts_on(s.name)))
+             for tier in ("upper", "lower")}
+    n = fabric.params["n"]
+    for n_part in (k for k in range(n, 1, -2) if ranks % k == 0):
+        m_part = ranks // n_part
+        chosen = parts["upper"][:n_part // 2] + parts["lower"][:n_part // 2]
+        slots = [[h.name for h in fabric.hosts_on(s.name) if h.name in free_set] for s in chosen]
+        if m_part <= n_part // 2 and all(len(sl) >= m_part for sl in slots):
+            return [slots[sw][slot] for sw, slot in (hdrm_switch_slot(r, n_part) for r in range(ranks))]
+    raise ValueError(f"placement 'hdrm': {ranks} ranks cannot be placed on the free hosts of {fabric.topology} "
+                     "with at most one flow per link and step (it needs n' switches, half in each part, "
+                     f"with ranks/n' <= n'/2 free hosts each); use round-robin or a host list")

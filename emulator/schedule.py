@@ -277,3 +277,17 @@ def jittered(schedule: Schedule, amplitude: float, seed: int = 0) -> Schedule:
     for rank, mine in enumerate(steps):
         mine[:] = [Step(s.sends, tuple(scaled(t.peer, rank, t, got) for t in s.recvs), s.phase) for s in mine]
     return dataclasses.replace(schedule, steps=tuple(tuple(s) for s in steps))
+
+
+# --- steps as data (what the agents receive) ------------------------------------
+
+def steps_to_data(steps) -> list:
+    """A rank's steps as JSON-ready lists: [sends, recvs, compute_s, channel, after, phase]."""
+    return [[[[t.peer, t.nbytes] for t in s.sends], [[t.peer, t.nbytes] for t in s.recvs],
+             s.compute_s, s.channel, list(s.after), s.phase] for s in steps]
+
+
+def steps_from_data(data: list) -> tuple[Step, ...]:
+    return tuple(Step(tuple(Transfer(p, n) for p, n in sends), tuple(Transfer(p, n) for p, n in recvs),
+                      phase, compute_s, channel, tuple(after))
+                 for sends, recvs, compute_s, channel, after, phase in data)

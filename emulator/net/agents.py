@@ -9,6 +9,7 @@ import sys
 import time
 
 from emulator.net import processes
+from emulator.schedule import Schedule, steps_to_data
 
 AGENT_PORT = 5201
 START_DELAY_S = 0.05   # GO is sent this far ahead so every agent is waiting
@@ -24,15 +25,37 @@ class AgentTimeout(AgentError):
         self.missing = missing
 
 
-class AgentFleet:
-    """One agent per rank. `hosts[rank]` is the Mininet host object."""
+def agent_ports(ips: list[str]) -> list[int]:
+    """A port per rank: ranks that share a host (several jobs) listen on
+    consecutive ports from AGENT_PORT."""
+    seen: dict[str, int] = {}
+    ports = []
+    for ip in ips:
+        ports.append(AGENT_PORT + seen.get(ip, 0))
+        seen[ip] = seen.get(ip, 0) + 1
+    return ports
 
-    def __init__(self, hosts, ips: list[str], calls: list[dict], run_dir: str, connections: int = 1):
+
+class AgentFleet:
+    """One agent per rank. `hosts[rank]` is the Mininet host object;
+    `calls[i]` the schedule of call i (every rank's steps), handed to each
+    agent as data: a file per rank with its own steps only."""
+
+    def __init__(self, hosts, ips: list[str], calls: list[Schedule], run_dir: str, connections: int = 1):
         self.hosts = hosts
-        self.plan_path = os.path.join(run_dir, "agent-plan.json")
-        with open(self.plan_path, "w") as f:
-            json.dump({"addresses": [[ip, AGENT_PORT] for ip in ips], "calls": calls,
-                       "connections": connections}, f)
+        folder = os.path.join(run_dir, "agents")
+        os.makedirs(folder, exist_ok=True)
+        unique = {id(sched): sched for sched in calls}   # calls of one size share a schedule
+        keys = {ident: str(i) for i, ident in enumerate(unique)}
+        addresses = [[ip, port] for ip, port in zip(ips, agent_ports(ips))]
+        self.plan_paths = []
+        for rank in range(len(hosts)):
+            path = os.path.join(folder, f"rank-{rank}.json")
+            programs = {keys[ident]: steps_to_data(sched.steps[rank]) for ident, sched in unique.items()}
+            with open(path, "w") as f:
+                json.dump({"rank": rank, "addresses": addresses, "connections": connections,
+                           "programs": programs, "calls": [keys[id(c)] for c in calls]}, f)
+            self.plan_paths.append(path)
         self.procs: list[subprocess.Popen] = []
         self.selector = selectors.DefaultSelector()
         self._pending: dict[int, list[str]] = {}   # complete lines not yet consumed
@@ -42,7 +65,7 @@ class AgentFleet:
 
     def start(self, timeout_s: float = 60.0) -> None:
         for rank, host in enumerate(self.hosts):
-            proc = host.popen([sys.executable, "-m", "emulator.agent", "--plan", self.plan_path, "--rank", str(rank)],
+            proc = host.popen([sys.executable, "-m", "emulator.agent", "--plan", self.plan_paths[rank]],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               bufsize=0)
             processes.record(proc.pid)
@@ -98,7 +121,7 @@ class AgentFleet:
                     if line.startswith("ERROR"):
                         raise AgentError(line)
                     if line.startswith("STEP "):
-                        self.steps_done[rank] = int(line.split()[2]) + 1
+                        self.steps_done[rank] = int(line.split()[2])
                     elif line.startswith(word):
                         replies[rank] = line
         return replies

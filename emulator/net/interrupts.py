@@ -10,6 +10,7 @@ SIGINT of a background job) stays ignored.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 
@@ -47,6 +48,17 @@ def _unwind(signum, _frame) -> None:
         return
     _unwinding = True
     raise Interrupted(signum)
+
+
+def lost_terminal(error: BaseException) -> bool:
+    """True if `error` is a write to a terminal that hung up (EIO); then
+    later writes go nowhere and the SIGHUP still to come changes nothing."""
+    global _unwinding
+    if not (isinstance(error, OSError) and error.errno == errno.EIO and _terminal_fds):
+        return False
+    _leave_terminal()
+    _unwinding = True
+    return True
 
 
 def _leave_terminal() -> None:

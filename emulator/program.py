@@ -1,0 +1,237 @@
+"""Compile a workload (pure): jobs placed on hosts, ops expanded into the
+steps every rank runs (emulator.schedule.Step), all jobs merged into one
+schedule that the agents replay and the flow model predicts.
+
+Channels: compute and blocking communication run on channel 0, in program
+order. A non-blocking (async) op goes on channel 1, after the compute
+issued before it; a `wait` is a step on channel 0 that waits for it; the
+iteration's end waits for everything still in flight. A blocking op
+issued while async ops are in flight queues behind them on channel 1 (as
+a communicator's stream does), followed by its wait. Consecutive async
+send/recv ops form one step (as a batched isend/irecv), so that the two
+directions of a pipeline exchange cannot deadlock.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from emulator.fabric import Fabric
+from emulator.mapping import place
+from emulator.schedule import Schedule, Step, Transfer, build_schedule
+from emulator.workload import Job, Op, Workload, WorkloadError
+
+COMPUTE, COMM = 0, 1
+
+
+@dataclass
+class JobLayout:
+    """A job in the merged schedule: global ranks offset..offset+ranks-1 on
+    hosts; iterations[rank][i] = (first step, end step) of iteration i."""
+    job: Job
+    offset: int
+    hosts: list[str]
+    iterations: list[list[tuple[int, int]]] = field(default_factory=list)
+    compute_s: list[list[float]] = field(default_factory=list)   # [rank][iteration], at the host's speed
+
+    @property
+    def ranks(self) -> range:
+        return range(self.offset, self.offset + self.job.ranks)
+
+
+@dataclass
+class Compiled:
+    schedule: Schedule
+    hosts: list[str]          # hosts[global rank]
+    jobs: list[JobLayout]
+
+
+def compile_workload(workload: Workload, fabric: Fabric) -> Compiled:
+    """Place every job (in order, on hosts earlier jobs left free unless
+    share_hosts), expand its program, merge; WorkloadError names the job."""
+    free = [h.name for h in fabric.hosts]
+    layouts, steps, hosts = [], [], []
+    for job in workload.jobs:
+        try:
+            placed = place(fabric, job.placement, job.ranks, job.seed, free)
+        except ValueError as e:
+            raise WorkloadError(f"job {job.name!r}: placement: {e}") from None
+        if not workload.share_hosts:
+            taken = set(placed)
+            shared = [h for h in placed if h not in free]
+            if shared or len(taken) < len(placed):
+                raise WorkloadError(f"job {job.name!r}: hosts {sorted(set(shared) or taken)[:4]} already carry "
+                                    "ranks; set share_hosts = true to let jobs share hosts")
+            free = [h for h in free if h not in taken]
+        layout = JobLayout(job, len(hosts), placed)
+        for rank in range(job.ranks):
+            mine, bounds, compute = _rank_steps(job, rank, workload.speed(placed[rank]), layout.offset)
+            steps.append(tuple(mine))
+            layout.iterations.append(bounds)
+            layout.compute_s.append(compute)
+        layouts.append(layout)
+        hosts += placed
+    name = layouts[0].job.name if len(layouts) == 1 else "workload"
+    return Compiled(Schedule(name, "", len(hosts), 0, tuple(steps)), hosts, layouts)
+
+
+def job_alone(compiled: Compiled, index: int) -> tuple[Schedule, list[str]]:
+    """The schedule and hosts of job `index` by itself (its ranks renumbered from 0)."""
+    layout = compiled.jobs[index]
+    base = layout.offset
+
+    def local(transfers):
+        return tuple(Transfer(t.peer - base, t.nbytes) for t in transfers)
+    steps = tuple(tuple(Step(local(s.sends), local(s.recvs), s.phase, s.compute_s, s.channel, s.after, s.op)
+                        for s in compiled.schedule.steps[r]) for r in layout.ranks)
+    return Schedule(layout.job.name, "", layout.job.ranks, 0, steps), layout.hosts
+
+
+# --- one rank's steps ------------------------------------------------------------
+
+def _rank_steps(job: Job, rank: int, speed: float, offset: int):
+    """(steps, per-iteration (first, end) step indices, per-iteration compute seconds)."""
+    from emulator.templates import job_ops
+    builder = _Builder(offset)
+    if job.start_s:
+        builder.add(Step(phase="start", compute_s=job.start_s, op=-1))
+    bounds, compute = [], []
+    for iteration in range(job.iterations):
+        first = len(builder.steps)
+        ops = job_ops(job, iteration, rank)
+        seconds = 0.0
+        for index, op in enumerate(ops):
+            if op.kind == "compute":
+                builder.compute(op.ms / 1e3 / speed, index)
+                seconds += op.ms / 1e3 / speed
+            elif op.kind == "wait":
+                builder.wait(op.tag, index, job.name)
+            else:
+                builder.communicate(op, index, _comm_steps(job, rank, op))
+        builder.end_iteration(len(ops))
+        bounds.append((first, len(builder.steps)))
+        compute.append(seconds)
+    return builder.steps, bounds, compute
+
+
+class _Builder:
+    """Appends a rank's steps with the channel rules of the module docstring."""
+
+    def __init__(self, offset: int):
+        self.offset = offset
+        self.steps: list[Step] = []
+        self.in_flight: dict[str, int] = {}   # tag (or op index) -> last step of an async op
+        self.batch = False                    # the last step is an open batch of async send/recv
+
+    def add(self, step: Step) -> int:
+        self.steps.append(step)
+        return len(self.steps) - 1
+
+    def _last_compute(self) -> tuple[int, ...]:
+        for k in range(len(self.steps) - 1, -1, -1):
+            if self.steps[k].channel == COMPUTE:
+                return (k,)
+        return ()
+
+    def compute(self, seconds: float, op: int) -> None:
+        self.batch = False
+        self.add(Step(phase="compute", compute_s=seconds, channel=COMPUTE, op=op))
+
+    def wait(self, tag: str, op: int, job: str) -> None:
+        self.batch = False
+        if tag:
+            if tag not in self.in_flight:
+                raise WorkloadError(f"job {job!r}: op {op + 1}: wait for {tag!r}, which is not in flight")
+            targets = (self.in_flight.pop(tag),)
+        else:
+            targets, self.in_flight = tuple(self.in_flight.values()), {}
+        if targets:
+            self.add(Step(phase="wait", channel=COMPUTE, after=tuple(sorted(set(targets))), op=op))
+
+    def communicate(self, op: Op, index: int, steps: list[Step]) -> None:
+        steps = [_globalised(s, self.offset) for s in steps]
+        if not steps:          # a group of one: nothing to send
+            return
+        if op.nonblocking:
+            self._issue(op, index, steps)
+        elif not self.in_flight:   # nothing queued ahead of it: runs in program order
+            self.batch = False
+            for s in steps:
+                self.add(Step(s.sends, s.recvs, s.phase, channel=COMPUTE, op=index))
+        else:
+            self._issue(op, index, steps)
+            self.wait(op.tag or f"#{index}", index, "")
+
+    def _issue(self, op: Op, index: int, steps: list[Step]) -> None:
+        tag = op.tag or f"#{index}"
+        p2p = op.kind in ("send", "recv")
+        if p2p and self.batch:   # joins the open batch: one step, both directions at once
+            last = self.steps[-1]
+            self.steps[-1] = Step(last.sends + steps[0].sends, last.recvs + steps[0].recvs, "p2p",
+                                  channel=COMM, after=last.after, op=last.op)
+            self.in_flight[tag] = len(self.steps) - 1
+            return
+        after = self._last_compute()
+        for i, s in enumerate(steps):
+            self.add(Step(s.sends, s.recvs, s.phase, channel=COMM, after=after if i == 0 else (), op=index))
+        self.in_flight[tag] = len(self.steps) - 1
+        self.batch = p2p
+
+    def end_iteration(self, ops: int) -> None:
+        self.wait("", ops, "")
+        self.batch = False
+
+
+def _globalised(step: Step, offset: int) -> Step:
+    def shift(transfers):
+        return tuple(Transfer(t.peer + offset, t.nbytes) for t in transfers)
+    return Step(shift(step.sends), shift(step.recvs), step.phase)
+
+
+# --- groups and the steps of one communication op ------------------------------------
+
+def groups(job: Job, rank: int) -> dict[str, list[int]]:
+    """The job-local ranks of each group `rank` belongs to, in group order
+    (Megatron: tp varies fastest, then dp, then pp)."""
+    tp, dp, pp = job.tp, job.dp, job.pp
+    t, d, p = rank % tp, (rank // tp) % dp, rank // (tp * dp)
+    return {"world": list(range(job.ranks)),
+            "tp": [p * tp * dp + d * tp + i for i in range(tp)],
+            "dp": [p * tp * dp + i * tp + t for i in range(dp)],
+            "pp": [i * tp * dp + d * tp + t for i in range(pp)]}
+
+
+def _comm_steps(job: Job, rank: int, op: Op) -> list[Step]:
+    """The steps of `op` on `rank`, peers as job-local ranks."""
+    group = groups(job, rank)[op.group]
+    me = group.index(rank)
+    if op.kind in ("send", "recv"):
+        if len(group) == 1:
+            return []
+        peer = {"next": me + 1, "prev": me - 1}.get(op.peer)
+        peer = int(op.peer) if peer is None else peer
+        if not 0 <= peer < len(group) or peer == me:
+            return []   # the first stage has no prev, the last no next: nothing to do
+        t = (Transfer(group[peer], op.nbytes),)
+        return [Step(t, ()) if op.kind == "send" else Step((), t)]
+    if len(group) == 1:
+        return []
+    if op.matrix is not None:
+        if len(op.matrix) != len(group):
+            raise WorkloadError(f"job {job.name!r}: an all-to-all matrix of {len(op.matrix)} rows for a "
+                                f"group of {len(group)} ranks")
+        row = op.matrix[me]
+        sends = tuple(Transfer(group[j], row[j]) for j in range(len(group)) if j != me and row[j])
+        recvs = tuple(Transfer(group[i], op.matrix[i][me]) for i in range(len(group)) if i != me and op.matrix[i][me])
+        return [Step(sends, recvs, "all-to-all")]
+    try:
+        steps = _collective(op.kind, op.algorithm, len(group), op.nbytes)[me]
+    except ValueError as e:
+        raise WorkloadError(f"job {job.name!r}: {op.kind} on group {op.group} ({len(group)} ranks): {e}") from None
+    return [Step(tuple(Transfer(group[t.peer], t.nbytes) for t in s.sends),
+                 tuple(Transfer(group[t.peer], t.nbytes) for t in s.recvs), s.phase) for s in steps]
+
+
+@functools.lru_cache(maxsize=256)
+def _collective(kind: str, algorithm: str, ranks: int, nbytes: int):
+    return build_schedule(kind, algorithm, ranks, nbytes).steps

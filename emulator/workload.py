@@ -1,0 +1,265 @@
+"""Workloads (pure): jobs, each a program of ops per rank, read from TOML.
+
+A workload is one or more jobs sharing one fabric. A job has a name, a
+rank count, a placement on the hosts (emulator.mapping.place), a start
+time, a number of iterations and a per-iteration program: ops per rank,
+written out (`ops = [...]`) or emitted by a template (emulator.templates).
+emulator.program compiles it into the steps the agents run and the model
+predicts. A sweep of one collective is a one-job workload too.
+
+    [hosts]                       # compute speed per host (1: nominal)
+    bgh3 = 0.5
+    [[job]]
+    name = "a"
+    ranks = 8
+    placement = "round-robin"     # naive, round-robin, random (seed), hdrm, or ["bgh0", ...]
+    iterations = 3
+    start_ms = 0
+    dp = 8                        # tp * dp * pp = ranks (Megatron order: tp fastest)
+    ops = [{op = "compute", ms = 20},
+           {op = "allreduce", bytes = "8M", group = "dp", async = true, tag = "g"},
+           {op = "compute", ms = 30}, {op = "wait", tag = "g"}]
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from emulator.mapping import PLACEMENTS
+from emulator.metrics import parse_size
+from emulator.schedule import ALGORITHMS, COLLECTIVES
+
+COMMUNICATION = COLLECTIVES + ("send", "recv")
+OP_KINDS = ("compute", "wait") + COMMUNICATION
+GROUPS = ("world", "dp", "tp", "pp")
+MAX_ITERATIONS = 10_000
+MAX_JOBS = 64
+
+
+class WorkloadError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str                       # one of OP_KINDS
+    ms: float = 0.0                 # compute: milliseconds at speed 1
+    nbytes: int = 0                 # collectives: the size, as nccl-tests counts it; send/recv: the message
+    group: str = "world"            # the ranks a communication op spans (GROUPS)
+    algorithm: str = "ring"
+    peer: str = ""                  # send/recv: "next"/"prev" in the group, or a group index
+    nonblocking: bool = False       # issued, waited for later by a `wait` (or the iteration's end)
+    tag: str = ""                   # the name a wait uses
+    matrix: tuple[tuple[int, ...], ...] | None = None   # all-to-all: bytes group rank i sends to j
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    ranks: int
+    placement: str | tuple = "naive"
+    seed: int = 1
+    start_s: float = 0.0
+    iterations: int = 1
+    tp: int = 1
+    pp: int = 1
+    template: str = ""
+    params: tuple = ()              # a template's keys, as sorted (key, value) pairs
+    ops: tuple[Op, ...] = ()        # written out: the same ops on every rank, every iteration
+
+    @property
+    def dp(self) -> int:
+        return self.ranks // (self.tp * self.pp)
+
+
+@dataclass(frozen=True)
+class Workload:
+    jobs: tuple[Job, ...]
+    speeds: tuple = ()              # (host, factor): compute on that host takes 1/factor as long
+    share_hosts: bool = False       # jobs may share hosts (otherwise each job gets hosts of its own)
+    source: str = ""                # the file it came from
+
+    def speed(self, host: str) -> float:
+        return dict(self.speeds).get(host, 1.0)
+
+
+def sweep_job(collective: str, algorithm: str, ranks: int, size: int, placement, seed: int) -> Workload:
+    """One collective call as a one-job workload (what `run -c ... -b ...` replays per size)."""
+    op = Op(collective, nbytes=size, algorithm=algorithm)
+    return Workload((Job(collective, ranks, placement, seed, ops=(op,)),))
+
+
+# --- reading ---------------------------------------------------------------------
+
+def parse_workload(doc: dict, source: str = "") -> Workload:
+    """A workload from a parsed TOML document (or its `workload` table)."""
+    where = source or "workload"
+    if not isinstance(doc, dict):
+        raise WorkloadError(f"{where}: a workload is a table with [[job]] tables")
+    extra = sorted(set(doc) - {"job", "hosts", "share_hosts"})
+    if extra:
+        raise WorkloadError(f"{where}: unknown key(s) {', '.join(extra)}; a workload has [[job]] tables, "
+                            "a [hosts] table of speeds and share_hosts")
+    jobs = doc.get("job")
+    if not isinstance(jobs, list) or not jobs or not all(isinstance(j, dict) for j in jobs):
+        raise WorkloadError(f"{where}: give at least one [[job]] table")
+    if len(jobs) > MAX_JOBS:
+        raise WorkloadError(f"{where}: {len(jobs)} jobs; at most {MAX_JOBS}")
+    parsed = tuple(_job(j, i, where) for i, j in enumerate(jobs))
+    names = [j.name for j in parsed]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise WorkloadError(f"{where}: job names must differ; {', '.join(map(repr, twice))} is used twice")
+    share = doc.get("share_hosts", False)
+    if not isinstance(share, bool):
+        raise WorkloadError(f"{where}: share_hosts must be true or false, got {share!r}")
+    return Workload(parsed, _speeds(doc.get("hosts", {}), where), share, source)
+
+
+def _speeds(table, where: str) -> tuple:
+    if not isinstance(table, dict):
+        raise WorkloadError(f"{where}: [hosts] must be a table of host = speed factor")
+    out = []
+    for host, factor in sorted(table.items()):
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0.01 <= factor <= 100:
+            raise WorkloadError(f"{where}: [hosts] {host}: speed must be a number from 0.01 to 100, got {factor!r}")
+        out.append((host, float(factor)))
+    return tuple(out)
+
+
+JOB_KEYS = ("name", "ranks", "placement", "seed", "start_ms", "iterations", "tp", "pp", "dp",
+            "template", "params", "ops")
+
+
+def _job(table: dict, index: int, where: str) -> Job:
+    name = table.get("name", f"job{index + 1}")
+    label = f"{where}: job {name!r}" if isinstance(name, str) else f"{where}: job {index + 1}"
+    if not isinstance(name, str) or not name.strip() or len(name) > 40 or "," in name:
+        raise WorkloadError(f"{label}: name must be a short text without commas")
+    extra = sorted(set(table) - set(JOB_KEYS))
+    if extra:
+        raise WorkloadError(f"{label}: unknown key(s) {', '.join(extra)}; job keys: {', '.join(JOB_KEYS)}")
+    ranks = _int(table.get("ranks"), f"{label}: ranks", 1, 1 << 20)
+    tp = _int(table.get("tp", 1), f"{label}: tp", 1, ranks)
+    pp = _int(table.get("pp", 1), f"{label}: pp", 1, ranks)
+    if ranks % (tp * pp):
+        raise WorkloadError(f"{label}: tp x pp = {tp * pp} does not divide ranks = {ranks}")
+    if "dp" in table and _int(table["dp"], f"{label}: dp", 1, ranks) * tp * pp != ranks:
+        raise WorkloadError(f"{label}: tp x dp x pp = {tp} x {table['dp']} x {pp} is not ranks = {ranks}")
+    placement = table.get("placement", "naive")
+    if isinstance(placement, list):
+        placement = tuple(placement)
+    elif placement not in PLACEMENTS:
+        raise WorkloadError(f"{label}: placement {placement!r} is not one of: {', '.join(PLACEMENTS)}, "
+                            "or a list of hosts")
+    start_ms = _number(table.get("start_ms", 0), f"{label}: start_ms", 0, 1e8)
+    template, ops, params = table.get("template", ""), table.get("ops"), table.get("params", {})
+    if bool(template) == (ops is not None):
+        raise WorkloadError(f"{label}: give either template = NAME or ops = [...], not {'both' if template else 'neither'}")
+    if not isinstance(params, dict):
+        raise WorkloadError(f"{label}: params must be a table of the template's keys")
+    job = Job(name, ranks, placement, _int(table.get("seed", 1), f"{label}: seed", 0, 1 << 31),
+              start_ms / 1e3, _int(table.get("iterations", 1), f"{label}: iterations", 1, MAX_ITERATIONS),
+              tp, pp, str(template), tuple(sorted(params.items())),
+              tuple(parse_op(op, f"{label}: op {i + 1}") for i, op in enumerate(ops or [])))
+    if ops is not None and not ops:
+        raise WorkloadError(f"{label}: ops is empty")
+    if template:
+        from emulator.templates import check_template
+        try:
+            check_template(job)
+        except ValueError as e:
+            raise WorkloadError(f"{label}: {e}") from None
+    check_ops(job.ops, label)
+    return job
+
+
+OP_KEYS = {"compute": ("op", "ms"), "wait": ("op", "tag"),
+           "send": ("op", "bytes", "group", "to", "async", "tag"),
+           "recv": ("op", "bytes", "group", "from", "async", "tag")}
+COLLECTIVE_KEYS = ("op", "bytes", "group", "algorithm", "async", "tag", "matrix")
+
+
+def parse_op(table, label: str) -> Op:
+    """One op table: {op = "compute", ms = 5}, {op = "allreduce", bytes = "25M", async = true, ...}."""
+    if not isinstance(table, dict):
+        raise WorkloadError(f"{label}: an op is a table like {{op = \"compute\", ms = 5}}, got {table!r}")
+    kind = table.get("op")
+    if kind not in OP_KINDS:
+        raise WorkloadError(f"{label}: op {kind!r} is not one of: {', '.join(OP_KINDS)}")
+    allowed = OP_KEYS.get(kind, COLLECTIVE_KEYS)
+    extra = sorted(set(table) - set(allowed))
+    if extra:
+        raise WorkloadError(f"{label}: {kind} takes {', '.join(allowed)}, not {', '.join(extra)}")
+    if kind == "compute":
+        return Op(kind, ms=_number(table.get("ms"), f"{label}: compute ms", 0, 1e7))
+    if kind == "wait":
+        return Op(kind, tag=_text(table.get("tag", ""), f"{label}: tag"))
+    group = table.get("group", "pp" if kind in ("send", "recv") else "world")
+    if group not in GROUPS:
+        raise WorkloadError(f"{label}: group {group!r} is not one of: {', '.join(GROUPS)}")
+    nonblocking = table.get("async", False)
+    if not isinstance(nonblocking, bool):
+        raise WorkloadError(f"{label}: async must be true or false, got {nonblocking!r}")
+    common = dict(group=group, nonblocking=nonblocking, tag=_text(table.get("tag", ""), f"{label}: tag"))
+    if kind in ("send", "recv"):
+        peer = table.get("to" if kind == "send" else "from", "next" if kind == "send" else "prev")
+        if peer not in ("next", "prev") and (isinstance(peer, bool) or not isinstance(peer, int) or peer < 0):
+            raise WorkloadError(f"{label}: {kind} peer must be next, prev or a group index, got {peer!r}")
+        return Op(kind, nbytes=_size(table.get("bytes"), label), peer=str(peer), **common)
+    algorithm = table.get("algorithm", "ring")
+    if algorithm not in ALGORITHMS:
+        raise WorkloadError(f"{label}: algorithm {algorithm!r} is not one of: {', '.join(ALGORITHMS)}")
+    matrix = table.get("matrix")
+    if matrix is not None:
+        if kind != "all-to-all":
+            raise WorkloadError(f"{label}: matrix is for all-to-all only")
+        return Op(kind, matrix=_matrix(matrix, label), **common)
+    return Op(kind, nbytes=_size(table.get("bytes"), label), algorithm=algorithm, **common)
+
+
+def check_ops(ops, label: str) -> None:
+    """A wait names a tag some earlier async op carries."""
+    tags = set()
+    for i, op in enumerate(ops):
+        if op.kind == "wait" and op.tag and op.tag not in tags:
+            raise WorkloadError(f"{label}: op {i + 1}: wait for tag {op.tag!r}, which no earlier async op has")
+        if op.nonblocking and op.tag:
+            tags.add(op.tag)
+
+
+def _matrix(rows, label: str) -> tuple:
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, list) and len(r) == len(rows) for r in rows):
+        raise WorkloadError(f"{label}: matrix must be a square list of lists of byte counts")
+    try:
+        return tuple(tuple(0 if v == 0 else parse_size(v) for v in r) for r in rows)
+    except ValueError as e:
+        raise WorkloadError(f"{label}: matrix: {e}") from None
+
+
+def _size(value, label: str) -> int:
+    if value is None:
+        raise WorkloadError(f"{label}: bytes is missing")
+    try:
+        return parse_size(value)
+    except ValueError as e:
+        raise WorkloadError(f"{label}: bytes: {e}") from None
+
+
+def _int(value, label: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise WorkloadError(f"{label} must be a whole number from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def _number(value, label: str, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not lo <= value <= hi:
+        raise WorkloadError(f"{label} must be a number from {lo:g} to {hi:g}, got {value!r}")
+    return float(value)
+
+
+def _text(value, label: str) -> str:
+    if not isinstance(value, str):
+        raise WorkloadError(f"{label} must be text, got {value!r}")
+    return value

@@ -1,0 +1,217 @@
+"""Workloads: reading, placements, compiling ops into steps, templates,
+and the flow model on compiled jobs (compute, overlap, several jobs)."""
+import pytest
+
+from controller.routing import forwarding_table
+from emulator.mapping import place
+from emulator.model import max_flows_per_step, predict
+from emulator.program import compile_workload, groups, job_alone
+from emulator.schedule import ALGORITHMS, COLLECTIVES, build_schedule
+from emulator.templates import TEMPLATES
+from emulator.topology import LinkProfile, build
+from emulator.workload import Job, Op, Workload, WorkloadError, parse_workload, sweep_job
+
+MiB = 1 << 20
+
+
+def fabric(topology="bigraph:m=2,n=4", rate=100.0):
+    return build(topology, LinkProfile(host_rate_mbps=rate, switch_rate_mbps=rate))
+
+
+def model(workload, fab=None, alpha=0.0):
+    fab = fab or fabric()
+    compiled = compile_workload(workload, fab)
+    table = forwarding_table(fab, "shortest")
+    return compiled, predict(fab, table, compiled.schedule, compiled.hosts, alpha_s=alpha)
+
+
+def read(text):
+    import tomllib
+    return parse_workload(tomllib.loads(text), "w.toml")
+
+
+# --- a sweep is a one-job workload ------------------------------------------------
+
+@pytest.mark.parametrize("collective", [c for c in COLLECTIVES if c not in ("stride",)] + ["stride"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_sweep_compiles_to_the_collective_schedule(collective, algorithm):
+    fab = fabric()
+    compiled = compile_workload(sweep_job(collective, algorithm, 8, 3 * MiB + 5, "naive", 1), fab)
+    assert compiled.schedule.steps == build_schedule(collective, algorithm, 8, 3 * MiB + 5).steps
+    assert compiled.hosts == [h.name for h in fab.hosts]
+
+
+# --- placements ---------------------------------------------------------------------
+
+def test_round_robin_takes_one_host_per_switch_in_turn():
+    fab = fabric("bigraph:m=2,n=4")
+    assert place(fab, "round-robin", 6) == ["bgh0", "bgh2", "bgh4", "bgh6", "bgh1", "bgh3"]
+
+
+def test_hdrm_on_part_of_a_bigraph_keeps_one_flow_per_link_and_step():
+    fab = fabric("bigraph:m=4,n=8")
+    table = forwarding_table(fab, "shortest")
+    for ranks in (4, 8, 16):
+        hosts = place(fab, "hdrm", ranks)
+        sched = build_schedule("allreduce", "halving-doubling", ranks, 8 * MiB)
+        switch_links = max(max_flows_per_step(fab, table, sched, hosts))
+        assert switch_links == 1, (ranks, hosts)
+    naive = max(max_flows_per_step(fab, table, sched, place(fab, "naive", 16)))
+    assert naive >= 2   # 16 consecutive ranks pile up on the links between the parts
+
+
+def test_hdrm_refuses_what_it_cannot_place():
+    with pytest.raises(ValueError, match="power-of-two"):
+        place(fabric("bigraph:m=4,n=8"), "hdrm", 12)
+    with pytest.raises(ValueError, match="BiGraph only"):
+        place(fabric("fattree:k=4"), "hdrm", 8, free=[f"bgh{i}" for i in range(8)])
+
+
+def test_jobs_get_hosts_of_their_own_unless_they_share():
+    w = Workload((Job("a", 4, "naive", ops=(Op("compute", ms=1),)), Job("b", 4, "naive", ops=(Op("compute", ms=1),))))
+    compiled = compile_workload(w, fabric())
+    assert compiled.jobs[0].hosts == ["bgh0", "bgh1", "bgh2", "bgh3"]
+    assert compiled.jobs[1].hosts == ["bgh4", "bgh5", "bgh6", "bgh7"]
+    listed = Workload((Job("a", 2, ("bgh0", "bgh1"), ops=(Op("compute", ms=1),)),
+                       Job("b", 2, ("bgh1", "bgh2"), ops=(Op("compute", ms=1),))))
+    with pytest.raises(WorkloadError, match="job 'b'.*already carry ranks.*share_hosts"):
+        compile_workload(listed, fabric())
+    shared = compile_workload(Workload(listed.jobs, share_hosts=True), fabric())
+    assert shared.hosts == ["bgh0", "bgh1", "bgh1", "bgh2"]
+    with pytest.raises(WorkloadError, match="job 'b': placement: 6 ranks do not fit the 4 free hosts"):
+        compile_workload(Workload((w.jobs[0], Job("b", 6, ops=(Op("compute", ms=1),)))), fabric())
+
+
+# --- groups --------------------------------------------------------------------------
+
+def test_megatron_groups_tp_fastest_then_dp_then_pp():
+    job = Job("h", 8, tp=2, pp=2)   # dp = 2
+    g = groups(job, 5)              # tp rank 1, dp rank 0, pp stage 1
+    assert g["tp"] == [4, 5] and g["dp"] == [5, 7] and g["pp"] == [1, 5] and job.dp == 2
+
+
+# --- compute, overlap and the model ---------------------------------------------------
+
+def test_compute_scales_with_the_host_speed_and_a_straggler_holds_the_job_back():
+    ops = (Op("compute", ms=100), Op("allreduce", nbytes=MiB))
+    even = Workload((Job("a", 4, ops=ops),))
+    slow = Workload(even.jobs, speeds=(("bgh2", 0.5),))
+    (_, fast), (compiled, slowed) = model(even), model(slow)
+    assert compiled.jobs[0].compute_s[2] == [pytest.approx(0.2)] and compiled.jobs[0].compute_s[0] == [pytest.approx(0.1)]
+    assert slowed.time_s == pytest.approx(fast.time_s + 0.1, rel=1e-6)   # everyone waits for rank 2
+
+
+def test_async_allreduce_overlaps_the_compute_after_it_until_the_wait():
+    size = 4 * MiB
+    comm = model(Workload((Job("c", 2, ops=(Op("allreduce", nbytes=size),)),)))[1].time_s
+    for compute_ms in (0.2 * comm * 1e3, 3 * comm * 1e3):   # shorter and longer than the allreduce
+        ops = (Op("allreduce", nbytes=size, nonblocking=True, tag="g"), Op("compute", ms=compute_ms),
+               Op("wait", tag="g"))
+        _, pred = model(Workload((Job("o", 2, ops=ops),)))
+        assert pred.time_s == pytest.approx(max(comm, compute_ms / 1e3), rel=1e-6)
+    blocking = (Op("allreduce", nbytes=size), Op("compute", ms=1000 * comm))
+    assert model(Workload((Job("b", 2, ops=blocking),)))[1].time_s == pytest.approx(2 * comm, rel=1e-6)
+
+
+def test_iterations_repeat_the_program_and_record_their_steps():
+    ops = (Op("compute", ms=10), Op("allreduce", nbytes=MiB, nonblocking=True), Op("compute", ms=5))
+    compiled, pred = model(Workload((Job("i", 4, iterations=3, start_s=0.5, ops=ops),)))
+    bounds = compiled.jobs[0].iterations[0]
+    assert len(bounds) == 3 and bounds[0][0] == 1 and bounds[1][0] == bounds[0][1]   # step 0 waits for the start
+    assert all(end - first == len(compiled.schedule.steps[0][bounds[0][0]:bounds[0][1]]) for first, end in bounds)
+    one = model(Workload((Job("i", 4, iterations=1, ops=ops),)))[1].time_s
+    assert pred.time_s == pytest.approx(0.5 + 3 * one, rel=1e-6)
+
+
+def test_two_jobs_on_shared_links_slow_each_other_and_alone_is_faster():
+    ops = (Op("allreduce", nbytes=8 * MiB, algorithm="ring"),)
+    fab = fabric("bigraph:m=2,n=4")
+    both = Workload((Job("a", 4, "round-robin", ops=ops), Job("b", 4, "round-robin", ops=ops)))
+    compiled = compile_workload(both, fab)
+    table = forwarding_table(fab, "shortest")
+    together = predict(fab, table, compiled.schedule, compiled.hosts)
+    sched, hosts = job_alone(compiled, 1)
+    alone = predict(fab, table, sched, hosts)
+    ends_b = max(together.step_end_s[r][-1] for r in compiled.jobs[1].ranks)
+    assert ends_b > 1.2 * alone.time_s
+
+
+@pytest.mark.parametrize("name,job", [
+    ("data-parallel", Job("dp", 8, template="data-parallel", params=(("params_m", 2.0),))),
+    ("pipeline", Job("pp", 8, pp=4, template="pipeline")),
+    ("hybrid", Job("hy", 8, tp=2, pp=2, template="hybrid")),
+    ("moe", Job("moe", 8, iterations=2, template="moe")),
+    ("parameter-server", Job("ps", 8, template="parameter-server")),
+])
+def test_every_template_compiles_and_the_model_finishes_it(name, job):
+    assert job.template == name and set(TEMPLATES) >= {name}
+    compiled, pred = model(Workload((job,)))
+    sent = sum(t.nbytes for steps in compiled.schedule.steps for s in steps for t in s.sends)
+    assert sent > 0 and pred.time_s > sum(compiled.jobs[0].compute_s[0]) * 0.999
+
+
+def test_data_parallel_hides_most_gradient_traffic_behind_the_backward_pass():
+    params = (("params_m", 4.0), ("bucket_mb", 2), ("forward_ms", 50.0), ("backward_ms", 4000.0))
+    compiled, pred = model(Workload((Job("dp", 8, template="data-parallel", params=params),)))
+    compute = sum(compiled.jobs[0].compute_s[0])
+    grads = 4e6 * 4
+    one_shot = model(Workload((Job("ar", 8, ops=(Op("allreduce", nbytes=int(grads)),)),)))[1].time_s
+    assert pred.time_s < compute + 0.5 * one_shot   # most of it overlapped
+    assert pred.time_s > compute
+
+
+def test_moe_skew_changes_every_iteration_and_is_seeded():
+    job = Job("moe", 4, iterations=2, template="moe", params=(("layers", 1), ("skew", 1.5)))
+    from emulator.templates import job_ops
+    first, second = job_ops(job, 0, 0)[1].matrix, job_ops(job, 1, 0)[1].matrix
+    assert first != second and job_ops(job, 0, 3)[1].matrix == first
+    assert max(first[0]) > 2 * min(first[0])
+
+
+# --- reading and bad input -----------------------------------------------------------
+
+GOOD = """
+[hosts]
+bgh3 = 0.5
+[[job]]
+name = "train"
+ranks = 4
+placement = "round-robin"
+iterations = 2
+ops = [{op = "compute", ms = 20}, {op = "allreduce", bytes = "8M", async = true, tag = "g"},
+       {op = "compute", ms = 30}, {op = "wait", tag = "g"}]
+[[job]]
+name = "dp"
+ranks = 4
+template = "data-parallel"
+params = {params_m = 1.0}
+"""
+
+
+def test_a_workload_file_reads_into_jobs():
+    w = read(GOOD)
+    assert [j.name for j in w.jobs] == ["train", "dp"] and w.speed("bgh3") == 0.5
+    assert w.jobs[0].ops[1] == Op("allreduce", nbytes=8 * MiB, nonblocking=True, tag="g")
+    compile_workload(w, fabric())
+
+
+@pytest.mark.parametrize("text,words", [
+    ('[[job]]\nranks = 4\nops = [{op = "jump"}]', ["op 1", "'jump'", "compute"]),
+    ('[[job]]\nranks = 6\ntp = 4\nops = [{op = "compute", ms = 1}]', ["tp x pp = 4 does not divide ranks = 6"]),
+    ('[[job]]\nranks = 4\nops = [{op = "compute", ms = -1}]', ["op 1", "compute ms", "-1"]),
+    ('[[job]]\nranks = 4\nops = [{op = "allreduce", bytes = "lots"}]', ["op 1", "bytes", "lots"]),
+    ('[[job]]\nranks = 4\nops = [{op = "wait", tag = "x"}]', ["wait for tag 'x'"]),
+    ('[[job]]\nranks = 4\ntemplate = "gpt"', ["template 'gpt'", "data-parallel"]),
+    ('[[job]]\nranks = 4\ntemplate = "pipeline"', ["pipeline needs pp >= 2"]),
+    ('[[job]]\nranks = 4\ntemplate = "data-parallel"\nparams = {bucket_mb = "big"}', ["bucket_mb", "'big'"]),
+    ('[[job]]\nranks = 4', ["either template", "ops"]),
+    ('[[job]]\nname = "a"\nranks = 2\nops = [{op = "compute", ms = 1}]\n[[job]]\nname = "a"\nranks = 2\n'
+     'ops = [{op = "compute", ms = 1}]', ["'a' is used twice"]),
+    ('[hosts]\nbgh0 = 0\n[[job]]\nranks = 2\nops = [{op = "compute", ms = 1}]', ["bgh0", "speed"]),
+    ('[[job]]\nranks = 4\nplacement = "packed"\nops = [{op = "compute", ms = 1}]', ["placement 'packed'"]),
+    ('jobs = 1', ["unknown key(s) jobs"]),
+])
+def test_bad_workloads_name_the_job_and_op(text, words):
+    with pytest.raises(WorkloadError) as e:
+        read(text)
+    assert all(w in str(e.value) for w in words), str(e.value)
