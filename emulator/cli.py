@@ -24,7 +24,7 @@ import time
 
 from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
-from emulator import pipeline
+from emulator import jobs, pipeline
 from emulator.metrics import MODEL_HEADER, algbw_mbps, busbw_mbps, model_row, payload_efficiency
 from emulator.schedule import ALGORITHMS, COLLECTIVES
 from emulator.spec import FIELDS, Experiment, RunSpec, SpecError, load_experiment, make_run, switch_links
@@ -64,11 +64,13 @@ FLAGS = [
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
     (("--label",), "label", "free text copied into the results"),
+    (("--workload",), "workload", "a workload file of [[job]] tables (jobs, placements, programs; replaces "
+                                  "-c, -a, -m, --ranks and the sizes)"),
 ]
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
             "link_events": "T:A-B:down|up", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
-            "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N"}
+            "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE"}
 # --vary accepts a key or its long flag name (policy, host-rate, delay, ...)
 FLAG_KEYS = {flags[-1].lstrip("-"): key for flags, key, _ in FLAGS}
 MAX_COMPARE_RUNS = 64
@@ -192,6 +194,9 @@ def cmd_model(args) -> int:
     for spec in _experiment(args, check_kernel=False).runs:
         plan = plan_run(spec)
         print(pipeline.describe(spec, plan.ranks) + " (model)")
+        if plan.is_workload:
+            pipeline.print_jobs(jobs.model_rows(plan), measured=False)
+            continue
         print(MODEL_HEADER)
         for size in spec.sizes:
             pred = plan.predictions[size]

@@ -130,8 +130,10 @@ def emulate(experiment: Experiment, plans, out: str) -> int:
             print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
         raise
     os.rename(work, out)
-    print(f"# results: {out}/ collectives.csv, steps.csv, links.csv, machine.csv, summary.txt, busbw.png, "
-          "heatmap.png, fabric.png, timeline.png, link_loads.csv, fabric.json")
+    tables = " ".join(name for name in ("collectives.csv", "jobs.csv", "ops.csv") if os.path.exists(os.path.join(out, name)))
+    print(f"# results: {out}/ {tables} steps.csv, links.csv, machine.csv, summary.txt, "
+          f"{'busbw.png, ' if 'collectives' in tables else ''}heatmap.png, fabric.png, timeline.png, "
+          "link_loads.csv, fabric.json")
     return 0 if ok else 1
 
 
@@ -148,23 +150,36 @@ def by_fabric(plans):
 
 def _replay(emu, plan, out: str, progress: "Progress") -> bool:
     """Replay a plan, writing every call's results as it ends; prints the
-    table, and False if some agent moved a wrong number of bytes."""
-    from emulator.results import write_call
-    rows = []
+    table (per size, or per job and iteration), and False if some agent
+    moved a wrong number of bytes."""
+    from emulator.results import bytes_ok, call_time, write_call
+    rows, wrong = [], []
 
     def on_call(call, record):
         if live:
             live.clear()
-        row = write_call(out, plan, call, record, emu.dataplane.datapath)
-        rows.extend([row] if row else [])
-        progress.call_done(_call_label(plan, call), row)
+        written = write_call(out, plan, call, record, emu.dataplane.datapath)
+        if not bytes_ok(plan, call.size_bytes, record.steps):
+            wrong.append(call.index)
+        if plan.is_workload:
+            rows.extend(written or [])
+            verdicts = sorted({r["fidelity"] for r in written or []}, key=lambda v: v != "ok")
+            model = plan.predictions[call.size_bytes].time_s
+            verdict = f" {call_time(record.steps):.2f} s (model {model:.2f} s)" + (f", {verdicts[-1]}" if verdicts else "")
+        else:
+            rows.extend([written] if written else [])
+            verdict = f" busbw {written['busbw_mbps']:.2f} Mbit/s, {written['fidelity']}" if written else ""
+        progress.call_done(_call_label(plan, call), verdict)
 
     live = LiveView(emu, plan, progress) if sys.stdout.isatty() else None
     emu.on_sample = live.update if live else None
     emu.replay(plan, on_call=on_call)
-    print_table(rows)
-    if not all(r["bytes_ok"] for r in rows):
-        print("# ERROR: some agent moved a wrong number of bytes; see steps.csv")
+    if plan.is_workload:
+        print_jobs(rows)
+    else:
+        print_table(rows)
+    if wrong:
+        print(f"# ERROR: in calls {wrong[:5]} some agent moved a wrong number of bytes; see steps.csv")
         return False
     return True
 
@@ -192,6 +207,9 @@ def interactive(plan, out: str) -> int:
 # --- what a run prints --------------------------------------------------------------------
 
 def describe(spec: RunSpec, ranks: int) -> str:
+    if spec.workload:
+        return (f"# workload {spec.workload}, policy {spec.policy}, {spec.topology} ({ranks} ranks), links "
+                f"{spec.host_rate_mbps:g} Mbit/s host / {spec.switch_rate_mbps:g} Mbit/s switch, MTU {spec.mtu}")
     extra = ""
     if spec.link_delay_ms or spec.link_loss_pct:
         extra += f", netem {spec.link_delay_ms:g} ms / {spec.link_loss_pct:g}% loss"
@@ -214,6 +232,24 @@ def print_table(rows: list[dict]) -> None:
         print(table_row(r.size_bytes, r.time_s, algbw_mbps(r.size_bytes, r.time_s), r.busbw_mbps, r.model_time_s))
 
 
+JOB_HEADER = "#  job              ranks  placement     iter   time(ms)  compute(ms)  exposed comm(ms)"
+
+
+def print_jobs(rows: list[dict], measured: bool = True) -> None:
+    """A line per job and iteration: time, compute and exposed communication
+    of the rank that finished last, and the slowdown against the job alone
+    (both from the model when `measured` is False)."""
+    print(JOB_HEADER + ("   model(ms)  slowdown  verdict" if measured else "   alone(ms)  slowdown"))
+    for r in rows:
+        line = (f"  {r['job'][:16]:16} {r['ranks']:>6}  {r['placement'][:12]:12} {r['iteration']:>5} "
+                f"{r['time_s'] * 1e3:>10.1f} {r['compute_s'] * 1e3:>12.1f} {r['comm_s'] * 1e3:>17.1f}")
+        if measured:
+            line += f" {r['model_time_s'] * 1e3:>11.1f} {r['slowdown']:>9.2f}  {r['fidelity']}"
+        else:
+            line += f" {r['alone_s'] * 1e3:>11.1f} {r['slowdown']:>9.2f}"
+        print(line)
+
+
 class Progress:
     """One line per finished call: which, its verdict, and the time left,
     estimated from the model's time of every call (sizes differ a lot)."""
@@ -221,10 +257,9 @@ class Progress:
     def __init__(self, predicted_s: list[float]):
         self.predicted, self.total, self.done, self.start = predicted_s, len(predicted_s), 0, time.monotonic()
 
-    def call_done(self, label: str, row: dict | None) -> None:
+    def call_done(self, label: str, verdict: str = "") -> None:
         self.done += 1
         share = sum(self.predicted[:self.done]) / max(1e-9, sum(self.predicted))
-        verdict = f" busbw {row['busbw_mbps']:.2f} Mbit/s, {row['fidelity']}" if row else ""
         print(progress_line(self.done, self.total, time.monotonic() - self.start, label, share) + verdict,
               flush=True)
 
@@ -256,6 +291,8 @@ def _duration(seconds: float) -> str:
 
 def _call_label(plan, call) -> str:
     what = "warm-up" if call.repetition < 0 else f"rep {call.repetition + 1}/{plan.spec.repetitions}"
+    if plan.is_workload:
+        return f"workload {os.path.basename(plan.spec.workload)} {what}"
     return f"{plan.spec.algorithm} {plan.spec.mapping} {_size(call.size_bytes)} {what}"
 
 

@@ -1,18 +1,26 @@
 """Planning a run (pure): fabric, routes, rank placement, the calls the
 agents will replay and the model's prediction for each, all computed and
-checked before anything touches the network."""
+checked before anything touches the network.
+
+Every run is a workload (emulator.workload): a sweep of one collective is
+a one-job workload per size (its calls keyed by size), a workload file one
+program replayed `warmup + repetitions` times (its calls keyed 0).
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 
 from controller.routing import POLICIES, ForwardingTable, demands_from_schedule, forwarding_table
 from emulator.fabric import Fabric
 from emulator.mapping import hosts_for_ranks
 from emulator.metrics import payload_efficiency
 from emulator.model import Prediction, predict
-from emulator.schedule import Schedule, build_schedule, over_connections
-from emulator.spec import RunSpec, SpecError
+from emulator.program import Compiled, compile_workload, job_alone
+from emulator.schedule import Schedule, over_connections
+from emulator.spec import RunSpec, SpecError, load_workload
 from emulator.topology import build
+from emulator.workload import Workload, sweep_job
 
 
 @dataclass
@@ -23,6 +31,9 @@ class Call:
     repetition: int
 
 
+WORKLOAD_KEY = 0   # the key of a workload file's one program (sizes are >= 1)
+
+
 @dataclass
 class RunPlan:
     spec: RunSpec
@@ -30,31 +41,49 @@ class RunPlan:
     table: ForwardingTable
     hosts: list[str]                      # hosts[rank]
     calls: list[Call]
-    schedules: dict[int, Schedule]        # by size
-    predictions: dict[int, Prediction]    # by size
+    schedules: dict[int, Schedule]        # by size (WORKLOAD_KEY for a workload file)
+    predictions: dict[int, Prediction]    # by the same key
+    programs: dict[int, Compiled] = field(default_factory=dict)   # the jobs behind each schedule
+    alone: list[Prediction] = field(default_factory=list)   # a workload's jobs, each by itself
 
     @property
     def ranks(self) -> int:
         return len(self.hosts)
 
+    @property
+    def is_workload(self) -> bool:
+        return bool(self.spec.workload)
+
 
 def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
     try:
         fabric = fabric or build(spec.topology, spec.link_profile())
-        hosts = hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed)
-        schedules = {s: over_connections(build_schedule(spec.collective, spec.algorithm, len(hosts), s),
-                                         spec.connections) for s in spec.sizes}
+        programs = {key: compile_workload(w, fabric) for key, w in workloads(spec, fabric).items()}
+        schedules = {key: over_connections(p.schedule, spec.connections) for key, p in programs.items()}
+        hosts = next(iter(programs.values())).hosts
         table = forwarding_table(fabric, spec.policy, route_demands(spec, schedules, hosts), spec.seed)
     except ValueError as e:
         raise SpecError(str(e)) from None
-    efficiency = payload_efficiency(spec.mtu)
-    predictions = {s: predict(fabric, table, sched, hosts, spec.model_alpha_us * 1e-6, efficiency)
-                   for s, sched in schedules.items()}
-    calls = []
-    for size in spec.sizes:
-        for rep in range(-spec.warmup, spec.repetitions):
-            calls.append(Call(len(calls), size, rep))
-    return RunPlan(spec, fabric, table, hosts, calls, schedules, predictions)
+    model = functools.partial(predict, fabric, table, alpha_s=spec.model_alpha_us * 1e-6,
+                              efficiency=payload_efficiency(spec.mtu))
+    predictions = {key: model(sched, hosts) for key, sched in schedules.items()}
+    calls = [Call(i, key, rep) for i, (key, rep) in
+             enumerate((key, rep) for key in schedules for rep in range(-spec.warmup, spec.repetitions))]
+    alone = []
+    if spec.workload and len(programs[WORKLOAD_KEY].jobs) > 1:
+        for index in range(len(programs[WORKLOAD_KEY].jobs)):
+            sched, job_hosts = job_alone(programs[WORKLOAD_KEY], index)
+            alone.append(model(over_connections(sched, spec.connections), job_hosts))
+    return RunPlan(spec, fabric, table, hosts, calls, schedules, predictions, programs, alone)
+
+
+def workloads(spec: RunSpec, fabric: Fabric) -> dict[int, Workload]:
+    """The workload file's, or one one-job workload per size of the sweep."""
+    if spec.workload:
+        return {WORKLOAD_KEY: load_workload(spec.workload)}
+    hosts = tuple(hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed))
+    return {size: sweep_job(spec.collective, spec.algorithm, len(hosts), size, hosts, spec.seed)
+            for size in spec.sizes}
 
 
 def route_demands(spec: RunSpec, schedules: dict[int, Schedule], hosts: list[str]) -> dict | None:

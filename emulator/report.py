@@ -131,21 +131,58 @@ class Report(str):
 
 
 def write_report(out_dir: str, plans) -> Report:
-    """Write summary.txt, busbw.png and link_loads.csv, then the plots whose
-    inputs exist (see write_plots); return the summary and those plots."""
-    s = summary(os.path.join(out_dir, "collectives.csv"))
-    text = format_summary(s)
+    """Write summary.txt (collectives and jobs), busbw.png and
+    link_loads.csv, then the plots whose inputs exist (see write_plots);
+    return the summary and those plots."""
+    parts = []
+    if os.path.exists(os.path.join(out_dir, "collectives.csv")):
+        s = summary(os.path.join(out_dir, "collectives.csv"))
+        parts.append(format_summary(s))
+        plot(s, os.path.join(out_dir, "busbw.png"))
+    jobs = _read(out_dir, "jobs.csv")
+    if jobs is not None:
+        parts.append(format_jobs(job_summary(jobs)))
+    text = "\n\n".join(parts)
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
         f.write(text + "\n")
-    plot(s, os.path.join(out_dir, "busbw.png"))
     with open(os.path.join(out_dir, "link_loads.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=LINK_LOAD_COLUMNS)
         w.writeheader()
         for plan in plans:
-            w.writerows(link_load_rows(plan))
+            if not plan.is_workload:   # a workload's steps differ per job: no step-by-step loads
+                w.writerows(link_load_rows(plan))
     report = Report(text)
     report.plots = tuple(write_plots(out_dir))
     return report
+
+
+JOB_KEYS = ["topology", "policy", "job", "ranks", "placement", "label"]
+
+
+def job_summary(d: pd.DataFrame) -> pd.DataFrame:
+    """Per run and job: medians over repetitions and iterations, measured
+    and modelled, and how many iterations the verdict trusts."""
+    d = d.assign(label=d.label.fillna("")) if "label" in d else d.assign(label="")
+    g = d.groupby(JOB_KEYS, sort=False)
+    out = g.agg(time_s=("time_s", "median"), compute_s=("compute_s", "median"), comm_s=("comm_s", "median"),
+                model_time_s=("model_time_s", "median"), model_comm_s=("model_comm_s", "median"),
+                alone_model_s=("alone_model_s", "median"), slowdown=("slowdown", "median"),
+                iterations=("time_s", "size"),
+                ok=("fidelity", lambda v: int((v == "ok").sum()))).reset_index()
+    out["meas_over_model"] = out.time_s / out.model_time_s
+    return out
+
+
+def format_jobs(s: pd.DataFrame) -> str:
+    lines = [f"{'topology':26} {'policy':13} {'job':16} {'ranks':>5} {'placement':12} {'iter(ms)':>9} "
+             f"{'compute':>8} {'exposed':>8} {'model':>8} {'model exp':>9} {'meas/model':>10} {'alone(model)':>12} "
+             f"{'slowdown':>8} {'verdict':>8}"]
+    for r in s.itertuples():
+        lines.append(f"{r.topology:26} {r.policy:13} {r.job[:16]:16} {r.ranks:5d} {str(r.placement)[:12]:12} "
+                     f"{r.time_s * 1e3:9.1f} {r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
+                     f"{r.model_time_s * 1e3:8.1f} {r.model_comm_s * 1e3:9.1f} {r.meas_over_model:10.2f} "
+                     f"{r.alone_model_s * 1e3:12.1f} {r.slowdown:8.2f} {f'{r.ok}/{r.iterations} ok':>8}")
+    return "\n".join(lines)
 
 
 def _read(out_dir: str, name: str) -> pd.DataFrame | None:

@@ -32,8 +32,8 @@ STEP_COLUMNS = ["topology", "policy", "algorithm", "mapping", "size_bytes", "rep
 
 
 def call_time(records: list[list[dict]]) -> float:
-    """A collective ends when its last rank finishes its last step."""
-    return max((steps[-1]["end"] for steps in records if steps), default=0.0)
+    """A call ends when its last step ends (on any rank, any channel)."""
+    return max((step["end"] for steps in records for step in steps), default=0.0)
 
 
 # The verdict's thresholds (Mininet-HiFi's practice: trust a run only if
@@ -91,8 +91,9 @@ def collective_rows(plan, call_records, datapath: str) -> list[dict]:
 
 
 def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
-    """collectives.csv's row of one call; None for a warm-up call."""
-    if call.repetition < 0:
+    """collectives.csv's row of one call; None for a warm-up call and for
+    a workload's (jobs.csv has those)."""
+    if call.repetition < 0 or plan.is_workload:
         return None
     s = plan.spec
     t = call_time(rec.steps)
@@ -150,12 +151,19 @@ def series_rows(plan, call, rows: list[dict]) -> list[dict]:
     return [{**keys, **r} for r in rows]
 
 
-def write_call(out_dir: str, plan, call, rec: CallRecord, datapath: str) -> dict | None:
+def write_call(out_dir: str, plan, call, rec: CallRecord, datapath: str) -> dict | list[dict] | None:
     """Append everything one call measured to the results folder, as soon
-    as it ends, so a later failure loses nothing; returns its collectives row."""
+    as it ends, so a later failure loses nothing; returns its collectives
+    row, or for a workload its jobs.csv rows."""
+    from emulator import jobs
     row = collective_row(plan, call, rec, datapath)
     if row is not None:
         append_csv(os.path.join(out_dir, "collectives.csv"), COLLECTIVE_COLUMNS, [row])
+    if plan.is_workload:
+        row = jobs.job_rows(plan, call, rec.steps, rec.counters)
+        append_csv(os.path.join(out_dir, "jobs.csv"), jobs.JOB_COLUMNS, row)
+        append_csv(os.path.join(out_dir, "ops.csv"), jobs.OP_COLUMNS, jobs.op_rows(plan, call, rec.steps))
+        row = row or None
     append_csv(os.path.join(out_dir, "steps.csv"), STEP_COLUMNS, call_step_rows(plan, call, rec))
     append_csv(os.path.join(out_dir, "links.csv"), LINK_SERIES_COLUMNS, series_rows(plan, call, rec.links))
     append_csv(os.path.join(out_dir, "machine.csv"), MACHINE_SERIES_COLUMNS, series_rows(plan, call, rec.machine))

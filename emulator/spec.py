@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -79,6 +80,8 @@ class RunSpec:
     link_loss_pct: float = 0.0         # netem random loss on every link, each direction (0..100 %)
     link_events: tuple[LinkEvent, ...] = ()   # switch-switch links going down/up during the run,
                                        # "T:A-B:down|up", T seconds after the first counted call starts
+    workload: str = ""                 # a workload file ([[job]] tables): replaces collective, algorithm,
+                                       # mapping, ranks and sizes (see emulator/workload.py)
     monitor_interval_ms: float = 100.0  # link counters sampled this often (10..1000 ms)
     model_alpha_us: float = 500.0      # per-message latency the model adds
     label: str = ""                    # free text carried into the results
@@ -95,7 +98,7 @@ class RunSpec:
                self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events)
         policy = POLICIES[self.policy]
         if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
-            key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed)
+            key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
         return key
 
 
@@ -202,7 +205,10 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     except ValueError as e:
         raise SpecError(f"topology: {str(e).removeprefix('topology ')}") from None
     _check_policy(spec, fabric)
-    _check_placement(spec, fabric)
+    if spec.workload:
+        load_workload(spec.workload, fabric)
+    else:
+        _check_placement(spec, fabric)
     check_link_events(spec.link_events, fabric)
     if has_netem is not None:
         _check_netem(spec, has_netem)
@@ -293,6 +299,27 @@ def _check_netem(spec: RunSpec, has_netem) -> None:
                             f"set {key} to 0 or use a kernel with sch_netem")
 
 
+def load_workload(path: str, fabric: Fabric | None = None):
+    """The workload of a file, checked (and placed on `fabric`, if given);
+    SpecError names the file and what is wrong."""
+    from emulator.program import compile_workload
+    from emulator.workload import WorkloadError, parse_workload
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise SpecError(f"workload: cannot read {path}: {e.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SpecError(f"workload: {path} is not valid TOML: {e}") from None
+    try:
+        workload = parse_workload(doc, path)
+        if fabric is not None:
+            compile_workload(workload, fabric)
+    except WorkloadError as e:
+        raise SpecError(f"workload: {str(e).removeprefix(path + ': ')} ({path})") from None
+    return workload
+
+
 @dataclass
 class Experiment:
     name: str
@@ -320,7 +347,10 @@ def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool
     experiment = Experiment(str(doc.get("name", path.rsplit("/", 1)[-1].removesuffix(".toml"))))
     for i, run in enumerate(runs):
         try:
-            experiment.runs.append(make_run({**defaults, **run, **(overrides or {})}, check_kernel))
+            values = {**defaults, **run}
+            if isinstance(values.get("workload"), str) and values["workload"]:   # beside the experiment file
+                values["workload"] = os.path.join(os.path.dirname(path), values["workload"])
+            experiment.runs.append(make_run({**values, **(overrides or {})}, check_kernel))
         except SpecError as e:
             raise SpecError(f"{path}: run {i + 1}: {e}") from None
     return experiment

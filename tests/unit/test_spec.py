@@ -37,6 +37,7 @@ def test_defaults_are_valid_and_sane():
 
 
 # Every key as the CLI passes it: a string.
+TWO_TENANTS = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
 FROM_STRINGS = {
     "topology": ("fattree:k=4", "fattree:k=4"),
     "collective": ("all-to-all", "all-to-all"),
@@ -62,6 +63,7 @@ FROM_STRINGS = {
     "monitor_interval_ms": ("50", 50.0),
     "model_alpha_us": ("0", 0.0),
     "label": ("hello world", "hello world"),
+    "workload": (TWO_TENANTS, TWO_TENANTS),
 }
 
 

@@ -1,0 +1,119 @@
+"""Jobs' results (pure): iteration times, exposed communication and
+slowdown, measured (from the agents' step records) and modelled, as
+jobs.csv has them; and every op of every rank (ops.csv)."""
+from __future__ import annotations
+
+from emulator.results import fidelity
+
+JOB_COLUMNS = ["topology", "policy", "job", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
+               "time_s", "compute_s", "comm_s", "model_time_s", "model_comm_s", "alone_model_s", "alone_s",
+               "slowdown", "slowdown_basis", "fidelity", "label"]
+OP_COLUMNS = ["job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
+              "bytes_sent", "bytes_received"]
+
+
+def iterations(layout, start_of, end_of) -> list[dict]:
+    """Per iteration of a job: first rank's start to last rank's end, and
+    the compute and exposed communication of the rank that finished last
+    (its time in the iteration that was not compute). start_of(rank, k) and
+    end_of(rank, k) give step k of a global rank."""
+    out = []
+    for i in range(layout.job.iterations):
+        ends = {}
+        for local, rank in enumerate(layout.ranks):
+            first, end = layout.iterations[local][i]
+            ends[local] = max(end_of(rank, k) for k in range(first, end)) if end > first else start_of(rank, first)
+        last = max(ends, key=ends.get)
+        first = layout.iterations[last][i][0]
+        start = min(start_of(rank, layout.iterations[local][i][0]) for local, rank in enumerate(layout.ranks))
+        began = start_of(layout.offset + last, first)
+        compute = layout.compute_s[last][i]
+        out.append({"iteration": i, "start_s": start, "end_s": ends[last], "time_s": ends[last] - start,
+                    "compute_s": compute, "comm_s": max(0.0, ends[last] - began - compute)})
+    return out
+
+
+def modelled(prediction, offset: int = 0):
+    """start_of and end_of over a Prediction (a step starts when the one
+    before it on its rank ended: true of every iteration's first step)."""
+    ends = prediction.step_end_s
+
+    def end_of(rank, k):
+        return ends[rank - offset][k]
+
+    def start_of(rank, k):
+        return ends[rank - offset][k - 1] if k > 0 else 0.0
+    return start_of, end_of
+
+
+def measured(records):
+    return (lambda rank, k: records[rank][k]["start"]), (lambda rank, k: records[rank][k]["end"])
+
+
+def job_rows(plan, call, records, counters: dict) -> list[dict]:
+    """jobs.csv's rows of one counted call of a workload run."""
+    if call.repetition < 0:
+        return []
+    program = plan.programs[call.size_bytes]
+    rows = []
+    for j, layout in enumerate(program.jobs):
+        got = iterations(layout, *measured(records))
+        model = iterations(layout, *modelled(plan.predictions[call.size_bytes]))
+        alone = (iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model)
+        for g, m, a in zip(got, model, alone):
+            rows.append({**run_keys(plan), "job": layout.job.name, "ranks": layout.job.ranks,
+                         "placement": placement_name(layout.job), "repetition": call.repetition, **g,
+                         "model_time_s": m["time_s"], "model_comm_s": m["comm_s"], "alone_model_s": a["time_s"],
+                         "alone_s": "", "slowdown": g["time_s"] / a["time_s"] if a["time_s"] else "",
+                         "slowdown_basis": "model alone",
+                         "fidelity": fidelity(g["time_s"] / m["time_s"] if m["time_s"] else 1.0, counters),
+                         "label": plan.spec.label})
+    return rows
+
+
+def model_rows(plan) -> list[dict]:
+    """The model's per-job iterations of a workload plan (no measurement)."""
+    program = plan.programs[next(iter(plan.programs))]
+    rows = []
+    for j, layout in enumerate(program.jobs):
+        model = iterations(layout, *modelled(plan.predictions[next(iter(plan.predictions))]))
+        alone = iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model
+        for m, a in zip(model, alone):
+            rows.append({"job": layout.job.name, "ranks": layout.job.ranks, "placement": placement_name(layout.job),
+                         **m, "alone_s": a["time_s"], "slowdown": m["time_s"] / a["time_s"] if a["time_s"] else 1.0})
+    return rows
+
+
+def op_rows(plan, call, records) -> list[dict]:
+    """ops.csv's rows: every op of every rank, from the steps it took."""
+    if call.repetition < 0:
+        return []
+    from emulator.templates import job_ops
+    program = plan.programs[call.size_bytes]
+    rows = []
+    for layout in program.jobs:
+        for local, rank in enumerate(layout.ranks):
+            steps = program.schedule.steps[rank]
+            for i, (first, end) in enumerate(layout.iterations[local]):
+                kinds = [op.kind for op in job_ops(layout.job, i, local)]
+                by_op: dict[int, dict] = {}
+                for k in range(first, end):
+                    rec, step = records[rank][k], steps[k]
+                    row = by_op.setdefault(step.op, {
+                        "job": layout.job.name, "repetition": call.repetition, "iteration": i, "rank": local,
+                        "host": layout.hosts[local], "op": step.op,
+                        "kind": kinds[step.op] if 0 <= step.op < len(kinds) else step.phase,
+                        "start_s": rec["start"], "end_s": rec["end"], "bytes_sent": 0, "bytes_received": 0})
+                    row["start_s"], row["end_s"] = min(row["start_s"], rec["start"]), max(row["end_s"], rec["end"])
+                    row["bytes_sent"] += rec["sent"]
+                    row["bytes_received"] += rec["received"]
+                rows += [by_op[op] for op in sorted(by_op)]
+    return rows
+
+
+def run_keys(plan) -> dict:
+    return {"topology": plan.fabric.topology, "policy": plan.spec.policy}
+
+
+def placement_name(job) -> str:
+    return job.placement if isinstance(job.placement, str) else "hosts " + " ".join(job.placement)
