@@ -62,7 +62,7 @@ def job_rows(plan, call, records, counters: dict) -> list[dict]:
         alone = (iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model)
         for g, m, a in zip(got, model, alone):
             rows.append({**run_keys(plan), "job": layout.job.name, "ranks": layout.job.ranks,
-                         "placement": placement_name(layout.job), "repetition": call.repetition, **g,
+                         "placement": placement_name(layout.job, plan.spec.mapping), "repetition": call.repetition, **g,
                          "model_time_s": m["time_s"], "model_comm_s": m["comm_s"], "alone_model_s": a["time_s"],
                          "alone_s": "", "slowdown": g["time_s"] / a["time_s"] if a["time_s"] else "",
                          "slowdown_basis": "model alone",
@@ -79,7 +79,7 @@ def model_rows(plan) -> list[dict]:
         model = iterations(layout, *modelled(plan.predictions[next(iter(plan.predictions))]))
         alone = iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model
         for m, a in zip(model, alone):
-            rows.append({"job": layout.job.name, "ranks": layout.job.ranks, "placement": placement_name(layout.job),
+            rows.append({"job": layout.job.name, "ranks": layout.job.ranks, "placement": placement_name(layout.job, plan.spec.mapping),
                          **m, "alone_s": a["time_s"], "slowdown": m["time_s"] / a["time_s"] if a["time_s"] else 1.0})
     return rows
 
@@ -115,5 +115,7 @@ def run_keys(plan) -> dict:
     return {"topology": plan.fabric.topology, "policy": plan.spec.policy}
 
 
-def placement_name(job) -> str:
-    return job.placement if isinstance(job.placement, str) else "hosts " + " ".join(job.placement)
+def placement_name(job, mapping: str) -> str:
+    if isinstance(job.placement, tuple):
+        return "hosts " + " ".join(job.placement)
+    return job.placement or mapping

@@ -1,14 +1,15 @@
 """Rank mappings (pure): which emulated host runs which rank.
 
 - `naive`: rank r on host r, so consecutive ranks share a switch.
+- `round-robin`: one host per switch in turn, spreading ranks over the fabric.
+- `random`: a seeded random permutation.
 - `hdrm`:  EFLOPS' rank mapping for BiGraph: partners of halving-doubling
            always sit in opposite parts, and at every step each directed
-           switch-switch link carries at most one flow (when m <= n/2).
-- `random`: a seeded random permutation.
+           switch-switch link carries at most one flow (when m <= n/2);
+           on every host, or on part of a BiGraph.
 
-A job of a workload is placed on the hosts earlier jobs left free by
-`place`, which adds `round-robin` (one host per switch in turn) and an
-explicit host list, and places `hdrm` on part of a BiGraph too.
+A job of a workload is placed by `place` on the hosts earlier jobs left
+free, with one of these or an explicit host list.
 """
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ import random as _random
 
 from emulator.fabric import HOST_PREFIX, Fabric
 
-MAPPINGS = ("naive", "hdrm", "random")
-PLACEMENTS = ("naive", "round-robin", "random", "hdrm")   # or a list of host names
+MAPPINGS = ("naive", "round-robin", "random", "hdrm")   # a job may also name a list of hosts
 
 
 def _parity(x: int) -> int:
@@ -46,13 +46,7 @@ def hosts_for_ranks(fabric: Fabric, mapping: str, ranks: int | None = None, seed
         raise ValueError(f"unknown rank mapping {mapping!r}; choose one of: {', '.join(MAPPINGS)}")
     if not 2 <= ranks <= len(fabric.hosts):
         raise ValueError(f"{ranks} ranks do not fit {fabric.topology} with {len(fabric.hosts)} hosts (need 2..{len(fabric.hosts)})")
-    if mapping == "naive":
-        return [h.name for h in fabric.hosts[:ranks]]
-    if mapping == "random":
-        names = [h.name for h in fabric.hosts]
-        _random.Random(seed).shuffle(names)
-        return names[:ranks]
-    return _hdrm_hosts(fabric, ranks)
+    return place(fabric, mapping, ranks, seed)
 
 
 def _hdrm_hosts(fabric: Fabric, ranks: int) -> list[str]:
@@ -76,12 +70,12 @@ def _hdrm_hosts(fabric: Fabric, ranks: int) -> list[str]:
 
 def place(fabric: Fabric, placement, ranks: int, seed: int = 0, free: list[str] | None = None) -> list[str]:
     """Hosts of a job's ranks (index = rank) among the `free` hosts (default:
-    all). `placement`: a name of PLACEMENTS or a list of host names."""
+    all). `placement`: a name of MAPPINGS or a list of host names."""
     free = [h.name for h in fabric.hosts] if free is None else free
     if not isinstance(placement, str):
         return _listed(fabric, list(placement), ranks)
-    if placement not in PLACEMENTS:
-        raise ValueError(f"unknown placement {placement!r}; choose one of: {', '.join(PLACEMENTS)}, "
+    if placement not in MAPPINGS:
+        raise ValueError(f"unknown placement {placement!r}; choose one of: {', '.join(MAPPINGS)}, "
                          "or a list of hosts")
     if not 1 <= ranks <= len(free):
         raise ValueError(f"{ranks} ranks do not fit the {len(free)} free hosts of {fabric.topology}")
@@ -93,8 +87,8 @@ def place(fabric: Fabric, placement, ranks: int, seed: int = 0, free: list[str] 
         return names[:ranks]
     if placement == "round-robin":
         return _round_robin(fabric, free, ranks)
-    if len(free) == len(fabric.hosts) and ranks == len(fabric.hosts):
-        return hosts_for_ranks(fabric, "hdrm", ranks)
+    if len(free) == len(fabric.hosts) and (ranks == len(fabric.hosts) or fabric.params.get("kind") != "bigraph"):
+        return _hdrm_hosts(fabric, ranks)
     return _hdrm_part(fabric, free, ranks)
 
 

@@ -46,14 +46,15 @@ class Compiled:
     jobs: list[JobLayout]
 
 
-def compile_workload(workload: Workload, fabric: Fabric) -> Compiled:
+def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive") -> Compiled:
     """Place every job (in order, on hosts earlier jobs left free unless
-    share_hosts), expand its program, merge; WorkloadError names the job."""
+    share_hosts; a job that names no placement takes `mapping`), expand its
+    program, merge; WorkloadError names the job."""
     free = [h.name for h in fabric.hosts]
     layouts, steps, hosts = [], [], []
     for job in workload.jobs:
         try:
-            placed = place(fabric, job.placement, job.ranks, job.seed, free)
+            placed = place(fabric, job.placement or mapping, job.ranks, job.seed, free)
         except ValueError as e:
             raise WorkloadError(f"job {job.name!r}: placement: {e}") from None
         if not workload.share_hosts:

@@ -206,7 +206,7 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
         raise SpecError(f"topology: {str(e).removeprefix('topology ')}") from None
     _check_policy(spec, fabric)
     if spec.workload:
-        load_workload(spec.workload, fabric)
+        load_workload(spec.workload, fabric, spec.mapping)
     else:
         _check_placement(spec, fabric)
     check_link_events(spec.link_events, fabric)
@@ -299,7 +299,7 @@ def _check_netem(spec: RunSpec, has_netem) -> None:
                             f"set {key} to 0 or use a kernel with sch_netem")
 
 
-def load_workload(path: str, fabric: Fabric | None = None):
+def load_workload(path: str, fabric: Fabric | None = None, mapping: str = "naive"):
     """The workload of a file, checked (and placed on `fabric`, if given);
     SpecError names the file and what is wrong."""
     from emulator.program import compile_workload
@@ -314,7 +314,7 @@ def load_workload(path: str, fabric: Fabric | None = None):
     try:
         workload = parse_workload(doc, path)
         if fabric is not None:
-            compile_workload(workload, fabric)
+            compile_workload(workload, fabric, mapping)
     except WorkloadError as e:
         raise SpecError(f"workload: {str(e).removeprefix(path + ': ')} ({path})") from None
     return workload

@@ -12,7 +12,8 @@ predicts. A sweep of one collective is a one-job workload too.
     [[job]]
     name = "a"
     ranks = 8
-    placement = "round-robin"     # naive, round-robin, random (seed), hdrm, or ["bgh0", ...]
+    placement = "round-robin"     # naive, round-robin, random (seed), hdrm, ["bgh0", ...];
+                                  # left out: the run's mapping (-m), so that compare can vary it
     iterations = 3
     start_ms = 0
     dp = 8                        # tp * dp * pp = ranks (Megatron order: tp fastest)
@@ -25,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from emulator.mapping import PLACEMENTS
+from emulator.mapping import MAPPINGS
 from emulator.metrics import parse_size
 from emulator.schedule import ALGORITHMS, COLLECTIVES
 
@@ -57,7 +58,7 @@ class Op:
 class Job:
     name: str
     ranks: int
-    placement: str | tuple = "naive"
+    placement: str | tuple = ""     # a mapping name, a host list, or "" for the run's mapping
     seed: int = 1
     start_s: float = 0.0
     iterations: int = 1
@@ -146,11 +147,11 @@ def _job(table: dict, index: int, where: str) -> Job:
         raise WorkloadError(f"{label}: tp x pp = {tp * pp} does not divide ranks = {ranks}")
     if "dp" in table and _int(table["dp"], f"{label}: dp", 1, ranks) * tp * pp != ranks:
         raise WorkloadError(f"{label}: tp x dp x pp = {tp} x {table['dp']} x {pp} is not ranks = {ranks}")
-    placement = table.get("placement", "naive")
+    placement = table.get("placement", "")   # "": the run's mapping
     if isinstance(placement, list):
         placement = tuple(placement)
-    elif placement not in PLACEMENTS:
-        raise WorkloadError(f"{label}: placement {placement!r} is not one of: {', '.join(PLACEMENTS)}, "
+    elif placement and placement not in MAPPINGS:
+        raise WorkloadError(f"{label}: placement {placement!r} is not one of: {', '.join(MAPPINGS)}, "
                             "or a list of hosts")
     start_ms = _number(table.get("start_ms", 0), f"{label}: start_ms", 0, 1e8)
     template, ops, params = table.get("template", ""), table.get("ops"), table.get("params", {})

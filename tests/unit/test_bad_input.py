@@ -34,7 +34,7 @@ CASES = [
     ("too big for one machine", ["-t", "bigraph:m=32,n=64"], ["topology", "at most", "bigraph-emu model"]),
     ("policy unknown", ["-p", "nosuch"], ["policy", "nosuch", *POLICIES]),
     ("bigraph policy on a fat-tree", ["-p", "bigraph", "-t", "fattree:k=4"], ["policy", "bigraph"]),
-    ("mapping unknown", ["-m", "nosuch"], ["mapping", "nosuch", "naive, hdrm, random"]),
+    ("mapping unknown", ["-m", "nosuch"], ["mapping", "nosuch", "naive, round-robin, random, hdrm"]),
     ("algorithm unknown", ["-a", "nosuch"], ["algorithm", "nosuch", "ring, halving-doubling"]),
     ("collective unknown", ["-c", "nosuch"], ["collective", "nosuch", "allreduce"]),
     ("datapath unknown", ["--datapath", "fast"], ["datapath", "auto, kernel, user"]),

@@ -597,8 +597,9 @@ def test_hdrm_needs_power_of_two_ranks():
     assert make_run({"topology": "bigraph:m=4,n=4", "mapping": "hdrm"}).mapping == "hdrm"
 
 
-def test_hdrm_needs_every_host():
-    msg = spec_error({"topology": "bigraph:m=4,n=8", "mapping": "hdrm", "ranks": 16})
+def test_hdrm_on_part_of_a_fabric_needs_a_bigraph():
+    assert make_run({"topology": "bigraph:m=4,n=8", "mapping": "hdrm", "ranks": 16}).ranks == 16
+    msg = spec_error({"topology": "leafspine:leaves=4,spines=2,hosts=4", "mapping": "hdrm", "ranks": 8})
     assert msg.startswith("mapping:") and "every host" in msg
 
 
