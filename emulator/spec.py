@@ -300,24 +300,33 @@ def _check_netem(spec: RunSpec, has_netem) -> None:
 
 
 def load_workload(path: str, fabric: Fabric | None = None, mapping: str = "naive"):
-    """The workload of a file, checked (and placed on `fabric`, if given);
-    SpecError names the file and what is wrong."""
+    """The workload of a file (a TOML of [[job]] tables, or FORMAT:FILE of
+    an importer), checked and, given a fabric, placed on it; SpecError
+    names the file and what is wrong."""
     from emulator.program import compile_workload
-    from emulator.workload import WorkloadError, parse_workload
+    from emulator.workload import WorkloadError
+    try:
+        workload = _read_workload(path)
+        if fabric is not None:
+            compile_workload(workload, fabric, mapping)
+    except WorkloadError as e:
+        raise SpecError(f"workload: {e}") from None
+    return workload
+
+
+def _read_workload(path: str):
+    from emulator.importers import IMPORTERS, import_job
+    from emulator.workload import Workload, WorkloadError, parse_workload
+    if path.partition(":")[0] in IMPORTERS:
+        return Workload((import_job(path),), source=path)
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
     except OSError as e:
-        raise SpecError(f"workload: cannot read {path}: {e.strerror}") from None
+        raise WorkloadError(f"cannot read {path}: {e.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise SpecError(f"workload: {path} is not valid TOML: {e}") from None
-    try:
-        workload = parse_workload(doc, path)
-        if fabric is not None:
-            compile_workload(workload, fabric, mapping)
-    except WorkloadError as e:
-        raise SpecError(f"workload: {str(e).removeprefix(path + ': ')} ({path})") from None
-    return workload
+        raise WorkloadError(f"{path} is not valid TOML: {e}") from None
+    return parse_workload(doc, path)
 
 
 @dataclass

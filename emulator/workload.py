@@ -23,7 +23,9 @@ predicts. A sweep of one collective is a one-job workload too.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 from dataclasses import dataclass
 
 from emulator.mapping import MAPPINGS
@@ -129,7 +131,7 @@ def _speeds(table, where: str) -> tuple:
 
 
 JOB_KEYS = ("name", "ranks", "placement", "seed", "start_ms", "iterations", "tp", "pp", "dp",
-            "template", "params", "ops")
+            "template", "params", "ops", "import")
 
 
 def _job(table: dict, index: int, where: str) -> Job:
@@ -140,6 +142,8 @@ def _job(table: dict, index: int, where: str) -> Job:
     extra = sorted(set(table) - set(JOB_KEYS))
     if extra:
         raise WorkloadError(f"{label}: unknown key(s) {', '.join(extra)}; job keys: {', '.join(JOB_KEYS)}")
+    if "import" in table:
+        return _imported(table, name, label, where)
     ranks = _int(table.get("ranks"), f"{label}: ranks", 1, 1 << 20)
     tp = _int(table.get("tp", 1), f"{label}: tp", 1, ranks)
     pp = _int(table.get("pp", 1), f"{label}: pp", 1, ranks)
@@ -173,6 +177,33 @@ def _job(table: dict, index: int, where: str) -> Job:
             raise WorkloadError(f"{label}: {e}") from None
     check_ops(job.ops, label)
     return job
+
+
+def _imported(table: dict, name: str, label: str, where: str) -> Job:
+    """A job read from another simulator's file (emulator.importers); its
+    path is taken beside the workload file; params are the importer's options."""
+    from emulator.importers import import_job
+    reference = table["import"]
+    clash = sorted({"template", "ops", "tp", "pp", "dp"} & set(table))
+    if not isinstance(reference, str) or clash:
+        raise WorkloadError(f"{label}: import = \"FORMAT:FILE\" takes the job's program and groups from the file; "
+                            f"not with {', '.join(clash) or 'a non-text value'}")
+    fmt, _, path = reference.partition(":")
+    if where.endswith(".toml") and path and not os.path.isabs(path):
+        path = os.path.join(os.path.dirname(where), path)
+    options = dict(table.get("params", {}))
+    if "ranks" in table:
+        options["ranks"] = table["ranks"]
+    try:
+        job = import_job(f"{fmt}:{path}", name, options)
+    except WorkloadError as e:
+        raise WorkloadError(f"{label}: {e}") from None
+    placement = table.get("placement", "")
+    return dataclasses.replace(
+        job, placement=tuple(placement) if isinstance(placement, list) else placement,
+        seed=_int(table.get("seed", 1), f"{label}: seed", 0, 1 << 31),
+        start_s=_number(table.get("start_ms", 0), f"{label}: start_ms", 0, 1e8) / 1e3,
+        iterations=_int(table.get("iterations", 1), f"{label}: iterations", 1, MAX_ITERATIONS))
 
 
 OP_KEYS = {"compute": ("op", "ms"), "wait": ("op", "tag"),
