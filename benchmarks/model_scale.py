@@ -10,12 +10,17 @@ run (`x base` is the large case's time over it).
 
     .venv/bin/python benchmarks/model_scale.py [--quick] [--repeat N] [--size 64M]
 
-Issue 7's target: the model under 5 s for 4096 hosts.
+Issue 7's target: the model under 5 s for 4096 hosts. Then jobs
+(emulator.workload): a ResNet-50-like data-parallel iteration at 1024 ranks
+(issue 12's target: under 10 s) and two tenants sharing a fabric, each timed
+through plan_run against the same workload at 32 ranks.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import tempfile
 import time
 
 from controller.routing import forwarding_table
@@ -41,6 +46,19 @@ CASES = [
 ]
 QUICK = 2
 TARGET_S = 5.0
+# name, large (topology, ranks per job), baseline, jobs, the job table, in --quick too;
+# TARGET_JOBS_S for the large case. The ring case is issue 15's: every rank's
+# 2(p-1) steps per bucket drift apart, so the exact simulation has an event per
+# rank and step.
+JOB_CASES = [
+    ("data-parallel, halving-doubling", ("bigraph:m=16,n=64", 1024), ("bigraph:m=4,n=8", 32), 1,
+     'template = "data-parallel"\nplacement = "hdrm"\nparams = {algorithm = "halving-doubling"}\n', True),
+    ("two tenants, ring allreduces", ("bigraph:m=16,n=64", 512), ("bigraph:m=4,n=8", 16), 2,
+     'placement = "round-robin"\nops = [{op = "compute", ms = 50}, {op = "allreduce", bytes = "64M"}]\n', True),
+    ("data-parallel ResNet-50-like, ring", ("bigraph:m=16,n=64", 1024), ("bigraph:m=4,n=8", 32), 1,
+     'template = "data-parallel"\nplacement = "naive"\n', False),
+]
+TARGET_JOBS_S = 10.0
 PHASES = ("fabric", "routes", "mapping", "schedule", "predict")
 
 
@@ -107,6 +125,37 @@ def main() -> None:
     for name, hosts, plan in summary:
         verdict = "meets" if plan < TARGET_S else "misses"
         print(f"# {name}, {hosts} hosts: {plan:.2f} s end to end ({verdict} the {TARGET_S:g} s target)")
+    jobs(repeat, args.quick)
+
+
+def workload_seconds(topology: str, ranks: int, count: int, job: str, repeat: int) -> tuple[float, float]:
+    """Median plan_run seconds of `count` jobs of `ranks` ranks, and the predicted time."""
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write("".join(f'[[job]]\nname = "j{i}"\nranks = {ranks}\n{job}' for i in range(count)))
+    try:
+        spec = RunSpec(topology=topology, workload=f.name, repetitions=1, warmup=0)
+        times, plan = [], None
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            plan = plan_run(spec)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times), plan.predictions[0].time_s
+    finally:
+        os.unlink(f.name)
+
+
+def jobs(repeat: int, quick: bool) -> None:
+    print("\n# jobs: plan_run seconds (compile, routes, the model of all jobs and of each alone)")
+    print(f"{'case':34} {'topology':18} {'ranks':>6} {'plan_run':>8} {'x base':>7} {'predicted':>9}")
+    for name, (topology, ranks), (base_topology, base_ranks), count, job, in_quick in JOB_CASES:
+        if quick and not in_quick:
+            continue
+        base, base_pred = workload_seconds(base_topology, base_ranks, count, job, repeat)
+        large, pred = workload_seconds(topology, ranks, count, job, repeat)
+        print(f"{'baseline':34} {base_topology:18} {base_ranks * count:6d} {base:8.3f} {1.0:7.1f} {base_pred:8.2f}s")
+        print(f"{name:34} {topology:18} {ranks * count:6d} {large:8.3f} {large / base:7.1f} {pred:8.2f}s")
+        verdict = "meets" if large < TARGET_JOBS_S else "misses"
+        print(f"# {name}, {ranks * count} ranks: {large:.2f} s ({verdict} the {TARGET_JOBS_S:g} s target)")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from emulator.fabric import Fabric
 from emulator.mapping import place
 from emulator.schedule import Schedule, Step, Transfer, build_schedule
-from emulator.workload import Job, Op, Workload, WorkloadError
+from emulator.workload import GROUPS, Job, Op, Workload, WorkloadError
 
 COMPUTE, COMM = 0, 1
 
@@ -184,6 +184,9 @@ class _Builder:
 
 
 def _globalised(step: Step, offset: int) -> Step:
+    if not offset:
+        return step
+
     def shift(transfers):
         return tuple(Transfer(t.peer + offset, t.nbytes) for t in transfers)
     return Step(shift(step.sends), shift(step.recvs), step.phase)
@@ -191,21 +194,28 @@ def _globalised(step: Step, offset: int) -> Step:
 
 # --- groups and the steps of one communication op ------------------------------------
 
-def groups(job: Job, rank: int) -> dict[str, list[int]]:
-    """The job-local ranks of each group `rank` belongs to, in group order
-    (Megatron: tp varies fastest, then dp, then pp)."""
-    tp, dp, pp = job.tp, job.dp, job.pp
+def group_of(job: Job, rank: int, name: str) -> tuple[list[int] | range, int]:
+    """The job-local ranks of `rank`'s group `name`, in group order, and
+    its index in it (Megatron: tp varies fastest, then dp, then pp)."""
+    tp, dp = job.tp, job.dp
     t, d, p = rank % tp, (rank // tp) % dp, rank // (tp * dp)
-    return {"world": list(range(job.ranks)),
-            "tp": [p * tp * dp + d * tp + i for i in range(tp)],
-            "dp": [p * tp * dp + i * tp + t for i in range(dp)],
-            "pp": [i * tp * dp + d * tp + t for i in range(pp)]}
+    if name == "world":
+        return range(job.ranks), rank
+    if name == "tp":
+        return range(p * tp * dp + d * tp, p * tp * dp + d * tp + tp), t
+    if name == "dp":
+        return range(p * tp * dp + t, (p + 1) * tp * dp, tp), d
+    return range(d * tp + t, job.ranks, tp * dp), p
+
+
+def groups(job: Job, rank: int) -> dict[str, list[int]]:
+    """Every group of `rank` (see `group_of`)."""
+    return {name: list(group_of(job, rank, name)[0]) for name in GROUPS}
 
 
 def _comm_steps(job: Job, rank: int, op: Op) -> list[Step]:
     """The steps of `op` on `rank`, peers as job-local ranks."""
-    group = groups(job, rank)[op.group]
-    me = group.index(rank)
+    group, me = group_of(job, rank, op.group)
     if op.kind in ("send", "recv"):
         if len(group) == 1:
             return []
@@ -229,6 +239,8 @@ def _comm_steps(job: Job, rank: int, op: Op) -> list[Step]:
         steps = _collective(op.kind, op.algorithm, len(group), op.nbytes)[me]
     except ValueError as e:
         raise WorkloadError(f"job {job.name!r}: {op.kind} on group {op.group} ({len(group)} ranks): {e}") from None
+    if group == range(job.ranks):   # the whole job: peers are already its ranks
+        return list(steps)
     return [Step(tuple(Transfer(group[t.peer], t.nbytes) for t in s.sends),
                  tuple(Transfer(group[t.peer], t.nbytes) for t in s.recvs), s.phase) for s in steps]
 

@@ -58,8 +58,8 @@ def pipeline(job: Job, p: dict, iteration: int, rank: int) -> list[Op]:
     Activations go to the next stage and gradients back, each exchange a
     batched send/recv."""
     stages, micro = job.pp, p["microbatches"]
-    from emulator.program import groups
-    stage = groups(job, rank)["pp"].index(rank)
+    from emulator.program import group_of
+    stage = group_of(job, rank, "pp")[1]
     act = int(p["activation_mb"] * MiB)
     warmup = min(stages - stage - 1, micro)
     fwd = [Op("recv", nbytes=act, group="pp", peer="prev", nonblocking=True), Op("wait"),
