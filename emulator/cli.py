@@ -61,6 +61,8 @@ FLAGS = [
     (("--loss",), "link_loss_pct", "netem loss on every link, percent (needs sch_netem)"),
     (("--link-event",), "link_events", "e.g. 2.5:bgs1-bgs5:down: switch link A-B goes down (or up) "
                                        "T seconds after the first counted call starts; repeatable"),
+    (("--link-rate",), "link_overrides", "e.g. bgs0-bgs2:5 or bgh3:10: that link (both directions) at another "
+                                         "rate, Mbit/s; repeatable"),
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
     (("--label",), "label", "free text copied into the results"),
@@ -69,7 +71,7 @@ FLAGS = [
 ]
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
-            "link_events": "T:A-B:down|up", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
+            "link_events": "T:A-B:down|up", "link_overrides": "A-B:MBPS", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
             "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE"}
 # --vary accepts a key or its long flag name (policy, host-rate, delay, ...)
 FLAG_KEYS = {flags[-1].lstrip("-"): key for flags, key, _ in FLAGS}
@@ -81,7 +83,7 @@ MAX_COMPARE_RUNS = 64
 def _add_spec_flags(sp: argparse.ArgumentParser, sizes: bool = True) -> None:
     for flags, key, helptext in FLAGS:
         sp.add_argument(*flags, dest=key, help=helptext, metavar=METAVARS.get(key, key.split("_")[0].upper()),
-                        action="append" if key == "link_events" else "store")
+                        action="append" if key in ("link_events", "link_overrides") else "store")
     sp.add_argument("--bw", metavar="MBPS", help="host and switch link rate at once, Mbit/s; 'auto': as fast as "
                                                  "this machine emulates the run faithfully (from its calibration)")
     sp.add_argument("--queue", metavar="PACKETS", help="host and switch queue depth at once, packets")
@@ -277,9 +279,8 @@ def describe_path(fabric, table, policy: str, src: str, dst: str) -> str:
 
 
 def cmd_topo(args) -> int:
-    from emulator.topology import build
     spec = _experiment(args, check_kernel=False).runs[0]
-    fabric = build(spec.topology, spec.link_profile())
+    fabric = spec.fabric()
     print(describe_fabric(fabric))
     if args.path:
         print(describe_path(fabric, _routes(spec, fabric), spec.policy, *args.path))

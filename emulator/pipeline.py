@@ -44,8 +44,7 @@ def prepare(experiment: Experiment, out: str | None):
 def plan_emulated(spec: RunSpec):
     """The plan of a run to emulate; too large a fabric is refused before planning."""
     from emulator.plan import plan_run
-    from emulator.topology import build
-    fabric = build(spec.topology, spec.link_profile())
+    fabric = spec.fabric()
     fits_one_machine(fabric)
     return plan_run(spec, fabric)
 

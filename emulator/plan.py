@@ -19,7 +19,6 @@ from emulator.model import Prediction, predict
 from emulator.program import Compiled, compile_workload, job_alone
 from emulator.schedule import Schedule, over_connections
 from emulator.spec import RunSpec, SpecError, load_workload
-from emulator.topology import build
 from emulator.workload import Workload, sweep_job
 
 
@@ -57,7 +56,7 @@ class RunPlan:
 
 def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
     try:
-        fabric = fabric or build(spec.topology, spec.link_profile())
+        fabric = fabric or spec.fabric()
         programs = {key: compile_workload(w, fabric, spec.mapping) for key, w in workloads(spec, fabric).items()}
         schedules = {key: over_connections(p.schedule, spec.connections) for key, p in programs.items()}
         hosts = next(iter(programs.values())).hosts

@@ -55,6 +55,22 @@ class LinkEvent:
 
 
 @dataclass(frozen=True)
+class LinkOverride:
+    """Link `a`-`b` (both directions) at `rate_mbps`; `b` empty: host `a`'s
+    own link. One record for thin links and, later, per-link delay or loss."""
+    a: str
+    b: str
+    rate_mbps: float
+
+    def __str__(self) -> str:
+        return f"{self.a}{'-' + self.b if self.b else ''}:{self.rate_mbps:g}"
+
+    def matches(self, link) -> bool:
+        ends = {link.a, link.b}
+        return self.a in ends and (self.b in ends if self.b else link.kind == "host")
+
+
+@dataclass(frozen=True)
 class RunSpec:
     topology: str = "bigraph:m=2,n=4"
     collective: str = "allreduce"
@@ -82,6 +98,7 @@ class RunSpec:
                                        # "T:A-B:down|up", T seconds after the first counted call starts
     workload: str = ""                 # a workload file ([[job]] tables): replaces collective, algorithm,
                                        # mapping, ranks and sizes (see emulator/workload.py)
+    link_overrides: tuple[LinkOverride, ...] = ()   # "A-B:RATE" or "HOST:RATE": one link at another rate
     monitor_interval_ms: float = 100.0  # link counters sampled this often (10..1000 ms)
     model_alpha_us: float = 500.0      # per-message latency the model adds
     label: str = ""                    # free text carried into the results
@@ -90,12 +107,22 @@ class RunSpec:
         return LinkProfile(self.host_rate_mbps, self.host_queue_packets,
                            self.switch_rate_mbps, self.switch_queue_packets)
 
+    def fabric(self) -> Fabric:
+        """The topology built at the spec's rates, with its link overrides."""
+        fabric = build(self.topology, self.link_profile())
+        if not self.link_overrides:
+            return fabric
+        links = [dataclasses.replace(link, rate_mbps=next(
+            (o.rate_mbps for o in reversed(self.link_overrides) if o.matches(link)), link.rate_mbps))
+            for link in fabric.links]
+        return Fabric(fabric.topology, fabric.switches, fabric.hosts, links, fabric.params)
+
     def fabric_key(self) -> tuple:
         """Runs with equal keys can share one emulated network (link events
         change it too: a run that took a link down does not lend its network)."""
         key = (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
-               self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events)
+               self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides)
         policy = POLICIES[self.policy]
         if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
@@ -120,6 +147,8 @@ def _convert(key: str, value):
         return _sizes(value)
     if key == "link_events":
         return _link_events(value)
+    if key == "link_overrides":
+        return _link_overrides(value)
     kind = FIELDS[key].type
     try:
         if kind == "int":
@@ -184,6 +213,30 @@ def _link_events(value) -> tuple[LinkEvent, ...]:
     return tuple(parse_link_event(v) for v in items)
 
 
+LINK_OVERRIDE_FORM = "A-B:MBPS (a link) or HOST:MBPS (a host's link), e.g. bgs0-bgs2:5 or bgh3:10"
+
+
+def _link_overrides(value) -> tuple[LinkOverride, ...]:
+    out = []
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, LinkOverride):
+            out.append(item)
+            continue
+        if isinstance(item, dict):   # from spec.json
+            item = str(LinkOverride(str(item.get("a")), str(item.get("b") or ""), item.get("rate_mbps")))
+        link, colon, rate = str(item).rpartition(":")
+        a, _, b = link.partition("-")
+        try:
+            mbps = float(rate)
+        except ValueError:
+            mbps = math.nan
+        if not colon or not a or not MIN_RATE_MBPS <= mbps <= MAX_RATE_MBPS:
+            raise SpecError(f"link_overrides: {item!r} is not {LINK_OVERRIDE_FORM}, with a rate of "
+                            f"{MIN_RATE_MBPS:g} to {MAX_RATE_MBPS:g} Mbit/s")
+        out.append(LinkOverride(a.strip(), b.strip(), mbps))
+    return tuple(out)
+
+
 def make_run(values: dict, check_kernel: bool = True) -> RunSpec:
     """A validated RunSpec from user keys (unknown keys are errors).
     `check_kernel`: also refuse what this kernel cannot emulate (netem)."""
@@ -204,6 +257,11 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
         fabric = build(spec.topology, spec.link_profile())   # pure and quick: checks every parameter
     except ValueError as e:
         raise SpecError(f"topology: {str(e).removeprefix('topology ')}") from None
+    for override in spec.link_overrides:
+        if not any(override.matches(link) for link in fabric.links):
+            raise SpecError(f"link_overrides: {override}: no such link in {fabric.topology} ('bigraph-emu topo' "
+                            "lists the switch links; HOST:MBPS names a host's own link)")
+    fabric = spec.fabric()
     _check_policy(spec, fabric)
     if spec.workload:
         load_workload(spec.workload, fabric, spec.mapping)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from emulator.net import capabilities
-from emulator.spec import (FIELDS, MAX_SIZE_BYTES, LinkEvent, RunSpec, SpecError, load_experiment, make_run,
+from emulator.spec import (FIELDS, LinkOverride, MAX_SIZE_BYTES, LinkEvent, RunSpec, SpecError, load_experiment, make_run,
                            parse_link_event, validate)
 from emulator import spec as spec_module
 
@@ -64,7 +64,20 @@ FROM_STRINGS = {
     "model_alpha_us": ("0", 0.0),
     "label": ("hello world", "hello world"),
     "workload": (TWO_TENANTS, TWO_TENANTS),
+    "link_overrides": ("bgs0-bgs2:5", (LinkOverride("bgs0", "bgs2", 5.0),)),
 }
+
+
+def test_link_overrides_change_exactly_the_links_they_name():
+    spec = make_run({"link_overrides": ["bgs0-bgs2:5", "bgh3:10"], "host_rate_mbps": 50, "switch_rate_mbps": 40})
+    rates = {(l.a, l.b): l.rate_mbps for l in spec.fabric().links}
+    assert rates[("bgs0", "bgs2")] == 5.0 and rates[("bgh3", "bgs1")] == 10.0
+    assert sorted(set(rates.values())) == [5.0, 10.0, 40.0, 50.0]
+    assert sum(r == 5.0 for r in rates.values()) == 1 and sum(r == 10.0 for r in rates.values()) == 1
+    for bad, words in (("bgs0-bgs1:5", "no such link"), ("bgs0-bgs2", "A-B:MBPS"), ("bgs0-bgs2:0", "A-B:MBPS"),
+                       ("bgh99:5", "no such link")):
+        msg = spec_error({"link_overrides": [bad]})
+        assert msg.startswith("link_overrides:") and words in msg, msg
 
 
 def test_string_table_covers_every_field():
@@ -85,12 +98,14 @@ def test_each_key_converted_from_string(key):
 
 
 def test_all_keys_from_strings_at_once():
-    values = {**{k: v[0] for k, v in FROM_STRINGS.items()}, "link_events": "1.5:bgs8-bgs0:down"}  # a fat-tree link
+    values = {**{k: v[0] for k, v in FROM_STRINGS.items()}, "link_events": "1.5:bgs8-bgs0:down",  # fat-tree links
+              "link_overrides": "bgs0-bgs8:5"}
     spec = make_run(values)
     for k, (_, want) in FROM_STRINGS.items():
-        if k != "link_events":
+        if k not in ("link_events", "link_overrides"):
             assert getattr(spec, k) == want
     assert spec.link_events == (LinkEvent(1.5, "bgs8", "bgs0", "down"),)
+    assert spec.link_overrides == (LinkOverride("bgs0", "bgs8", 5.0),)
 
 
 def test_toml_native_types():
