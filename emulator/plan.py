@@ -57,7 +57,8 @@ class RunPlan:
 def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
     try:
         fabric = fabric or spec.fabric()
-        programs = {key: compile_workload(w, fabric, spec.mapping) for key, w in workloads(spec, fabric).items()}
+        programs = {key: compile_workload(w, fabric, spec.mapping, spec.algorithm, spec.ranks)
+                    for key, w in workloads(spec, fabric).items()}
         schedules = {key: over_connections(p.schedule, spec.connections) for key, p in programs.items()}
         hosts = next(iter(programs.values())).hosts
         table = forwarding_table(fabric, spec.policy, route_demands(spec, schedules, hosts), spec.seed)

@@ -13,6 +13,7 @@ directions of a pipeline exchange cannot deadlock.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 
@@ -46,13 +47,16 @@ class Compiled:
     jobs: list[JobLayout]
 
 
-def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive") -> Compiled:
+def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive", algorithm: str = "ring",
+                     ranks: int = 0) -> Compiled:
     """Place every job (in order, on hosts earlier jobs left free unless
-    share_hosts; a job that names no placement takes `mapping`), expand its
-    program, merge; WorkloadError names the job."""
+    share_hosts), expand its program, merge; WorkloadError names the job.
+    What a job leaves open comes from the run: its placement (`mapping`),
+    its collectives' `algorithm`, its rank count (`ranks`, 0: every free host)."""
     free = [h.name for h in fabric.hosts]
     layouts, steps, hosts = [], [], []
     for job in workload.jobs:
+        job = _sized(job, ranks or len(free))
         try:
             placed = place(fabric, job.placement or mapping, job.ranks, job.seed, free)
         except ValueError as e:
@@ -66,7 +70,7 @@ def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive")
             free = [h for h in free if h not in taken]
         layout = JobLayout(job, len(hosts), placed)
         for rank in range(job.ranks):
-            mine, bounds, compute = _rank_steps(job, rank, workload.speed(placed[rank]), layout.offset)
+            mine, bounds, compute = _rank_steps(job, rank, workload.speed(placed[rank]), layout.offset, algorithm)
             steps.append(tuple(mine))
             layout.iterations.append(bounds)
             layout.compute_s.append(compute)
@@ -90,7 +94,15 @@ def job_alone(compiled: Compiled, index: int) -> tuple[Schedule, list[str]]:
 
 # --- one rank's steps ------------------------------------------------------------
 
-def _rank_steps(job: Job, rank: int, speed: float, offset: int):
+def _sized(job: Job, ranks: int) -> Job:
+    if job.ranks:
+        return job
+    if ranks % (job.tp * job.pp):
+        raise WorkloadError(f"job {job.name!r}: tp x pp = {job.tp * job.pp} does not divide the run's {ranks} ranks")
+    return dataclasses.replace(job, ranks=ranks)
+
+
+def _rank_steps(job: Job, rank: int, speed: float, offset: int, algorithm: str):
     """(steps, per-iteration (first, end) step indices, per-iteration compute seconds)."""
     from emulator.templates import job_ops
     builder = _Builder(offset)
@@ -108,7 +120,7 @@ def _rank_steps(job: Job, rank: int, speed: float, offset: int):
             elif op.kind == "wait":
                 builder.wait(op.tag, index, job.name)
             else:
-                builder.communicate(op, index, _comm_steps(job, rank, op))
+                builder.communicate(op, index, _comm_steps(job, rank, op, algorithm))
         builder.end_iteration(len(ops))
         bounds.append((first, len(builder.steps)))
         compute.append(seconds)
@@ -213,7 +225,7 @@ def groups(job: Job, rank: int) -> dict[str, list[int]]:
     return {name: list(group_of(job, rank, name)[0]) for name in GROUPS}
 
 
-def _comm_steps(job: Job, rank: int, op: Op) -> list[Step]:
+def _comm_steps(job: Job, rank: int, op: Op, algorithm: str) -> list[Step]:
     """The steps of `op` on `rank`, peers as job-local ranks."""
     group, me = group_of(job, rank, op.group)
     if op.kind in ("send", "recv"):
@@ -236,7 +248,7 @@ def _comm_steps(job: Job, rank: int, op: Op) -> list[Step]:
         recvs = tuple(Transfer(group[i], op.matrix[i][me]) for i in range(len(group)) if i != me and op.matrix[i][me])
         return [Step(sends, recvs, "all-to-all")]
     try:
-        steps = _collective(op.kind, op.algorithm, len(group), op.nbytes)[me]
+        steps = _collective(op.kind, op.algorithm or algorithm, len(group), op.nbytes)[me]
     except ValueError as e:
         raise WorkloadError(f"job {job.name!r}: {op.kind} on group {op.group} ({len(group)} ranks): {e}") from None
     if group == range(job.ranks):   # the whole job: peers are already its ranks

@@ -264,7 +264,7 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     fabric = spec.fabric()
     _check_policy(spec, fabric)
     if spec.workload:
-        load_workload(spec.workload, fabric, spec.mapping)
+        load_workload(spec.workload, fabric, spec)
     else:
         _check_placement(spec, fabric)
     check_link_events(spec.link_events, fabric)
@@ -357,7 +357,7 @@ def _check_netem(spec: RunSpec, has_netem) -> None:
                             f"set {key} to 0 or use a kernel with sch_netem")
 
 
-def load_workload(path: str, fabric: Fabric | None = None, mapping: str = "naive"):
+def load_workload(path: str, fabric: Fabric | None = None, spec: RunSpec | None = None):
     """The workload of a file (a TOML of [[job]] tables, or FORMAT:FILE of
     an importer), checked and, given a fabric, placed on it; SpecError
     names the file and what is wrong."""
@@ -366,7 +366,8 @@ def load_workload(path: str, fabric: Fabric | None = None, mapping: str = "naive
     try:
         workload = _read_workload(path)
         if fabric is not None:
-            compile_workload(workload, fabric, mapping)
+            spec = spec or RunSpec()
+            compile_workload(workload, fabric, spec.mapping, spec.algorithm, spec.ranks)
     except WorkloadError as e:
         raise SpecError(f"workload: {e}") from None
     return workload
@@ -416,7 +417,8 @@ def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool
         try:
             values = {**defaults, **run}
             if isinstance(values.get("workload"), str) and values["workload"]:   # beside the experiment file
-                values["workload"] = os.path.join(os.path.dirname(path), values["workload"])
+                fmt, colon, file = values["workload"].rpartition(":")
+                values["workload"] = fmt + colon + os.path.join(os.path.dirname(path), file)
             experiment.runs.append(make_run({**values, **(overrides or {})}, check_kernel))
         except SpecError as e:
             raise SpecError(f"{path}: run {i + 1}: {e}") from None

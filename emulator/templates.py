@@ -87,7 +87,7 @@ def hybrid(job: Job, p: dict, iteration: int, rank: int) -> list[Op]:
     for op in pipeline(job, p, iteration, rank):
         ops.append(op)
         if op.kind == "compute" and job.tp > 1:
-            ops.append(Op("allreduce", nbytes=int(p["tp_mb"] * MiB), group="tp", algorithm="ring"))
+            ops.append(Op("allreduce", nbytes=int(p["tp_mb"] * MiB), group="tp"))
     return ops
 
 
@@ -125,10 +125,11 @@ def parameter_server(job: Job, p: dict, iteration: int, rank: int) -> list[Op]:
             Op("parameter-server", nbytes=int(p["params_m"] * 1e6 * p["bytes_per_param"]))]
 
 
+# "algorithm": "" takes the run's (-a)
 _DP = {"params_m": 25.6, "bytes_per_param": 4, "bucket_mb": 25, "forward_ms": 40.0, "backward_ms": 80.0,
-       "optimizer_ms": 0.0, "algorithm": "ring"}
+       "optimizer_ms": 0.0, "algorithm": ""}
 _PP = {"microbatches": 4, "forward_ms": 10.0, "backward_ms": 20.0, "activation_mb": 2.0, "gradient_mb": 0.0,
-       "algorithm": "ring"}
+       "algorithm": ""}
 TEMPLATES = {t.name: t for t in (
     Template("data-parallel", "DDP-like: gradient buckets allreduced during the backward pass "
              "(defaults: ResNet-50-like, 25.6 M fp32 parameters, 25 MiB buckets)", _DP, data_parallel),
@@ -158,7 +159,7 @@ def check_template(job: Job) -> None:
     for key, value in params.items():
         default = template.defaults[key]
         if isinstance(default, str):
-            if value not in ALGORITHMS:
+            if value not in ALGORITHMS + ("",):
                 raise ValueError(f"template {job.template}: {key} must be one of {', '.join(ALGORITHMS)}, got {value!r}")
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or value < 0 or (isinstance(default, int) and not isinstance(value, int)):

@@ -49,7 +49,7 @@ class Op:
     ms: float = 0.0                 # compute: milliseconds at speed 1
     nbytes: int = 0                 # collectives: the size, as nccl-tests counts it; send/recv: the message
     group: str = "world"            # the ranks a communication op spans (GROUPS)
-    algorithm: str = "ring"
+    algorithm: str = ""             # "": the run's (-a), so that compare can vary it
     peer: str = ""                  # send/recv: "next"/"prev" in the group, or a group index
     nonblocking: bool = False       # issued, waited for later by a `wait` (or the iteration's end)
     tag: str = ""                   # the name a wait uses
@@ -59,7 +59,7 @@ class Op:
 @dataclass(frozen=True)
 class Job:
     name: str
-    ranks: int
+    ranks: int                      # 0: the run's ranks (default: every host left free)
     placement: str | tuple = ""     # a mapping name, a host list, or "" for the run's mapping
     seed: int = 1
     start_s: float = 0.0
@@ -144,13 +144,16 @@ def _job(table: dict, index: int, where: str) -> Job:
         raise WorkloadError(f"{label}: unknown key(s) {', '.join(extra)}; job keys: {', '.join(JOB_KEYS)}")
     if "import" in table:
         return _imported(table, name, label, where)
-    ranks = _int(table.get("ranks"), f"{label}: ranks", 1, 1 << 20)
-    tp = _int(table.get("tp", 1), f"{label}: tp", 1, ranks)
-    pp = _int(table.get("pp", 1), f"{label}: pp", 1, ranks)
-    if ranks % (tp * pp):
+    ranks = _int(table.get("ranks", 0), f"{label}: ranks", 0, 1 << 20)   # 0: the run's ranks
+    tp = _int(table.get("tp", 1), f"{label}: tp", 1, ranks or 1 << 20)
+    pp = _int(table.get("pp", 1), f"{label}: pp", 1, ranks or 1 << 20)
+    if ranks and ranks % (tp * pp):
         raise WorkloadError(f"{label}: tp x pp = {tp * pp} does not divide ranks = {ranks}")
-    if "dp" in table and _int(table["dp"], f"{label}: dp", 1, ranks) * tp * pp != ranks:
-        raise WorkloadError(f"{label}: tp x dp x pp = {tp} x {table['dp']} x {pp} is not ranks = {ranks}")
+    if "dp" in table:
+        dp = _int(table["dp"], f"{label}: dp", 1, 1 << 20)
+        if ranks and dp * tp * pp != ranks:
+            raise WorkloadError(f"{label}: tp x dp x pp = {tp} x {dp} x {pp} is not ranks = {ranks}")
+        ranks = dp * tp * pp
     placement = table.get("placement", "")   # "": the run's mapping
     if isinstance(placement, list):
         placement = tuple(placement)
@@ -239,8 +242,8 @@ def parse_op(table, label: str) -> Op:
         if peer not in ("next", "prev") and (isinstance(peer, bool) or not isinstance(peer, int) or peer < 0):
             raise WorkloadError(f"{label}: {kind} peer must be next, prev or a group index, got {peer!r}")
         return Op(kind, nbytes=_size(table.get("bytes"), label), peer=str(peer), **common)
-    algorithm = table.get("algorithm", "ring")
-    if algorithm not in ALGORITHMS:
+    algorithm = table.get("algorithm", "")   # "": the run's algorithm
+    if algorithm and algorithm not in ALGORITHMS:
         raise WorkloadError(f"{label}: algorithm {algorithm!r} is not one of: {', '.join(ALGORITHMS)}")
     matrix = table.get("matrix")
     if matrix is not None:

@@ -215,3 +215,15 @@ def test_bad_workloads_name_the_job_and_op(text, words):
     with pytest.raises(WorkloadError) as e:
         read(text)
     assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_what_a_job_leaves_open_comes_from_the_run():
+    ops = (Op("allreduce", nbytes=MiB),)
+    w = Workload((Job("open", 0, ops=ops),))
+    fab = fabric()
+    compiled = compile_workload(w, fab, mapping="round-robin", algorithm="halving-doubling")
+    assert compiled.jobs[0].job.ranks == 8 and compiled.hosts == place(fab, "round-robin", 8)
+    assert compiled.schedule.steps == build_schedule("allreduce", "halving-doubling", 8, MiB).steps
+    assert compile_workload(w, fab, ranks=4).jobs[0].job.ranks == 4
+    with pytest.raises(WorkloadError, match="tp x pp = 4 does not divide the run's 6 ranks"):
+        compile_workload(Workload((Job("t", 0, tp=4, ops=ops),)), fab, ranks=6)
