@@ -207,8 +207,11 @@ def interactive(plan, out: str) -> int:
 
 def describe(spec: RunSpec, ranks: int) -> str:
     if spec.workload:
-        return (f"# workload {spec.workload}, policy {spec.policy}, {spec.topology} ({ranks} ranks), links "
-                f"{spec.host_rate_mbps:g} Mbit/s host / {spec.switch_rate_mbps:g} Mbit/s switch, MTU {spec.mtu}")
+        overrides = f", links {' '.join(map(str, spec.link_overrides))}" if spec.link_overrides else ""
+        return (f"# workload {spec.workload} (where it leaves them open: {spec.algorithm}, mapping {spec.mapping}), "
+                f"policy {spec.policy}, {spec.topology} ({ranks} ranks), links {spec.host_rate_mbps:g} Mbit/s host / "
+                f"{spec.switch_rate_mbps:g} Mbit/s switch{overrides}, MTU {spec.mtu}"
+                + (f", {spec.label}" if spec.label else ""))
     extra = ""
     if spec.link_delay_ms or spec.link_loss_pct:
         extra += f", netem {spec.link_delay_ms:g} ms / {spec.link_loss_pct:g}% loss"

@@ -161,27 +161,35 @@ JOB_KEYS = ["topology", "policy", "job", "ranks", "placement", "label"]
 
 def job_summary(d: pd.DataFrame) -> pd.DataFrame:
     """Per run and job: medians over repetitions and iterations, measured
-    and modelled, and how many iterations the verdict trusts."""
+    and modelled, how many iterations the verdict trusts, and, where the
+    folder also ran the job by itself (same topology, policy, placement),
+    its measured time alone and the measured slowdown."""
     d = d.assign(label=d.label.fillna("")) if "label" in d else d.assign(label="")
-    g = d.groupby(JOB_KEYS, sort=False)
+    d = d if "jobs" in d else d.assign(jobs=0)
+    g = d.groupby(JOB_KEYS + ["jobs"], sort=False)
     out = g.agg(time_s=("time_s", "median"), compute_s=("compute_s", "median"), comm_s=("comm_s", "median"),
                 model_time_s=("model_time_s", "median"), model_comm_s=("model_comm_s", "median"),
                 alone_model_s=("alone_model_s", "median"), slowdown=("slowdown", "median"),
                 iterations=("time_s", "size"),
                 ok=("fidelity", lambda v: int((v == "ok").sum()))).reset_index()
     out["meas_over_model"] = out.time_s / out.model_time_s
+    by_itself = out[out.jobs == 1].groupby(["topology", "policy", "job", "placement"]).time_s.median()
+    out["alone_s"] = [by_itself.get((r.topology, r.policy, r.job, r.placement), float("nan")) if r.jobs > 1
+                      else float("nan") for r in out.itertuples()]
+    out["measured_slowdown"] = out.time_s / out.alone_s
     return out
 
 
 def format_jobs(s: pd.DataFrame) -> str:
-    lines = [f"{'topology':26} {'policy':13} {'job':16} {'ranks':>5} {'placement':12} {'iter(ms)':>9} "
-             f"{'compute':>8} {'exposed':>8} {'model':>8} {'model exp':>9} {'meas/model':>10} {'alone(model)':>12} "
-             f"{'slowdown':>8} {'verdict':>8}"]
+    lines = [f"{'topology':26} {'policy':13} {'job':12} {'jobs':>4} {'ranks':>5} {'placement':12} {'iter(ms)':>9} "
+             f"{'compute':>8} {'exposed':>8} {'model':>8} {'model exp':>9} {'meas/model':>10} {'alone':>8} "
+             f"{'alone(model)':>12} {'slowdown':>8} {'(model)':>7} {'verdict':>8}"]
     for r in s.itertuples():
-        lines.append(f"{r.topology:26} {r.policy:13} {r.job[:16]:16} {r.ranks:5d} {str(r.placement)[:12]:12} "
+        lines.append(f"{r.topology:26} {r.policy:13} {r.job[:12]:12} {r.jobs:4d} {r.ranks:5d} {str(r.placement)[:12]:12} "
                      f"{r.time_s * 1e3:9.1f} {r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
                      f"{r.model_time_s * 1e3:8.1f} {r.model_comm_s * 1e3:9.1f} {r.meas_over_model:10.2f} "
-                     f"{r.alone_model_s * 1e3:12.1f} {r.slowdown:8.2f} {f'{r.ok}/{r.iterations} ok':>8}")
+                     f"{_num(r.alone_s * 1e3, '8.1f')} {r.alone_model_s * 1e3:12.1f} "
+                     f"{_num(r.measured_slowdown, '8.2f')} {r.slowdown:7.2f} {f'{r.ok}/{r.iterations} ok':>8}")
     return "\n".join(lines)
 
 

@@ -126,7 +126,7 @@ def parameter_server(job: Job, p: dict, iteration: int, rank: int) -> list[Op]:
 
 
 # "algorithm": "" takes the run's (-a)
-_DP = {"params_m": 25.6, "bytes_per_param": 4, "bucket_mb": 25, "forward_ms": 40.0, "backward_ms": 80.0,
+_DP = {"params_m": 25.6, "bytes_per_param": 4, "bucket_mb": 25.0, "forward_ms": 40.0, "backward_ms": 80.0,
        "optimizer_ms": 0.0, "algorithm": ""}
 _PP = {"microbatches": 4, "forward_ms": 10.0, "backward_ms": 20.0, "activation_mb": 2.0, "gradient_mb": 0.0,
        "algorithm": ""}
