@@ -369,8 +369,8 @@ def _results_folder(folder: str) -> list[dict]:
             runs = json.load(f)["runs"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SpecError(f"{folder} is not a results folder with a readable spec.json: {e}") from None
-    if not os.path.exists(os.path.join(folder, "collectives.csv")):
-        raise SpecError(f"{folder} has no collectives.csv: its run measured nothing")
+    if not any(os.path.exists(os.path.join(folder, name)) for name in ("collectives.csv", "jobs.csv")):
+        raise SpecError(f"{folder} has no collectives.csv or jobs.csv: its run measured nothing")
     return runs
 
 

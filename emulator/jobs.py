@@ -8,7 +8,7 @@ from emulator.results import fidelity
 JOB_COLUMNS = ["topology", "policy", "job", "jobs", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
                "time_s", "compute_s", "comm_s", "model_time_s", "model_comm_s", "alone_model_s", "alone_s",
                "slowdown", "slowdown_basis", "fidelity", "label"]
-OP_COLUMNS = ["job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
+OP_COLUMNS = ["topology", "policy", "mapping", "label", "job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
               "bytes_sent", "bytes_received"]
 
 
@@ -100,7 +100,7 @@ def op_rows(plan, call, records) -> list[dict]:
                 for k in range(first, end):
                     rec, step = records[rank][k], steps[k]
                     row = by_op.setdefault(step.op, {
-                        "job": layout.job.name, "repetition": call.repetition, "iteration": i, "rank": local,
+                        **run_keys(plan), "mapping": plan.spec.mapping, "label": plan.spec.label, "job": layout.job.name, "repetition": call.repetition, "iteration": i, "rank": local,
                         "host": layout.hosts[local], "op": step.op,
                         "kind": kinds[step.op] if 0 <= step.op < len(kinds) else step.phase,
                         "start_s": rec["start"], "end_s": rec["end"], "bytes_sent": 0, "bytes_received": 0})
@@ -119,3 +119,32 @@ def placement_name(job, mapping: str) -> str:
     if isinstance(job.placement, tuple):
         return "hosts " + " ".join(job.placement)
     return job.placement or mapping
+
+
+LINK_JOB_COLUMNS = ["topology", "policy", "mapping", "label", "link", "job", "bytes"]
+
+
+def link_job_rows(plan) -> list[dict]:
+    """Bytes of every job over every directed switch link, per run of the
+    workload, from the routes the plan installs (the model's attribution:
+    link counters cannot tell whose bytes they counted)."""
+    from controller.routing import path
+    program = plan.programs[next(iter(plan.programs))]
+    paths: dict = {}
+    totals: dict = {}
+    for layout in program.jobs:
+        for rank in layout.ranks:
+            src = program.hosts[rank]
+            for step in program.schedule.steps[rank]:
+                for t in step.sends:
+                    dst = program.hosts[t.peer]
+                    if src == dst or not t.nbytes:
+                        continue
+                    if (src, dst) not in paths:
+                        paths[(src, dst)] = [(n, p) for n, p in path(plan.fabric, plan.table, src, dst)
+                                             if plan.fabric.is_switch(n)][:-1]   # switch-switch hops only
+                    for node, port in paths[(src, dst)]:
+                        key = (f"{node}:{port}>{plan.fabric.peer(node, port)[0]}", layout.job.name)
+                        totals[key] = totals.get(key, 0) + t.nbytes
+    keys = {**run_keys(plan), "mapping": plan.spec.mapping, "label": plan.spec.label}
+    return [{**keys, "link": link, "job": job, "bytes": n} for (link, job), n in sorted(totals.items())]

@@ -270,3 +270,74 @@ def step_timeline(steps: pd.DataFrame, path: str, size: int | None = None,
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
     return size, repetition
+
+
+def job_timeline(ops: pd.DataFrame, path: str, repetition: int | None = None) -> int:
+    """jobs.png: one row per job and rank, each job in its colour; compute
+    as a pale bar, communication as a full bar over it (an async collective
+    shows where it ran beside the compute it overlapped). Returns the
+    repetition drawn (default: the last)."""
+    ops = last_run(ops)
+    repetition = int(ops.repetition.max()) if repetition is None else repetition
+    d = ops[ops.repetition == repetition]
+    rows = list(dict.fromkeys(zip(d.job, d["rank"])))
+    jobs = list(dict.fromkeys(d.job))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, min(max(3.0, 1.5 + 0.25 * len(rows)), 30.0)))
+    y = {row: i for i, row in enumerate(rows)}
+    for job in jobs:
+        mine = d[d.job == job]
+        ys = [y[(job, r)] for r in mine["rank"]]
+        compute = (mine.kind == "compute").to_numpy()
+        colour = job_colour(job, jobs)
+        ax.barh([v for v, c in zip(ys, compute) if c], (mine.end_s - mine.start_s)[compute],
+                left=mine.start_s[compute], height=0.8, color=colour, alpha=0.3, label=f"{job}: compute")
+        ax.barh([v for v, c in zip(ys, compute) if not c], (mine.end_s - mine.start_s)[~compute],
+                left=mine.start_s[~compute], height=0.45, color=colour, label=f"{job}: communication")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"{job} {rank}" for job, rank in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the call started (s)")
+    ax.set_title(f"jobs over time, repetition {repetition}: pale = compute, full = communication", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    _save(fig, path)
+    return repetition
+
+
+def job_link_bars(link_jobs: pd.DataFrame, path: str, limit: int = 24) -> None:
+    """job_links.png: the switch links that carry the most bytes, each bar
+    split into the jobs whose bytes cross it (from the routes: the counters
+    cannot tell jobs apart)."""
+    table = last_run(link_jobs).pivot_table(index="link", columns="job", values="bytes", aggfunc="sum", fill_value=0)
+    table = table.loc[table.sum(axis=1).sort_values(ascending=False).index[:limit]]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, min(max(3.0, 1.2 + 0.28 * len(table)), 20.0)))
+    left = np.zeros(len(table))
+    for job in table.columns:
+        ax.barh(table.index, table[job] / 2**20, left=left, color=job_colour(job, table.columns), label=job)
+        left += table[job].to_numpy() / 2**20
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_xlabel("MiB over the whole workload, every iteration (from the routes)")
+    ax.set_title("whose bytes cross each switch link", fontsize=10)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+JOB_RUN_COLUMNS = ["topology", "policy", "mapping", "label"]
+
+
+def job_colour(job: str, jobs) -> str:
+    """The same colour for a job in every plot: by its place among the names."""
+    return f"C{sorted(jobs).index(job) % 10}"
+
+
+def last_run(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the run the table ends with (ops.csv, link_jobs.csv)."""
+    last = df.iloc[-1]
+    keep = np.ones(len(df), dtype=bool)
+    for column in JOB_RUN_COLUMNS:
+        if column in df:
+            keep &= (df[column].fillna("") == ("" if pd.isna(last[column]) else last[column])).to_numpy()
+    return df[keep]

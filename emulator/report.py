@@ -12,7 +12,8 @@ import pandas as pd
 from emulator.fabric import Fabric
 from emulator.metrics import busbw_mbps
 from emulator.model import link_loads_per_step
-from emulator.plots import RUN_COLUMNS, fabric_drawing, one_run, run_name, step_timeline, utilisation_heatmap
+from emulator.plots import (RUN_COLUMNS, fabric_drawing, job_link_bars, job_timeline, one_run, run_name, step_timeline,
+                            utilisation_heatmap)
 
 KEYS = ["topology", "policy", "algorithm", "mapping"]
 # runs that differ in any of these are different runs, even on one topology
@@ -142,6 +143,7 @@ def write_report(out_dir: str, plans) -> Report:
     jobs = _read(out_dir, "jobs.csv")
     if jobs is not None:
         parts.append(format_jobs(job_summary(jobs)))
+        write_job_links(out_dir, [plan for plan in plans if plan.is_workload])
     text = "\n\n".join(parts)
     with open(os.path.join(out_dir, "summary.txt"), "w") as f:
         f.write(text + "\n")
@@ -193,6 +195,16 @@ def format_jobs(s: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def write_job_links(out_dir: str, plans) -> None:
+    """link_jobs.csv: every workload run's bytes per switch link and job (from its routes)."""
+    from emulator.jobs import LINK_JOB_COLUMNS, link_job_rows
+    with open(os.path.join(out_dir, "link_jobs.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=LINK_JOB_COLUMNS)
+        w.writeheader()
+        for plan in plans:
+            w.writerows(link_job_rows(plan))
+
+
 def _read(out_dir: str, name: str) -> pd.DataFrame | None:
     """A results table, or None if the run did not leave it (or left no rows)."""
     path = os.path.join(out_dir, name)
@@ -231,6 +243,13 @@ def write_plots(out_dir: str) -> list[str]:
     if steps is not None:
         step_timeline(steps, os.path.join(out_dir, "timeline.png"))
         written.append("timeline.png")
+    ops, link_jobs = _read(out_dir, "ops.csv"), _read(out_dir, "link_jobs.csv")
+    if ops is not None:
+        job_timeline(ops, os.path.join(out_dir, "jobs.png"))
+        written.append("jobs.png")
+    if link_jobs is not None:
+        job_link_bars(link_jobs, os.path.join(out_dir, "job_links.png"))
+        written.append("job_links.png")
     return written + _plots_per_run(out_dir, links, steps)
 
 

@@ -211,3 +211,21 @@ def test_step_timeline_writes_png(tmp_path, steps):
     assert_png(tmp_path / "t.png")
     assert step_timeline(steps.assign(model_end_s=NAN), str(tmp_path / "t2.png"), 8192, 0) == (8192, 0)
     assert_png(tmp_path / "t2.png")
+
+
+def test_job_plots_draw_the_last_run_of_a_folder(tmp_path):
+    import pandas as pd
+    from emulator.plots import job_link_bars, job_timeline, last_run
+    keys = {"topology": "t", "policy": "p", "mapping": "naive", "label": ""}
+    ops = pd.DataFrame([{**keys, "job": j, "repetition": rep, "iteration": 0, "rank": r, "host": f"bgh{r}",
+                         "op": k, "kind": kind, "start_s": k * 0.5, "end_s": k * 0.5 + 0.4,
+                         "bytes_sent": 0, "bytes_received": 0}
+                        for j in ("a", "b") for rep in (0, 1) for r in (0, 1)
+                        for k, kind in enumerate(("compute", "allreduce"))])
+    ops = pd.concat([ops.assign(mapping="random"), ops])   # an earlier run, then the last one
+    assert len(last_run(ops)) == len(ops) // 2 and set(last_run(ops).mapping) == {"naive"}
+    assert job_timeline(ops, str(tmp_path / "jobs.png")) == 1
+    links = pd.DataFrame([{**keys, "link": "bgs0:3>bgs2", "job": "a", "bytes": 1 << 20},
+                          {**keys, "link": "bgs0:3>bgs2", "job": "b", "bytes": 2 << 20}])
+    job_link_bars(links, str(tmp_path / "links.png"))
+    assert (tmp_path / "jobs.png").stat().st_size > 1000 and (tmp_path / "links.png").stat().st_size > 1000

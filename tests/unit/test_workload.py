@@ -227,3 +227,36 @@ def test_what_a_job_leaves_open_comes_from_the_run():
     assert compile_workload(w, fab, ranks=4).jobs[0].job.ranks == 4
     with pytest.raises(WorkloadError, match="tp x pp = 4 does not divide the run's 6 ranks"):
         compile_workload(Workload((Job("t", 0, tp=4, ops=ops),)), fab, ranks=6)
+
+
+def test_link_attribution_counts_every_job_byte_once_per_switch_link_it_crosses():
+    from emulator.jobs import link_job_rows
+    from emulator.plan import plan_run
+    from emulator.spec import make_run
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
+    plan = plan_run(make_run({"workload": path, "mapping": "round-robin"}))
+    rows = link_job_rows(plan)
+    from controller.routing import path as route
+    program = plan.programs[0]
+    for layout in program.jobs:
+        want = sum(t.nbytes * (len(route(plan.fabric, plan.table, program.hosts[r], program.hosts[t.peer])) - 2)
+                   for r in layout.ranks for s in program.schedule.steps[r] for t in s.sends
+                   if program.hosts[r] != program.hosts[t.peer])
+        assert sum(r["bytes"] for r in rows if r["job"] == layout.job.name) == want > 0
+    assert all(">bgs" in r["link"] for r in rows)   # switch-switch links only
+
+
+def test_job_summary_finds_the_measured_alone_run():
+    import pandas as pd
+    from emulator.report import format_jobs, job_summary
+    base = {"topology": "t", "policy": "ecmp", "ranks": 4, "placement": "naive", "label": "", "compute_s": 0.1,
+            "comm_s": 0.5, "model_time_s": 1.0, "model_comm_s": 0.9, "alone_model_s": 0.5, "slowdown": 2.0,
+            "fidelity": "ok"}
+    rows = [{**base, "job": "a", "jobs": 2, "time_s": 1.2}, {**base, "job": "b", "jobs": 2, "time_s": 1.0},
+            {**base, "job": "a", "jobs": 1, "time_s": 0.6}]
+    s = job_summary(pd.DataFrame(rows))
+    a = s[(s.job == "a") & (s.jobs == 2)].iloc[0]
+    assert a.alone_s == pytest.approx(0.6) and a.measured_slowdown == pytest.approx(2.0)
+    assert pd.isna(s[s.job == "b"].iloc[0].alone_s)   # b never ran alone
+    assert "2.00" in format_jobs(s)
