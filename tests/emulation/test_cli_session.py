@@ -32,3 +32,15 @@ def test_the_cli_prints_and_exit_leaves_nothing(tmp_path, clean_machine):
     finally:
         term.close()
     # clean_machine checks that no bridge, link or recorded process is left
+
+
+def test_closing_the_terminal_of_the_cli_tears_everything_down(tmp_path, clean_machine):
+    term = Terminal([sys.executable, "-m", "emulator.cli", "cli", "-t", "bigraph:m=2,n=4",
+                     "--out", str(tmp_path / "cli")])
+    try:
+        term.expect("mininet>")
+        term.hang_up()   # the window closed, or the ssh connection dropped
+        assert term.wait(timeout_s=60) == 130
+    finally:
+        term.close()
+    # clean_machine checks that no bridge, link or recorded process is left

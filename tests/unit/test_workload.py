@@ -260,3 +260,15 @@ def test_job_summary_finds_the_measured_alone_run():
     assert a.alone_s == pytest.approx(0.6) and a.measured_slowdown == pytest.approx(2.0)
     assert pd.isna(s[s.job == "b"].iloc[0].alone_s)   # b never ran alone
     assert "2.00" in format_jobs(s)
+
+
+def test_jobs_csv_takes_its_slowdown_over_the_measured_alone_run_where_there_is_one():
+    import pandas as pd
+    from emulator.report import with_measured_alone
+    base = {"topology": "t", "policy": "ecmp", "placement": "naive", "iteration": 0, "alone_s": "",
+            "alone_model_s": 0.5, "slowdown": 2.4, "slowdown_basis": "model alone"}
+    d = pd.DataFrame([{**base, "job": "a", "jobs": 2, "time_s": 1.2}, {**base, "job": "b", "jobs": 2, "time_s": 1.0},
+                      {**base, "job": "a", "jobs": 1, "time_s": 0.6}])
+    out = with_measured_alone(d)
+    assert out.slowdown[0] == pytest.approx(2.0) and out.slowdown_basis[0] == "measured alone"
+    assert out.slowdown[1] == 2.4 and out.slowdown_basis[1] == "model alone"
