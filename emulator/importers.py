@@ -28,7 +28,6 @@ files (pp > 1) are refused, their stage transfers are not imported.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -176,7 +175,3 @@ IMPORTERS = {i.name: i for i in (
              "weight-gradient compute and collectives)", read_simai, ("compute_scale", "ranks")),
 )}
 
-
-def with_job_keys(job: Job, **keys) -> Job:
-    """The imported job with the workload file's own keys (placement, iterations, ...)."""
-    return dataclasses.replace(job, **keys)

@@ -135,16 +135,12 @@ class _Builder:
         self.steps: list[Step] = []
         self.in_flight: dict[str, int] = {}   # tag (or op index) -> last step of an async op
         self.batch = False                    # the last step is an open batch of async send/recv
+        self.issue_point: tuple[int, ...] = ()   # the last channel-0 step: what an async op waits for
 
-    def add(self, step: Step) -> int:
+    def add(self, step: Step) -> None:
         self.steps.append(step)
-        return len(self.steps) - 1
-
-    def _last_compute(self) -> tuple[int, ...]:
-        for k in range(len(self.steps) - 1, -1, -1):
-            if self.steps[k].channel == COMPUTE:
-                return (k,)
-        return ()
+        if step.channel == COMPUTE:
+            self.issue_point = (len(self.steps) - 1,)
 
     def compute(self, seconds: float, op: int) -> None:
         self.batch = False
@@ -184,7 +180,7 @@ class _Builder:
                                   channel=COMM, after=last.after, op=last.op)
             self.in_flight[tag] = len(self.steps) - 1
             return
-        after = self._last_compute()
+        after = self.issue_point
         for i, s in enumerate(steps):
             self.add(Step(s.sends, s.recvs, s.phase, channel=COMM, after=after if i == 0 else (), op=index))
         self.in_flight[tag] = len(self.steps) - 1
