@@ -3,11 +3,11 @@ slowdown, measured (from the agents' step records) and modelled, as
 jobs.csv has them; and every op of every rank (ops.csv)."""
 from __future__ import annotations
 
-from emulator.results import fidelity
+from emulator.results import COUNTER_COLUMNS, fidelity
 
 JOB_COLUMNS = ["topology", "policy", "job", "jobs", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
                "time_s", "compute_s", "comm_s", "model_time_s", "model_comm_s", "alone_model_s", "alone_s",
-               "slowdown", "slowdown_basis", "fidelity", "label"]
+               "slowdown", "slowdown_basis", "fidelity", *COUNTER_COLUMNS, "label"]   # counters: of the whole call
 OP_COLUMNS = ["topology", "policy", "mapping", "label", "job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
               "bytes_sent", "bytes_received"]
 
@@ -67,6 +67,7 @@ def job_rows(plan, call, records, counters: dict) -> list[dict]:
                          "alone_s": "", "slowdown": g["time_s"] / a["time_s"] if a["time_s"] else "",
                          "slowdown_basis": "model alone",
                          "fidelity": fidelity(g["time_s"] / m["time_s"] if m["time_s"] else 1.0, counters),
+                         **{key: "" if counters.get(key) is None else counters[key] for key in COUNTER_COLUMNS},
                          "label": plan.spec.label})
     return rows
 

@@ -272,3 +272,30 @@ def test_jobs_csv_takes_its_slowdown_over_the_measured_alone_run_where_there_is_
     out = with_measured_alone(d)
     assert out.slowdown[0] == pytest.approx(2.0) and out.slowdown_basis[0] == "measured alone"
     assert out.slowdown[1] == 2.4 and out.slowdown_basis[1] == "model alone"
+
+
+def test_job_rows_measure_iterations_from_the_agents_records():
+    from emulator.jobs import JOB_COLUMNS, job_rows, op_rows
+    from emulator.plan import Call, plan_run
+    from emulator.spec import make_run
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
+    plan = plan_run(make_run({"workload": path, "repetitions": 1, "warmup": 0}))
+    pred = plan.predictions[0]
+    # records as if the emulation ran exactly as modelled, 10% slower
+    records = [[{"start": 1.1 * (ends[k - 1] if k else 0.0), "end": 1.1 * ends[k], "sent": sum(t.nbytes for t in s.sends),
+                 "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
+               for r, ends in enumerate(pred.step_end_s)]
+    rows = job_rows(plan, Call(0, 0, 0), records, {"cpu_busy": 0.5, "tcp_retrans": 3})
+    assert [(r["job"], r["iteration"]) for r in rows] == [("train", 0), ("train", 1), ("stream", 0), ("stream", 1)]
+    assert all(set(r) == set(JOB_COLUMNS) for r in rows)
+    for r in rows:
+        assert r["time_s"] == pytest.approx(1.1 * r["model_time_s"], rel=1e-9)
+        assert r["comm_s"] == pytest.approx(1.1 * r["model_comm_s"] + 0.1 * r["compute_s"], rel=1e-9)
+        assert r["tcp_retrans"] == 3 and r["fidelity"] == "ok"
+    assert job_rows(plan, Call(1, 0, -1), records, {}) == []   # warm-up: not counted
+    ops = op_rows(plan, Call(0, 0, 0), records)
+    train = [o for o in ops if o["job"] == "train" and o["rank"] == 0 and o["iteration"] == 0]
+    assert [o["kind"] for o in train][:3] == ["compute", "compute", "allreduce"]
+    assert sum(o["bytes_sent"] for o in ops) == sum(t.nbytes for steps in plan.schedules[0].steps for s in steps
+                                                      for t in s.sends)
