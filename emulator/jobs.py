@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from emulator.results import COUNTER_COLUMNS, fidelity
 
-JOB_COLUMNS = ["topology", "policy", "job", "jobs", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
+JOB_COLUMNS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
                "time_s", "compute_s", "comm_s", "model_time_s", "model_comm_s", "alone_model_s", "alone_s",
                "slowdown", "slowdown_basis", "fidelity", *COUNTER_COLUMNS, "label"]   # counters: of the whole call
 OP_COLUMNS = ["topology", "policy", "mapping", "label", "job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
@@ -61,7 +61,7 @@ def job_rows(plan, call, records, counters: dict) -> list[dict]:
         model = iterations(layout, *modelled(plan.predictions[call.size_bytes]))
         alone = (iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model)
         for g, m, a in zip(got, model, alone):
-            rows.append({**run_keys(plan), "job": layout.job.name, "jobs": len(program.jobs), "ranks": layout.job.ranks,
+            rows.append({**run_keys(plan), "algorithm": plan.spec.algorithm, "job": layout.job.name, "jobs": len(program.jobs), "ranks": layout.job.ranks,
                          "placement": placement_name(layout.job, plan.spec.mapping), "repetition": call.repetition, **g,
                          "model_time_s": m["time_s"], "model_comm_s": m["comm_s"], "alone_model_s": a["time_s"],
                          "alone_s": "", "slowdown": g["time_s"] / a["time_s"] if a["time_s"] else "",

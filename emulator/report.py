@@ -162,17 +162,17 @@ def write_report(out_dir: str, plans) -> Report:
     return report
 
 
-JOB_KEYS = ["topology", "policy", "job", "ranks", "placement", "label"]
+JOB_KEYS = ["topology", "policy", "algorithm", "job", "ranks", "placement", "label"]
 
 
-ALONE_KEYS = ["topology", "policy", "job", "placement", "iteration"]
+ALONE_KEYS = ["topology", "policy", "algorithm", "job", "placement", "iteration"]
 
 
 def with_measured_alone(d: pd.DataFrame) -> pd.DataFrame:
     """jobs.csv with alone_s filled where the folder also ran the job by
     itself (same topology, policy, placement; median per iteration), and
     the slowdown taken over it ("measured alone") instead of the model's."""
-    if "jobs" not in d:
+    if "jobs" not in d or "algorithm" not in d:
         return d
     by_itself = d[d.jobs == 1].groupby(ALONE_KEYS).time_s.median()
     alone = [by_itself.get(tuple(getattr(r, k) for k in ALONE_KEYS), float("nan")) if r.jobs > 1
@@ -191,6 +191,7 @@ def job_summary(d: pd.DataFrame) -> pd.DataFrame:
     its measured time alone and the measured slowdown."""
     d = d.assign(label=d.label.fillna("")) if "label" in d else d.assign(label="")
     d = d if "jobs" in d else d.assign(jobs=0)
+    d = d if "algorithm" in d else d.assign(algorithm="")   # folders written before the column existed
     g = d.groupby(JOB_KEYS + ["jobs"], sort=False)
     out = g.agg(time_s=("time_s", "median"), compute_s=("compute_s", "median"), comm_s=("comm_s", "median"),
                 model_time_s=("model_time_s", "median"), model_comm_s=("model_comm_s", "median"),
@@ -198,23 +199,23 @@ def job_summary(d: pd.DataFrame) -> pd.DataFrame:
                 ok=("fidelity", lambda v: int((v == "ok").sum()))).reset_index()
     out["meas_over_model"] = out.time_s / out.model_time_s
     out["slowdown"] = out.time_s / out.alone_model_s   # over the model's time of the job alone
-    by_itself = out[out.jobs == 1].groupby(["topology", "policy", "job", "placement"]).time_s.median()
-    out["alone_s"] = [by_itself.get((r.topology, r.policy, r.job, r.placement), float("nan")) if r.jobs > 1
+    by_itself = out[out.jobs == 1].groupby(["topology", "policy", "algorithm", "job", "placement"]).time_s.median()
+    out["alone_s"] = [by_itself.get((r.topology, r.policy, r.algorithm, r.job, r.placement), float("nan")) if r.jobs > 1
                       else float("nan") for r in out.itertuples()]
     out["measured_slowdown"] = out.time_s / out.alone_s
     return out
 
 
 def format_jobs(s: pd.DataFrame) -> str:
-    lines = [f"{'topology':26} {'policy':13} {'job':12} {'jobs':>4} {'ranks':>5} {'placement':12} {'iter(ms)':>9} "
-             f"{'compute':>8} {'exposed':>8} {'model':>8} {'model exp':>9} {'meas/model':>10} {'alone':>8} "
-             f"{'alone(model)':>12} {'slowdown':>8} {'(model)':>7} {'verdict':>8}"]
+    lines = [f"{'topology':26} {'policy':13} {'algorithm':16} {'job':12} {'jobs':>4} {'ranks':>5} {'placement':12} "
+             f"{'iter(ms)':>9} {'compute':>8} {'exposed':>8} {'model':>8} {'model exp':>9} {'meas/model':>10} "
+             f"{'alone':>8} {'alone(model)':>12} {'slowdown':>8} {'(model)':>7} {'verdict':>8}  label"]
     for r in s.itertuples():
-        lines.append(f"{r.topology:26} {r.policy:13} {r.job[:12]:12} {r.jobs:4d} {r.ranks:5d} {str(r.placement)[:12]:12} "
-                     f"{r.time_s * 1e3:9.1f} {r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
+        lines.append(f"{r.topology:26} {r.policy:13} {str(r.algorithm):16} {r.job[:12]:12} {r.jobs:4d} {r.ranks:5d} "
+                     f"{str(r.placement)[:12]:12} {r.time_s * 1e3:9.1f} {r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
                      f"{r.model_time_s * 1e3:8.1f} {r.model_comm_s * 1e3:9.1f} {r.meas_over_model:10.2f} "
                      f"{_num(r.alone_s * 1e3, '8.1f')} {r.alone_model_s * 1e3:12.1f} "
-                     f"{_num(r.measured_slowdown, '8.2f')} {r.slowdown:7.2f} {f'{r.ok}/{r.iterations} ok':>8}")
+                     f"{_num(r.measured_slowdown, '8.2f')} {r.slowdown:7.2f} {f'{r.ok}/{r.iterations} ok':>8}  {r.label}")
     return "\n".join(lines)
 
 

@@ -250,7 +250,7 @@ def test_link_attribution_counts_every_job_byte_once_per_switch_link_it_crosses(
 def test_job_summary_finds_the_measured_alone_run():
     import pandas as pd
     from emulator.report import format_jobs, job_summary
-    base = {"topology": "t", "policy": "ecmp", "ranks": 4, "placement": "naive", "label": "", "compute_s": 0.1,
+    base = {"topology": "t", "policy": "ecmp", "algorithm": "ring", "ranks": 4, "placement": "naive", "label": "", "compute_s": 0.1,
             "comm_s": 0.5, "model_time_s": 1.0, "model_comm_s": 0.9, "alone_model_s": 0.5, "slowdown": 2.0,
             "fidelity": "ok"}
     rows = [{**base, "job": "a", "jobs": 2, "time_s": 1.2}, {**base, "job": "b", "jobs": 2, "time_s": 1.0},
@@ -265,7 +265,7 @@ def test_job_summary_finds_the_measured_alone_run():
 def test_jobs_csv_takes_its_slowdown_over_the_measured_alone_run_where_there_is_one():
     import pandas as pd
     from emulator.report import with_measured_alone
-    base = {"topology": "t", "policy": "ecmp", "placement": "naive", "iteration": 0, "alone_s": "",
+    base = {"topology": "t", "policy": "ecmp", "algorithm": "ring", "placement": "naive", "iteration": 0, "alone_s": "",
             "alone_model_s": 0.5, "slowdown": 2.4, "slowdown_basis": "model alone"}
     d = pd.DataFrame([{**base, "job": "a", "jobs": 2, "time_s": 1.2}, {**base, "job": "b", "jobs": 2, "time_s": 1.0},
                       {**base, "job": "a", "jobs": 1, "time_s": 0.6}])
