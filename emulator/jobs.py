@@ -8,7 +8,7 @@ from emulator.results import COUNTER_COLUMNS, fidelity
 JOB_COLUMNS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
                "time_s", "compute_s", "comm_s", "model_time_s", "model_comm_s", "alone_model_s", "alone_s",
                "slowdown", "slowdown_basis", "fidelity", *COUNTER_COLUMNS, "label"]   # counters: of the whole call
-OP_COLUMNS = ["topology", "policy", "mapping", "label", "job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
+OP_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
               "bytes_sent", "bytes_received"]
 
 
@@ -101,7 +101,8 @@ def op_rows(plan, call, records) -> list[dict]:
                 for k in range(first, end):
                     rec, step = records[rank][k], steps[k]
                     row = by_op.setdefault(step.op, {
-                        **run_keys(plan), "mapping": plan.spec.mapping, "label": plan.spec.label, "job": layout.job.name, "repetition": call.repetition, "iteration": i, "rank": local,
+                        **run_keys(plan), "mapping": plan.spec.mapping, "workload": plan.spec.workload,
+                        "label": plan.spec.label, "job": layout.job.name, "repetition": call.repetition, "iteration": i, "rank": local,
                         "host": layout.hosts[local], "op": step.op,
                         "kind": kinds[step.op] if 0 <= step.op < len(kinds) else step.phase,
                         "start_s": rec["start"], "end_s": rec["end"], "bytes_sent": 0, "bytes_received": 0})
@@ -122,7 +123,7 @@ def placement_name(job, mapping: str) -> str:
     return job.placement or mapping
 
 
-LINK_JOB_COLUMNS = ["topology", "policy", "mapping", "label", "link", "job", "bytes"]
+LINK_JOB_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "link", "job", "bytes"]
 
 
 def link_job_rows(plan) -> list[dict]:
@@ -147,5 +148,5 @@ def link_job_rows(plan) -> list[dict]:
                     for node, port in paths[(src, dst)]:
                         key = (f"{node}:{port}>{plan.fabric.peer(node, port)[0]}", layout.job.name)
                         totals[key] = totals.get(key, 0) + t.nbytes
-    keys = {**run_keys(plan), "mapping": plan.spec.mapping, "label": plan.spec.label}
+    keys = {**run_keys(plan), "mapping": plan.spec.mapping, "workload": plan.spec.workload, "label": plan.spec.label}
     return [{**keys, "link": link, "job": job, "bytes": n} for (link, job), n in sorted(totals.items())]

@@ -325,7 +325,7 @@ def job_link_bars(link_jobs: pd.DataFrame, path: str, limit: int = 24) -> None:
     _save(fig, path)
 
 
-JOB_RUN_COLUMNS = ["topology", "policy", "mapping", "label"]
+JOB_RUN_COLUMNS = ["topology", "policy", "mapping", "workload", "label"]
 
 
 def job_colour(job: str, jobs) -> str:
