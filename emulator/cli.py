@@ -66,8 +66,9 @@ FLAGS = [
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
     (("--label",), "label", "free text copied into the results"),
-    (("--workload",), "workload", "a workload file of [[job]] tables (jobs, placements, programs; replaces "
-                                  "-c, -a, -m, --ranks and the sizes)"),
+    (("--workload",), "workload", "a workload file of [[job]] tables (jobs, placements, programs), or "
+                                  "simai:FILE; replaces -c and the sizes, while -a, -m and --ranks fill in "
+                                  "what its jobs leave open"),
 ]
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",

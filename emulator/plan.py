@@ -8,6 +8,7 @@ program replayed `warmup + repetitions` times (its calls keyed 0).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 
@@ -80,7 +81,7 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
 def workloads(spec: RunSpec, fabric: Fabric) -> dict[int, Workload]:
     """The workload file's, or one one-job workload per size of the sweep."""
     if spec.workload:
-        return {WORKLOAD_KEY: load_workload(spec.workload)}
+        return {WORKLOAD_KEY: fit_durations(load_workload(spec.workload), fabric, spec)}
     hosts = tuple(hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed))
     return {size: sweep_job(spec.collective, spec.algorithm, len(hosts), size, hosts, spec.seed)
             for size in spec.sizes}
@@ -92,3 +93,23 @@ def route_demands(spec: RunSpec, schedules: dict[int, Schedule], hosts: list[str
     if not POLICIES[spec.policy].needs_demands:
         return None
     return demands_from_schedule(schedules[max(schedules)], hosts)
+
+
+def fit_durations(workload: Workload, fabric: Fabric, spec: RunSpec) -> Workload:
+    """A job given a duration gets as many iterations as fit in it: the
+    model's time of one iteration of the job alone, on the run's routes."""
+    if not any(job.duration_s for job in workload.jobs):
+        return workload
+    once = dataclasses.replace(workload, jobs=tuple(dataclasses.replace(j, iterations=1, start_s=0.0)
+                                                    for j in workload.jobs))
+    program = compile_workload(once, fabric, spec.mapping, spec.algorithm, spec.ranks)
+    table = forwarding_table(fabric, spec.policy, route_demands(spec, {WORKLOAD_KEY: program.schedule},
+                                                                program.hosts), spec.seed)
+    jobs = []
+    for index, job in enumerate(workload.jobs):
+        if job.duration_s:
+            sched, hosts = job_alone(program, index)
+            one = predict(fabric, table, sched, hosts, spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu)).time_s
+            job = dataclasses.replace(job, iterations=max(1, int(job.duration_s / one)) if one > 0 else 1)
+        jobs.append(job)
+    return dataclasses.replace(workload, jobs=tuple(jobs))

@@ -96,8 +96,9 @@ class RunSpec:
     link_loss_pct: float = 0.0         # netem random loss on every link, each direction (0..100 %)
     link_events: tuple[LinkEvent, ...] = ()   # switch-switch links going down/up during the run,
                                        # "T:A-B:down|up", T seconds after the first counted call starts
-    workload: str = ""                 # a workload file ([[job]] tables): replaces collective, algorithm,
-                                       # mapping, ranks and sizes (see emulator/workload.py)
+    workload: str = ""                 # a workload file ([[job]] tables) or FORMAT:FILE: replaces the
+                                       # collective and sizes; algorithm, mapping and ranks fill in what
+                                       # its jobs leave open (see emulator/workload.py)
     link_overrides: tuple[LinkOverride, ...] = ()   # "A-B:RATE" or "HOST:RATE": one link at another rate
     monitor_interval_ms: float = 100.0  # link counters sampled this often (10..1000 ms)
     model_alpha_us: float = 500.0      # per-message latency the model adds
@@ -222,8 +223,8 @@ def _link_overrides(value) -> tuple[LinkOverride, ...]:
         if isinstance(item, LinkOverride):
             out.append(item)
             continue
-        if isinstance(item, dict):   # from spec.json
-            item = str(LinkOverride(str(item.get("a")), str(item.get("b") or ""), item.get("rate_mbps")))
+        if isinstance(item, dict):   # from spec.json: as the user wrote it
+            item = f"{item.get('a')}{'-' + item['b'] if item.get('b') else ''}:{item.get('rate_mbps')}"
         link, colon, rate = str(item).rpartition(":")
         a, _, b = link.partition("-")
         try:

@@ -15,7 +15,7 @@ predicts. A sweep of one collective is a one-job workload too.
     placement = "round-robin"     # naive, round-robin, random (seed), hdrm, ["bgh0", ...];
                                   # left out: the run's mapping (-m), so that compare can vary it
     iterations = 3
-    start_ms = 0
+    start_ms = 0                  # it joins later; duration_ms instead of iterations: it leaves
     dp = 8                        # tp * dp * pp = ranks (Megatron order: tp fastest)
     ops = [{op = "compute", ms = 20},
            {op = "allreduce", bytes = "8M", group = "dp", async = true, tag = "g"},
@@ -64,6 +64,7 @@ class Job:
     seed: int = 1
     start_s: float = 0.0
     iterations: int = 1
+    duration_s: float = 0.0         # > 0: as many iterations as the job alone fits in it (by the model)
     tp: int = 1
     pp: int = 1
     template: str = ""
@@ -130,7 +131,7 @@ def _speeds(table, where: str) -> tuple:
     return tuple(out)
 
 
-JOB_KEYS = ("name", "ranks", "placement", "seed", "start_ms", "iterations", "tp", "pp", "dp",
+JOB_KEYS = ("name", "ranks", "placement", "seed", "start_ms", "iterations", "duration_ms", "tp", "pp", "dp",
             "template", "params", "ops", "import")
 
 
@@ -160,16 +161,14 @@ def _job(table: dict, index: int, where: str) -> Job:
     elif placement and placement not in MAPPINGS:
         raise WorkloadError(f"{label}: placement {placement!r} is not one of: {', '.join(MAPPINGS)}, "
                             "or a list of hosts")
-    start_ms = _number(table.get("start_ms", 0), f"{label}: start_ms", 0, 1e8)
     template, ops, params = table.get("template", ""), table.get("ops"), table.get("params", {})
     if bool(template) == (ops is not None):
         raise WorkloadError(f"{label}: give either template = NAME or ops = [...], not {'both' if template else 'neither'}")
     if not isinstance(params, dict):
         raise WorkloadError(f"{label}: params must be a table of the template's keys")
-    job = Job(name, ranks, placement, _int(table.get("seed", 1), f"{label}: seed", 0, 1 << 31),
-              start_ms / 1e3, _int(table.get("iterations", 1), f"{label}: iterations", 1, MAX_ITERATIONS),
-              tp, pp, str(template), tuple(sorted(params.items())),
-              tuple(parse_op(op, f"{label}: op {i + 1}") for i, op in enumerate(ops or [])))
+    job = Job(name, ranks, placement, tp=tp, pp=pp, template=str(template), params=tuple(sorted(params.items())),
+              ops=tuple(parse_op(op, f"{label}: op {i + 1}") for i, op in enumerate(ops or [])),
+              **_timing(table, label))
     if ops is not None and not ops:
         raise WorkloadError(f"{label}: ops is empty")
     if template:
@@ -202,11 +201,18 @@ def _imported(table: dict, name: str, label: str, where: str) -> Job:
     except WorkloadError as e:
         raise WorkloadError(f"{label}: {e}") from None
     placement = table.get("placement", "")
-    return dataclasses.replace(
-        job, placement=tuple(placement) if isinstance(placement, list) else placement,
-        seed=_int(table.get("seed", 1), f"{label}: seed", 0, 1 << 31),
-        start_s=_number(table.get("start_ms", 0), f"{label}: start_ms", 0, 1e8) / 1e3,
-        iterations=_int(table.get("iterations", 1), f"{label}: iterations", 1, MAX_ITERATIONS))
+    return dataclasses.replace(job, placement=tuple(placement) if isinstance(placement, list) else placement,
+                               **_timing(table, label))
+
+
+def _timing(table: dict, label: str) -> dict:
+    """A job's seed, start and length: iterations, or a duration."""
+    if "iterations" in table and "duration_ms" in table:
+        raise WorkloadError(f"{label}: give iterations or duration_ms, not both")
+    return {"seed": _int(table.get("seed", 1), f"{label}: seed", 0, 1 << 31),
+            "start_s": _number(table.get("start_ms", 0), f"{label}: start_ms", 0, 1e8) / 1e3,
+            "iterations": _int(table.get("iterations", 1), f"{label}: iterations", 1, MAX_ITERATIONS),
+            "duration_s": _number(table.get("duration_ms", 0), f"{label}: duration_ms", 0, 1e8) / 1e3}
 
 
 OP_KEYS = {"compute": ("op", "ms"), "wait": ("op", "tag"),

@@ -74,6 +74,9 @@ def test_link_overrides_change_exactly_the_links_they_name():
     assert rates[("bgs0", "bgs2")] == 5.0 and rates[("bgh3", "bgs1")] == 10.0
     assert sorted(set(rates.values())) == [5.0, 10.0, 40.0, 50.0]
     assert sum(r == 5.0 for r in rates.values()) == 1 and sum(r == 10.0 for r in rates.values()) == 1
+    import json
+    again = make_run(json.loads(json.dumps(dataclasses.asdict(spec))))   # spec.json, as report reads it
+    assert again.link_overrides == spec.link_overrides
     for bad, words in (("bgs0-bgs1:5", "no such link"), ("bgs0-bgs2", "A-B:MBPS"), ("bgs0-bgs2:0", "A-B:MBPS"),
                        ("bgh99:5", "no such link")):
         msg = spec_error({"link_overrides": [bad]})

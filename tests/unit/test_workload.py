@@ -299,3 +299,28 @@ def test_job_rows_measure_iterations_from_the_agents_records():
     assert [o["kind"] for o in train][:3] == ["compute", "compute", "allreduce"]
     assert sum(o["bytes_sent"] for o in ops) == sum(t.nbytes for steps in plan.schedules[0].steps for s in steps
                                                       for t in s.sends)
+
+
+def test_a_job_given_a_duration_runs_the_iterations_that_fit_in_it():
+    import os
+    import tempfile
+    from emulator.plan import plan_run
+    from emulator.spec import make_run
+    one = model(Workload((Job("d", 8, ops=(Op("compute", ms=100), Op("allreduce", nbytes=MiB))),)))[1].time_s
+    text = ('[[job]]\nname = "short"\nranks = 4\nduration_ms = %d\nops = [{op = "compute", ms = 100}, '
+            '{op = "allreduce", bytes = "1M"}]\n[[job]]\nname = "long"\nranks = 4\niterations = 2\n'
+            'ops = [{op = "compute", ms = 100}]\n' % int(3.5 * one * 1e3))
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write(text)
+    try:
+        spec = make_run({"workload": f.name, "host_rate_mbps": 100, "switch_rate_mbps": 100})
+        plan = plan_run(spec)
+    finally:
+        os.unlink(f.name)
+    jobs = plan.programs[0].jobs
+    n, duration = jobs[0].job.iterations, 3.5 * one
+    per_iteration = plan.alone[0].time_s / n   # the job alone, as the model sized it
+    assert n >= 3 and n * per_iteration <= duration * (1 + 1e-9) < (n + 1) * per_iteration
+    assert jobs[1].job.iterations == 2
+    with pytest.raises(WorkloadError, match="iterations or duration_ms, not both"):
+        read('[[job]]\nranks = 2\niterations = 2\nduration_ms = 5\nops = [{op = "compute", ms = 1}]')
