@@ -152,9 +152,17 @@ class Emulation:
                 # registration): with it gone, no port-down event reroutes a
                 # fabric that is being dismantled
                 if self.network is not None:
-                    steps.callback(self.network.stop)
+                    steps.callback(self._stop_network)
                 if self.controller is not None:
                     steps.callback(self.controller.stop)
+
+    def _stop_network(self) -> None:
+        """Mininet's teardown; if an interruption left it unable to finish,
+        the sweep after it removes what it left (by name and process id)."""
+        try:
+            self.network.stop()
+        except Exception as e:   # noqa: BLE001 - whatever Mininet raises, the sweep follows
+            self.log(f"# Mininet's teardown stopped early ({type(e).__name__}: {e}); the sweep removes the rest")
 
     def _sweep(self) -> None:
         left = processes.sweep()

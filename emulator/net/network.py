@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 
 from mininet.cli import CLI
 from mininet.log import setLogLevel
@@ -217,9 +218,27 @@ class EmulatedFabric:
     def stop(self) -> None:
         if self.net is not None:
             net, self.net = self.net, None
-            net.stop()
-            for controller in net.controllers:   # RemoteController.stop leaves its shell
-                controller.terminate()
+            for node in net.hosts + net.switches + net.controllers:
+                _settle(node)
+            try:
+                net.stop()
+            finally:
+                for node in net.hosts + net.switches + net.controllers:   # RemoteController.stop leaves its shell
+                    node.terminate()
+
+
+def _settle(node, timeout_s: float = 2.0) -> None:
+    """A command that Ctrl-C or a hang-up interrupted in the middle leaves
+    Mininet waiting for its end marker, and every later command on that
+    node's shell (teardown's too) then fails: interrupt the shell's command
+    and read up to the marker."""
+    if not node.shell or not node.waiting:
+        return
+    node.sendInt()
+    deadline = time.monotonic() + timeout_s
+    while node.waiting and time.monotonic() < deadline:
+        node.monitor(timeoutms=100)
+    node.waiting = False   # the shell is terminated right after teardown either way
 
 
 def _batch(tool: str, lines: list[str]) -> str:

@@ -49,6 +49,17 @@ def test_an_interrupted_run_tears_everything_down(tmp_path, clean_machine, how):
     # clean_machine checks no bridge, link, recorded process or socket default is left
 
 
+def test_teardown_finishes_when_a_node_shell_was_interrupted_mid_command(tmp_path, clean_machine):
+    """Ctrl-C or a hang-up during bring-up can land while a Mininet shell
+    runs a command; Mininet then refuses every later command on it
+    ("assert not self.waiting") and its teardown stopped halfway."""
+    plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "sizes": ["64K"], "repetitions": 1, "warmup": 0}))
+    with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
+        for name in ("bgh0", "bgs1"):   # a host's shell and a switch's, each inside a command
+            emu.network.net[name].sendCmd("sleep 30")
+    # clean_machine checks that no bridge, link or recorded process is left
+
+
 def test_clean_after_kill_9_removes_only_what_the_run_left(tmp_path, clean_machine):
     # look-alikes the project did not start: a process named like its
     # controller and agents, and a veth pair without the project's prefix
