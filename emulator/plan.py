@@ -25,9 +25,10 @@ from emulator.workload import Workload, sweep_job
 
 @dataclass
 class Call:
-    """One collective call the agents replay; repetition < 0 is warm-up."""
+    """One call the agents replay (a collective of one size, or a workload
+    file's whole program); repetition < 0 is warm-up."""
     index: int
-    size_bytes: int
+    size_bytes: int                       # the schedule's key: its size, or WORKLOAD_KEY
     repetition: int
 
 
