@@ -237,12 +237,13 @@ class Emulation:
         predicted = plan.predictions[call.size_bytes].time_s
         adapts = POLICIES[plan.spec.policy].adapts
         routes_at_start = self._installed_paths() if adapts else None
-        retrans = counters.retransmissions(host_pids)
+        retrans, spurious = counters.retransmissions(host_pids), counters.spurious_retransmissions(host_pids)
         with LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
         record = CallRecord(steps, {
             **linkstats.machine_totals(monitor.samples[0], monitor.samples[-1], counters.TICKS),
-            "tcp_retrans": counters.retransmissions(host_pids) - retrans})
+            "tcp_retrans": counters.retransmissions(host_pids) - retrans,
+            "tcp_spurious": counters.spurious_retransmissions(host_pids) - spurious})
         if adapts:   # the controller may have moved pairs: model its routes
             record.model_time_s = self._model_on_installed_routes(plan, call.size_bytes, routes_at_start)
         t0 = self.fleet.call_start

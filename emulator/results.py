@@ -21,7 +21,7 @@ class CallRecord:
     model_time_s: float | None = None   # the model on the routes in force, if they differ from the plan's
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
-COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "most_drops_port", "tcp_retrans",
+COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "most_drops_port", "tcp_retrans", "tcp_spurious",
                    "max_link_util", "mean_link_util", "saturated_util"]
 COLLECTIVE_COLUMNS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
                       "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
@@ -63,8 +63,11 @@ def _likely_cause(time_over_model: float, counters: dict) -> str:
     causes = []
     if counters.get("ovs_cpu", 0) >= BUSY_SWITCHES:
         causes.append("switches CPU-bound")
-    if counters.get("queue_drops", 0) or counters.get("tcp_retrans", 0):
+    spurious = counters.get("tcp_spurious") or 0
+    if counters.get("queue_drops", 0) or counters.get("tcp_retrans", 0) > spurious:
         causes.append("packet losses")
+    elif spurious:
+        causes.append("spurious retransmissions: RTT jumps")
     return f" ({', '.join(causes)})" if causes else ""
 
 

@@ -60,3 +60,17 @@ def _retransmissions(pid: int) -> int:
 def retransmissions(host_pids: list[int]) -> int:
     """TCP segments the hosts have retransmitted so far, all together."""
     return sum(_retransmissions(pid) for pid in host_pids)
+
+
+def _dsacks(pid: int) -> int:
+    """TCPDSACKRecv of the network namespace `pid` lives in: the peer said
+    it got a segment twice, so its retransmission was spurious."""
+    with open(f"/proc/{pid}/net/netstat") as f:
+        lines = [l.split() for l in f if l.startswith("TcpExt:")]
+    return int(lines[1][lines[0].index("TCPDSACKRecv")])
+
+
+def spurious_retransmissions(host_pids: list[int]) -> int:
+    """Retransmissions so far that the receivers reported as duplicates
+    (DSACK): a tail loss probe fired by an RTT jump, not a lost packet."""
+    return sum(_dsacks(pid) for pid in host_pids)
