@@ -50,18 +50,25 @@ def measured(records):
     return (lambda rank, k: records[rank][k]["start"]), (lambda rank, k: records[rank][k]["end"])
 
 
+def _modelled_jobs(plan, key: int):
+    """(layout, the model's iterations, the model's iterations of the job alone) per job."""
+    for j, layout in enumerate(plan.programs[key].jobs):
+        model = iterations(layout, *modelled(plan.predictions[key]))
+        alone = iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model
+        yield layout, model, alone
+
+
 def job_rows(plan, call, records, counters: dict) -> list[dict]:
     """jobs.csv's rows of one counted call of a workload run."""
     if call.repetition < 0:
         return []
-    program = plan.programs[call.size_bytes]
+    jobs = len(plan.programs[call.size_bytes].jobs)
     rows = []
-    for j, layout in enumerate(program.jobs):
+    for layout, model, alone in _modelled_jobs(plan, call.size_bytes):
         got = iterations(layout, *measured(records))
-        model = iterations(layout, *modelled(plan.predictions[call.size_bytes]))
-        alone = (iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model)
         for g, m, a in zip(got, model, alone):
-            rows.append({**run_keys(plan), "algorithm": plan.spec.algorithm, "job": layout.job.name, "jobs": len(program.jobs), "ranks": layout.job.ranks,
+            rows.append({**run_keys(plan), "algorithm": plan.spec.algorithm, "job": layout.job.name, "jobs": jobs,
+                         "ranks": layout.job.ranks,
                          "placement": placement_name(layout.job, plan.spec.mapping), "repetition": call.repetition, **g,
                          "model_time_s": m["time_s"], "model_comm_s": m["comm_s"], "alone_model_s": a["time_s"],
                          "alone_s": "", "slowdown": g["time_s"] / a["time_s"] if a["time_s"] else "",
@@ -74,11 +81,8 @@ def job_rows(plan, call, records, counters: dict) -> list[dict]:
 
 def model_rows(plan) -> list[dict]:
     """The model's per-job iterations of a workload plan (no measurement)."""
-    program = plan.programs[next(iter(plan.programs))]
     rows = []
-    for j, layout in enumerate(program.jobs):
-        model = iterations(layout, *modelled(plan.predictions[next(iter(plan.predictions))]))
-        alone = iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model
+    for layout, model, alone in _modelled_jobs(plan, next(iter(plan.programs))):
         for m, a in zip(model, alone):
             rows.append({"job": layout.job.name, "ranks": layout.job.ranks, "placement": placement_name(layout.job, plan.spec.mapping),
                          **m, "alone_s": a["time_s"], "slowdown": m["time_s"] / a["time_s"] if a["time_s"] else 1.0})
@@ -101,8 +105,7 @@ def op_rows(plan, call, records) -> list[dict]:
                 for k in range(first, end):
                     rec, step = records[rank][k], steps[k]
                     row = by_op.setdefault(step.op, {
-                        **run_keys(plan), "mapping": plan.spec.mapping, "workload": plan.spec.workload,
-                        "label": plan.spec.label, "job": layout.job.name, "repetition": call.repetition, "iteration": i, "rank": local,
+                        **run_columns(plan), "job": layout.job.name, "repetition": call.repetition, "iteration": i, "rank": local,
                         "host": layout.hosts[local], "op": step.op,
                         "kind": kinds[step.op] if 0 <= step.op < len(kinds) else step.phase,
                         "start_s": rec["start"], "end_s": rec["end"], "bytes_sent": 0, "bytes_received": 0})
@@ -115,6 +118,12 @@ def op_rows(plan, call, records) -> list[dict]:
 
 def run_keys(plan) -> dict:
     return {"topology": plan.fabric.topology, "policy": plan.spec.policy}
+
+
+def run_columns(plan) -> dict:
+    """What tells the runs of a folder apart in ops.csv and link_jobs.csv
+    (emulator.plots.JOB_RUN_COLUMNS picks the last run by them)."""
+    return {**run_keys(plan), "mapping": plan.spec.mapping, "workload": plan.spec.workload, "label": plan.spec.label}
 
 
 def placement_name(job, mapping: str) -> str:
@@ -148,5 +157,5 @@ def link_job_rows(plan) -> list[dict]:
                     for node, port in paths[(src, dst)]:
                         key = (f"{node}:{port}>{plan.fabric.peer(node, port)[0]}", layout.job.name)
                         totals[key] = totals.get(key, 0) + t.nbytes
-    keys = {**run_keys(plan), "mapping": plan.spec.mapping, "workload": plan.spec.workload, "label": plan.spec.label}
+    keys = run_columns(plan)
     return [{**keys, "link": link, "job": job, "bytes": n} for (link, job), n in sorted(totals.items())]

@@ -66,8 +66,7 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
         table = forwarding_table(fabric, spec.policy, route_demands(spec, schedules, hosts), spec.seed)
     except ValueError as e:
         raise SpecError(str(e)) from None
-    model = functools.partial(predict, fabric, table, alpha_s=spec.model_alpha_us * 1e-6,
-                              efficiency=payload_efficiency(spec.mtu))
+    model = _model(fabric, table, spec)
     predictions = {key: model(sched, hosts) for key, sched in schedules.items()}
     calls = [Call(i, key, rep) for i, (key, rep) in
              enumerate((key, rep) for key in schedules for rep in range(-spec.warmup, spec.repetitions))]
@@ -77,6 +76,12 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
             sched, job_hosts = job_alone(programs[WORKLOAD_KEY], index)
             alone.append(model(over_connections(sched, spec.connections), job_hosts))
     return RunPlan(spec, fabric, table, hosts, calls, schedules, predictions, programs, alone)
+
+
+def _model(fabric: Fabric, table: ForwardingTable, spec: RunSpec):
+    """predict(schedule, hosts) on these routes, with the spec's latency and header overhead."""
+    return functools.partial(predict, fabric, table, alpha_s=spec.model_alpha_us * 1e-6,
+                             efficiency=payload_efficiency(spec.mtu))
 
 
 def workloads(spec: RunSpec, fabric: Fabric) -> dict[int, Workload]:
@@ -106,11 +111,11 @@ def fit_durations(workload: Workload, fabric: Fabric, spec: RunSpec) -> Workload
     program = compile_workload(once, fabric, spec.mapping, spec.algorithm, spec.ranks)
     table = forwarding_table(fabric, spec.policy, route_demands(spec, {WORKLOAD_KEY: program.schedule},
                                                                 program.hosts), spec.seed)
+    model = _model(fabric, table, spec)
     jobs = []
     for index, job in enumerate(workload.jobs):
         if job.duration_s:
-            sched, hosts = job_alone(program, index)
-            one = predict(fabric, table, sched, hosts, spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu)).time_s
+            one = model(*job_alone(program, index)).time_s
             job = dataclasses.replace(job, iterations=max(1, int(job.duration_s / one)) if one > 0 else 1)
         jobs.append(job)
     return dataclasses.replace(workload, jobs=tuple(jobs))

@@ -87,7 +87,7 @@ def job_alone(compiled: Compiled, index: int) -> tuple[Schedule, list[str]]:
 
     def local(transfers):
         return tuple(Transfer(t.peer - base, t.nbytes) for t in transfers)
-    steps = tuple(tuple(Step(local(s.sends), local(s.recvs), s.phase, s.compute_s, s.channel, s.after, s.op)
+    steps = tuple(tuple(dataclasses.replace(s, sends=local(s.sends), recvs=local(s.recvs))
                         for s in compiled.schedule.steps[r]) for r in layout.ranks)
     return Schedule(layout.job.name, "", layout.job.ranks, 0, steps), layout.hosts
 
@@ -197,7 +197,7 @@ def _globalised(step: Step, offset: int) -> Step:
 
     def shift(transfers):
         return tuple(Transfer(t.peer + offset, t.nbytes) for t in transfers)
-    return Step(shift(step.sends), shift(step.recvs), step.phase)
+    return dataclasses.replace(step, sends=shift(step.sends), recvs=shift(step.recvs))
 
 
 # --- groups and the steps of one communication op ------------------------------------

@@ -255,14 +255,13 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     _check_choices(spec)
     _check_ranges(spec)
     try:
-        fabric = build(spec.topology, spec.link_profile())   # pure and quick: checks every parameter
+        fabric = spec.fabric()   # pure and quick: checks every parameter
     except ValueError as e:
         raise SpecError(f"topology: {str(e).removeprefix('topology ')}") from None
     for override in spec.link_overrides:
         if not any(override.matches(link) for link in fabric.links):
             raise SpecError(f"link_overrides: {override}: no such link in {fabric.topology} ('bigraph-emu topo' "
                             "lists the switch links; HOST:MBPS names a host's own link)")
-    fabric = spec.fabric()
     _check_policy(spec, fabric)
     if spec.workload:
         load_workload(spec.workload, fabric, spec)

@@ -30,15 +30,10 @@ REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, os.path.join(HERE, "emulation")]
 
 from emulator.net import processes  # noqa: E402
-from terminal import Terminal  # noqa: E402
+from terminal import INTERRUPTIONS, Terminal  # noqa: E402
 
 TOPOLOGIES = ["bigraph:m=2,n=4", "fattree:k=4", "leafspine:leaves=2,spines=2,hosts=2"]
-INTERRUPTIONS = {
-    "ctrl-c": lambda term: term.ctrl_c(),
-    "SIGTERM": lambda term: term.signal_group(signal.SIGTERM),
-    "hang-up": lambda term: term.hang_up(),
-    "kill -9": lambda term: term.kill(),
-}
+SOAKED = ("ctrl-c", "SIGTERM to the group", "terminal closed", "kill -9")   # of terminal.INTERRUPTIONS
 CLI = [sys.executable, "-m", "emulator.cli"]
 # 130: torn down after the signal; negative: killed by it (kill -9, or a
 # signal that came before the handlers were installed, when nothing exists yet)
@@ -88,9 +83,9 @@ def main() -> None:
     if leftovers():
         raise SystemExit(f"the machine is not clean before the soak: {leftovers()}")
     rng = random.Random(args.seed)
-    combos = itertools.cycle(itertools.product(INTERRUPTIONS, TOPOLOGIES))
+    combos = itertools.cycle(itertools.product(SOAKED, TOPOLOGIES))
     failures = 0
-    print(f"{'run':>3} {'interruption':12} {'topology':38} {'at_s':>5} {'reached':9} {'exit':>5}  result")
+    print(f"{'run':>3} {'interruption':20} {'topology':38} {'at_s':>5} {'reached':9} {'exit':>5}  result")
     with tempfile.TemporaryDirectory(prefix="bigraph-soak-") as folder:
         for i in range(args.runs):
             how, topology = next(combos)
@@ -101,7 +96,7 @@ def main() -> None:
             result = (f"LEFT {', '.join(r['left'][:4])}" if r["left"] else
                       "REFUSED: the run before left something" if r["refused"] else
                       f"UNEXPECTED EXIT: {r['said']}" if unexpected else "clean")
-            print(f"{i:>3} {how:12} {topology:38} {at_s:>5} {r['stage']:9} {r['code']:>5}  {result}", flush=True)
+            print(f"{i:>3} {how:20} {topology:38} {at_s:>5} {r['stage']:9} {r['code']:>5}  {result}", flush=True)
             if r["left"]:
                 subprocess.run([*CLI, "clean"], cwd=REPO, capture_output=True, timeout=120)
         last = subprocess.run([*CLI, "run", "-t", TOPOLOGIES[0], "-b", "1M", "-n", "1", "-w", "0",

@@ -50,27 +50,20 @@ def received(dev: str) -> tuple[int, int]:
         return int(b.read()), int(p.read())
 
 
-def _retransmissions(pid: int) -> int:
-    """RetransSegs of the network namespace `pid` lives in."""
-    with open(f"/proc/{pid}/net/snmp") as f:
-        lines = [l.split() for l in f if l.startswith("Tcp:")]
-    return int(lines[1][lines[0].index("RetransSegs")])
+def _tcp_counter(pid: int, table: str, prefix: str, name: str) -> int:
+    """Counter `name` of the network namespace `pid` lives in, from
+    /proc/PID/net/`table` (a header line and a value line per `prefix`)."""
+    with open(f"/proc/{pid}/net/{table}") as f:
+        lines = [l.split() for l in f if l.startswith(prefix)]
+    return int(lines[1][lines[0].index(name)])
 
 
 def retransmissions(host_pids: list[int]) -> int:
     """TCP segments the hosts have retransmitted so far, all together."""
-    return sum(_retransmissions(pid) for pid in host_pids)
-
-
-def _dsacks(pid: int) -> int:
-    """TCPDSACKRecv of the network namespace `pid` lives in: the peer said
-    it got a segment twice, so its retransmission was spurious."""
-    with open(f"/proc/{pid}/net/netstat") as f:
-        lines = [l.split() for l in f if l.startswith("TcpExt:")]
-    return int(lines[1][lines[0].index("TCPDSACKRecv")])
+    return sum(_tcp_counter(pid, "snmp", "Tcp:", "RetransSegs") for pid in host_pids)
 
 
 def spurious_retransmissions(host_pids: list[int]) -> int:
     """Retransmissions so far that the receivers reported as duplicates
     (DSACK): a tail loss probe fired by an RTT jump, not a lost packet."""
-    return sum(_dsacks(pid) for pid in host_pids)
+    return sum(_tcp_counter(pid, "netstat", "TcpExt:", "TCPDSACKRecv") for pid in host_pids)

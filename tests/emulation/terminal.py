@@ -102,3 +102,13 @@ class Terminal:
             self._reader.join()
             os.close(self.master)
             self.master = -1
+
+
+# How a user's terminal ends a program, by name (the tests and the soak share them).
+INTERRUPTIONS = {
+    "ctrl-c": Terminal.ctrl_c,
+    "SIGTERM to the group": lambda term: term.signal_group(signal.SIGTERM),
+    "SIGHUP to the group": lambda term: term.signal_group(signal.SIGHUP),
+    "terminal closed": Terminal.hang_up,   # ssh dropped, window closed: the kernel's SIGHUP
+    "kill -9": Terminal.kill,
+}

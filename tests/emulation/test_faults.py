@@ -3,8 +3,6 @@ removes only what the run left, a link failure mid-allreduce is rerouted
 and shows in the step times, and a controller restart keeps traffic going."""
 import csv
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -17,22 +15,14 @@ from emulator.net import processes
 from emulator.plan import plan_run
 from emulator.results import bytes_ok
 from emulator.spec import make_run
-from terminal import Terminal
+from terminal import INTERRUPTIONS, Terminal
 
 pytestmark = pytest.mark.emulation
 
 LONG_RUN = ["run", "-t", "bigraph:m=2,n=4", "-b", "64M", "-n", "1", "-w", "0", "--bw", "20"]
 
 
-INTERRUPTIONS = {
-    "ctrl-c": lambda term: term.ctrl_c(),
-    "SIGTERM to the group": lambda term: term.signal_group(signal.SIGTERM),
-    "SIGHUP to the group": lambda term: term.signal_group(signal.SIGHUP),
-    "terminal closed": lambda term: term.hang_up(),   # ssh dropped, window closed: the kernel's SIGHUP
-}
-
-
-@pytest.mark.parametrize("how", INTERRUPTIONS)
+@pytest.mark.parametrize("how", [name for name in INTERRUPTIONS if name != "kill -9"])   # kill -9: below
 def test_an_interrupted_run_tears_everything_down(tmp_path, clean_machine, how):
     term = Terminal([sys.executable, "-m", "emulator.cli", *LONG_RUN, "--out", str(tmp_path / "res")])
     try:
