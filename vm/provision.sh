@@ -7,25 +7,31 @@
 #                              also switch Open vSwitch's userspace TSO (the
 #                              userspace datapath's `offload = "tso"` needs it;
 #                              Open vSwitch restarts when no bridge is in use)
+#   vm/provision.sh --no-services
+#                              packages and virtual environment only, no
+#                              service started (building a VM image in a chroot)
 # Environment: BIGRAPH_VENV (default: <project>/.venv)
 set -eu
 
 PROJECT_DIR=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${BIGRAPH_VENV:-$PROJECT_DIR/.venv}
-PACKAGES="mininet openvswitch-switch iperf3 ethtool iproute2 iputils-ping fping procps tcpdump python3-venv"
+# python3-setuptools: Mininet 2.3.0 imports distutils, gone from Python 3.12
+PACKAGES="python3-setuptools mininet openvswitch-switch iperf3 ethtool iproute2 iputils-ping fping procps tcpdump python3-venv"
 
 say() { echo "provision: $*"; }
 
 USERSPACE_TSO=""
+SERVICES=yes
 case "${1:-}" in
     "") ;;
+    --no-services) SERVICES=no ;;
     --userspace-tso)
         case "${2:-}" in
             on) USERSPACE_TSO=true ;;
             off) USERSPACE_TSO=false ;;
             *) echo "provision: --userspace-tso takes on or off, got '${2:-}'" >&2; exit 2 ;;
         esac ;;
-    *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off]" >&2; exit 2 ;;
+    *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off | --no-services]" >&2; exit 2 ;;
 esac
 
 if [ "$(id -u)" != 0 ]; then
@@ -122,12 +128,18 @@ make_venv() {
     fi
     say "installing the project and its Python dependencies"
     "$VENV/bin/pip" install -q --disable-pip-version-check -e "$PROJECT_DIR[test]"
+    if ! "$VENV/bin/python" -c "import emulator, controller, os_ken, mininet.net"; then
+        echo "provision: the installed environment cannot import Mininet or os-ken (see the error above)" >&2
+        exit 1
+    fi
     touch "$stamp"
 }
 
 install_packages
-start_ovs
-restart_ovs_if_needed
-set_userspace_tso
+if [ "$SERVICES" = yes ]; then
+    start_ovs
+    restart_ovs_if_needed
+    set_userspace_tso
+fi
 make_venv
 say "ready: $VENV/bin/bigraph-emu"

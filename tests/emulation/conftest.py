@@ -7,10 +7,11 @@ Every test checks that the machine is left as it was found.
 import os
 import shutil
 import subprocess
+import warnings
 
 import pytest
 
-from emulator.net import processes
+from emulator.net import capabilities, processes
 
 
 def _missing() -> str | None:
@@ -25,6 +26,7 @@ def _missing() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    _skip_netem_without_it(items)
     reason = _missing()
     if reason is None:
         return
@@ -33,6 +35,37 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "emulation" in str(item.fspath):
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# Under software emulation (the VM stage) the machine is several times slower
+# than the fabric's rates assume: checks of speed and fidelity are recorded
+# in the test report there, not asserted. Everything else is asserted.
+TIMING_RECORDED = os.environ.get("BIGRAPH_TIMING") == "record"
+
+
+@pytest.fixture
+def timing(record_property):
+    """timing(ok, what): a check of speed or fidelity."""
+    def check(ok: bool, what) -> None:
+        if not TIMING_RECORDED:
+            assert ok, what
+            return
+        record_property("timing", f"{'ok' if ok else 'FAILED'}: {what}")
+        if not ok:
+            warnings.warn(f"timing check failed (recorded, not asserted): {what}")
+    return check
+
+
+def _skip_netem_without_it(items) -> None:
+    """netem tests need sch_netem, which our own machines lack; the VM stage
+    sets BIGRAPH_REQUIRE_NETEM=1, so there they fail rather than skip."""
+    if capabilities.netem_available():
+        return
+    if os.environ.get("BIGRAPH_REQUIRE_NETEM") == "1":
+        raise pytest.UsageError("netem tests required but this kernel has no sch_netem")
+    for item in items:
+        if item.get_closest_marker("netem"):
+            item.add_marker(pytest.mark.skip(reason="no sch_netem in this kernel (vm/stage.py runs them in a VM)"))
 
 
 SOCKET_DEFAULTS = ["/proc/sys/net/core/wmem_default", "/proc/sys/net/core/rmem_default"]

@@ -81,7 +81,7 @@ def test_clean_after_kill_9_removes_only_what_the_run_left(tmp_path, clean_machi
         subprocess.run(["ip", "link", "del", "zzdecoy0"], capture_output=True)
 
 
-def test_a_link_failure_mid_allreduce_is_rerouted_and_visible(tmp_path, clean_machine):
+def test_a_link_failure_mid_allreduce_is_rerouted_and_visible(tmp_path, clean_machine, timing):
     # HDRM halving-doubling on BiGraph m=2,n=4 at 20 Mbit/s (about 12 s, one
     # flow per link per step); the direct link bgs0-bgs2 goes down at 2 s, up
     # at 4 s: its flow detours over links other flows use
@@ -106,7 +106,7 @@ def test_a_link_failure_mid_allreduce_is_rerouted_and_visible(tmp_path, clean_ma
     size = plan.calls[0].size_bytes
     step0 = max(steps[0]["end"] for steps in record.steps)
     model0 = max(ends[0] for ends in plan.predictions[size].step_end_s)
-    assert step0 > 1.4 * model0, (step0, model0)
+    timing(step0 > 1.4 * model0, (step0, model0))
 
 
 def test_a_controller_restart_keeps_traffic_flowing(tmp_path, clean_machine):
