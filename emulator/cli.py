@@ -61,8 +61,10 @@ FLAGS = [
     (("--loss",), "link_loss_pct", "netem loss on every link, percent (needs sch_netem)"),
     (("--link-event",), "link_events", "e.g. 2.5:bgs1-bgs5:down: switch link A-B goes down (or up) "
                                        "T seconds after the first counted call starts; repeatable"),
-    (("--link-rate",), "link_overrides", "e.g. bgs0-bgs2:5 or bgh3:10: that link (both directions) at another "
-                                         "rate, Mbit/s; repeatable"),
+    (("--link-rate", "--link"), "link_overrides", "e.g. bgs0-bgs2:5 or bgh3:10: that link (both directions) at "
+                                                  "another rate, Mbit/s; or TARGET:rate=MBPS,delay=MS,loss=PCT "
+                                                  "with TARGET a link, a host or two tiers (leaf-spine, "
+                                                  "host-edge, lower-upper); repeatable"),
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
     (("--label",), "label", "free text copied into the results"),
@@ -72,7 +74,7 @@ FLAGS = [
 ]
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
-            "link_events": "T:A-B:down|up", "link_overrides": "A-B:MBPS", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
+            "link_events": "T:A-B:down|up", "link_overrides": "LINK:SETTINGS", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
             "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE"}
 # --vary accepts a key or its long flag name (policy, host-rate, delay, ...)
 FLAG_KEYS = {flags[-1].lstrip("-"): key for flags, key, _ in FLAGS}

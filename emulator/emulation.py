@@ -63,8 +63,7 @@ class Emulation:
         self.log(f"# dataplane: {self.dataplane.describe()}")
         self.controller = self._controller()
         self.controller.start()
-        self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu,
-                                      self.spec.link_delay_ms, self.spec.link_loss_pct)
+        self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu)
         with self._ovs_socket_buffers():
             self.network.start()
             ready = self.controller.wait_routes()

@@ -49,6 +49,8 @@ class Link:
     rate_mbps: float
     queue_packets: int
     kind: str      # "host" (NIC to switch) or "switch" (switch to switch)
+    delay_ms: float = 0.0   # netem, each direction
+    loss_pct: float = 0.0
 
     def ends(self):
         return ((self.a, self.a_port), (self.b, self.b_port))

@@ -3,7 +3,8 @@
 Every send `Transfer` of a rank's step is a flow from that rank's host to the
 peer's host along the path the controller installs (`controller.routing.path`).
 Flows share links max-min fairly (the steady state TCP converges to, minus
-its dynamics); a flow is delivered `alpha_s` after its last byte left. A
+its dynamics); a flow is delivered `alpha_s` plus its path's delay (netem on
+the links it crosses) after its last byte left. A
 rank starts step k+1 once step k's sends and receives are all delivered.
 A flow starts when its sender and its receiver have both entered the steps
 it belongs to: the agents use a rendezvous (the receiver sends "clear to
@@ -64,19 +65,22 @@ class _Flows:
     nbytes: np.ndarray
     route: np.ndarray            # (flows, width) directed link ids, padded with the pad link
     on_wire: np.ndarray          # carries bytes between two different hosts
+    delay_s: np.ndarray          # one-way delay of every flow's path (netem), s
 
     @property
     def pad(self) -> int:
         return len(self.links)
 
 
-def _directed_links(fabric: Fabric) -> tuple[list[Link], np.ndarray]:
-    links, rates = [], []
+def _directed_links(fabric: Fabric) -> tuple[list[Link], np.ndarray, np.ndarray]:
+    """Directed links, their rates and delays (s), plus the pad link."""
+    links, rates, delays = [], [], []
     for link in fabric.links:
         for end in link.ends():
             links.append(end)
             rates.append(link.rate_mbps)
-    return links, np.array(rates + [math.inf])
+            delays.append(link.delay_ms / 1e3)
+    return links, np.array(rates + [math.inf]), np.array(delays + [0.0])
 
 
 def _routes(fabric, table, hosts, pairs, index) -> np.ndarray:
@@ -158,7 +162,7 @@ def _flows(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) ->
             fabric.host(name)
         except KeyError:
             raise ValueError(f"host {name!r} is not in {fabric.topology}") from None
-    links, capacity = _directed_links(fabric)
+    links, capacity, delay = _directed_links(fabric)
     step_base, first, dst, nbytes = _transfers(schedule, "sends")
     send_step, src = _owner(step_base, first)
     recv_step = _match_receives(schedule, src, dst, nbytes)
@@ -170,7 +174,7 @@ def _flows(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) ->
         links=links, capacity_mbps=capacity, step_base=step_base, first=first,
         step_index=send_step - step_base[src], send_step=send_step, recv_step=recv_step,
         nbytes=nbytes.astype(np.float64), route=route,
-        on_wire=(nbytes > 0) & (route[:, 0] != len(links)))
+        on_wire=(nbytes > 0) & (route[:, 0] != len(links)), delay_s=delay[route].sum(axis=1))
 
 
 # --- static per-step link loads --------------------------------------------
@@ -269,7 +273,7 @@ class _Simulation:
         self.switch_hops = (flows.route != flows.pad).sum(axis=1) - 1   # links of a path minus one
         self.wire_mbps = 8 / 1e6 / efficiency
         self.peak_switch_mbps = 0.0
-        # Timed events: flows delivered (alpha after their last byte) and
+        # Timed events: flows delivered (alpha and their path's delay after their last byte) and
         # compute that ends; (time, sequence, is_compute, ids).
         self.events: list = []
         self.sequence = 0
@@ -283,6 +287,15 @@ class _Simulation:
     def _at(self, t: float, ids: np.ndarray, compute: bool) -> None:
         heapq.heappush(self.events, (t, self.sequence, compute, ids))
         self.sequence += 1
+
+    def _deliver(self, ids: np.ndarray) -> None:
+        """Flows `ids` arrive alpha plus their path's delay from now."""
+        delays = self.f.delay_s[ids]
+        if not delays.any():
+            self._at(self.t + self.alpha, ids, False)
+            return
+        for delay in np.unique(delays):
+            self._at(self.t + self.alpha + float(delay), ids[delays == delay], False)
 
     def _advance(self) -> None:
         """Move to the next drain or timed event and handle everything due then."""
@@ -320,14 +333,14 @@ class _Simulation:
             self._finish(np.unique(np.concatenate(steps)))
 
     def _drain(self, done: np.ndarray) -> None:
-        """Retire the active flows marked `done`; they arrive alpha later."""
+        """Retire the active flows marked `done`; they arrive later (`_deliver`)."""
         if not done.any():
             return
         gone = self.active[done]
         self.left[gone] = 0.0
         self.active = self.active[~done]
         self.stale = True
-        self._at(self.t + self.alpha, gone, False)
+        self._deliver(gone)
 
     def _rerate(self) -> None:
         route = self.f.route[self.active]
@@ -378,7 +391,7 @@ class _Simulation:
             self.active = np.concatenate((self.active, ids[wire]))
             self.stale = True
         if not wire.all():
-            self._at(self.t + self.alpha, ids[~wire], False)
+            self._deliver(ids[~wire])
 
 
 @dataclass

@@ -206,15 +206,15 @@ def interactive(plan, out: str) -> int:
 # --- what a run prints --------------------------------------------------------------------
 
 def describe(spec: RunSpec, ranks: int) -> str:
+    netem = (f", netem {spec.link_delay_ms:g} ms / {spec.link_loss_pct:g}% loss"
+             if spec.link_delay_ms or spec.link_loss_pct else "")
+    overrides = f", links {' '.join(map(str, spec.link_overrides))}" if spec.link_overrides else ""
     if spec.workload:
-        overrides = f", links {' '.join(map(str, spec.link_overrides))}" if spec.link_overrides else ""
         return (f"# workload {spec.workload} (where it leaves them open: {spec.algorithm}, mapping {spec.mapping}), "
                 f"policy {spec.policy}, {spec.topology} ({ranks} ranks), links {spec.host_rate_mbps:g} Mbit/s host / "
-                f"{spec.switch_rate_mbps:g} Mbit/s switch{overrides}, MTU {spec.mtu}"
+                f"{spec.switch_rate_mbps:g} Mbit/s switch{netem}{overrides}, MTU {spec.mtu}"
                 + (f", {spec.label}" if spec.label else ""))
-    extra = ""
-    if spec.link_delay_ms or spec.link_loss_pct:
-        extra += f", netem {spec.link_delay_ms:g} ms / {spec.link_loss_pct:g}% loss"
+    extra = netem + overrides
     if spec.connections > 1:
         extra += f", {spec.connections} connections per peer"
     if spec.link_events:

@@ -54,20 +54,49 @@ class LinkEvent:
         return frozenset((self.a, self.b))
 
 
+# What a link override may change: its key in A-B:KEY=VALUE, the Link field
+# it sets, and the spec key whose range it shares.
+OVERRIDE_SETTINGS = {"rate": ("rate_mbps", "switch_rate_mbps"), "delay": ("delay_ms", "link_delay_ms"),
+                     "loss": ("loss_pct", "link_loss_pct")}
+
+
 @dataclass(frozen=True)
 class LinkOverride:
-    """Link `a`-`b` (both directions) at `rate_mbps`; `b` empty: host `a`'s
-    own link. One record for thin links and, later, per-link delay or loss."""
+    """Some links at another rate, delay or loss (None: as the rest of the
+    spec says). `a`-`b` names one link (both directions), `a` alone a host's
+    own link, and two tiers every link between them (e.g. leaf-spine,
+    host-leaf: the tiers `bigraph-emu topo` prints; "host" for hosts)."""
     a: str
     b: str
-    rate_mbps: float
+    rate_mbps: float | None = None
+    delay_ms: float | None = None
+    loss_pct: float | None = None
 
     def __str__(self) -> str:
-        return f"{self.a}{'-' + self.b if self.b else ''}:{self.rate_mbps:g}"
+        target = f"{self.a}{'-' + self.b if self.b else ''}"
+        values = {key: getattr(self, name) for key, (name, _) in OVERRIDE_SETTINGS.items()}
+        if values["delay"] is None and values["loss"] is None:   # the short form A-B:MBPS
+            return f"{target}:{self.rate_mbps:g}"
+        return f"{target}:" + ",".join(f"{k}={v:g}" for k, v in values.items() if v is not None)
 
-    def matches(self, link) -> bool:
+    def settings(self) -> dict:
+        """Link field -> value, for the settings this override changes."""
+        return {name: getattr(self, name) for name, _ in OVERRIDE_SETTINGS.values()
+                if getattr(self, name) is not None}
+
+    def is_tier(self, fabric: Fabric) -> bool:
+        tiers = {s.tier for s in fabric.switches} | {"host"}
+        return self.a in tiers and self.b in tiers
+
+    def matches(self, link, fabric: Fabric) -> bool:
+        if self.is_tier(fabric):
+            return {self.a, self.b} == {_tier(fabric, link.a), _tier(fabric, link.b)}
         ends = {link.a, link.b}
         return self.a in ends and (self.b in ends if self.b else link.kind == "host")
+
+
+def _tier(fabric: Fabric, node: str) -> str:
+    return fabric.switch(node).tier if fabric.is_switch(node) else "host"
 
 
 @dataclass(frozen=True)
@@ -109,13 +138,18 @@ class RunSpec:
                            self.switch_rate_mbps, self.switch_queue_packets)
 
     def fabric(self) -> Fabric:
-        """The topology built at the spec's rates, with its link overrides."""
+        """The topology built at the spec's rates, delay and loss, with its
+        link overrides (a later override wins where two set the same thing)."""
         fabric = build(self.topology, self.link_profile())
-        if not self.link_overrides:
+        if not (self.link_overrides or self.link_delay_ms or self.link_loss_pct):
             return fabric
-        links = [dataclasses.replace(link, rate_mbps=next(
-            (o.rate_mbps for o in reversed(self.link_overrides) if o.matches(link)), link.rate_mbps))
-            for link in fabric.links]
+        links = []
+        for link in fabric.links:
+            values = {"delay_ms": self.link_delay_ms, "loss_pct": self.link_loss_pct}
+            for override in self.link_overrides:
+                if override.matches(link, fabric):
+                    values.update(override.settings())
+            links.append(dataclasses.replace(link, **values))
         return Fabric(fabric.topology, fabric.switches, fabric.hosts, links, fabric.params)
 
     def fabric_key(self) -> tuple:
@@ -214,28 +248,53 @@ def _link_events(value) -> tuple[LinkEvent, ...]:
     return tuple(parse_link_event(v) for v in items)
 
 
-LINK_OVERRIDE_FORM = "A-B:MBPS (a link) or HOST:MBPS (a host's link), e.g. bgs0-bgs2:5 or bgh3:10"
+LINK_OVERRIDE_FORM = ("A-B:MBPS (a link), HOST:MBPS (a host's link), or TARGET:KEY=VALUE,... with keys rate "
+                      "(Mbit/s), delay (ms), loss (%) and TARGET a link, a host or two tiers, "
+                      "e.g. bgs0-bgs2:5, bgh3:10, leaf-spine:rate=10,delay=20")
 
 
 def _link_overrides(value) -> tuple[LinkOverride, ...]:
-    out = []
-    for item in value if isinstance(value, (list, tuple)) else [value]:
-        if isinstance(item, LinkOverride):
-            out.append(item)
-            continue
-        if isinstance(item, dict):   # from spec.json: as the user wrote it
-            item = f"{item.get('a')}{'-' + item['b'] if item.get('b') else ''}:{item.get('rate_mbps')}"
-        link, colon, rate = str(item).rpartition(":")
-        a, _, b = link.partition("-")
-        try:
-            mbps = float(rate)
-        except ValueError:
-            mbps = math.nan
-        if not colon or not a or not MIN_RATE_MBPS <= mbps <= MAX_RATE_MBPS:
-            raise SpecError(f"link_overrides: {item!r} is not {LINK_OVERRIDE_FORM}, with a rate of "
-                            f"{MIN_RATE_MBPS:g} to {MAX_RATE_MBPS:g} Mbit/s")
-        out.append(LinkOverride(a.strip(), b.strip(), mbps))
-    return tuple(out)
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return tuple(item if isinstance(item, LinkOverride) else _link_override(item) for item in items)
+
+
+def _link_override(item) -> LinkOverride:
+    if isinstance(item, dict):   # from spec.json: the record's own fields
+        known = {"a", "b"} | {name for name, _ in OVERRIDE_SETTINGS.values()}
+        if not set(item) <= known or not item.get("a"):
+            raise SpecError(f"link_overrides: {item!r} is not a link override record ({', '.join(sorted(known))})")
+        values = {name: _override_value(item, key, item.get(name)) for key, (name, _) in OVERRIDE_SETTINGS.items()
+                  if item.get(name) is not None}
+        return LinkOverride(str(item["a"]), str(item.get("b") or ""), **values)
+    link, colon, rest = str(item).partition(":")
+    a, _, b = link.partition("-")
+    if not colon or not a.strip() or not rest.strip():
+        raise SpecError(f"link_overrides: {item!r} is not {LINK_OVERRIDE_FORM}")
+    pairs = [("rate", rest)] if "=" not in rest else [part.partition("=")[::2] for part in rest.split(",")]
+    values = {}
+    for key, raw in pairs:
+        key = key.strip()
+        if key not in OVERRIDE_SETTINGS:
+            raise SpecError(f"link_overrides: {item!r}: unknown setting {key!r}; settings are "
+                            f"{', '.join(OVERRIDE_SETTINGS)}")
+        name = OVERRIDE_SETTINGS[key][0]
+        if name in values:
+            raise SpecError(f"link_overrides: {item!r}: {key} is given twice")
+        values[name] = _override_value(item, key, raw)
+    return LinkOverride(a.strip(), b.strip(), **values)
+
+
+def _override_value(item, key: str, raw) -> float:
+    low, high = _RANGES[OVERRIDE_SETTINGS[key][1]]
+    try:
+        number = float(str(raw).strip().removesuffix("ms" if key == "delay" else "%"))
+    except ValueError:
+        number = math.nan
+    if not low <= number <= high:
+        unit = {"rate": "Mbit/s", "delay": "ms", "loss": "%"}[key]
+        raise SpecError(f"link_overrides: {item!r}: {key} must be a number from {low:g} to {high:g} {unit}, "
+                        f"got {raw!r}")
+    return number
 
 
 def make_run(values: dict, check_kernel: bool = True) -> RunSpec:
@@ -259,9 +318,11 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     except ValueError as e:
         raise SpecError(f"topology: {str(e).removeprefix('topology ')}") from None
     for override in spec.link_overrides:
-        if not any(override.matches(link) for link in fabric.links):
+        if not any(override.matches(link, fabric) for link in fabric.links):
+            tiers = sorted({s.tier for s in fabric.switches})
             raise SpecError(f"link_overrides: {override}: no such link in {fabric.topology} ('bigraph-emu topo' "
-                            "lists the switch links; HOST:MBPS names a host's own link)")
+                            f"lists the switch links; HOST:MBPS names a host's own link; its tiers are host, "
+                            f"{', '.join(tiers)})")
     _check_policy(spec, fabric)
     if spec.workload:
         load_workload(spec.workload, fabric, spec)
@@ -351,10 +412,11 @@ def check_link_events(events, fabric: Fabric) -> None:
 
 
 def _check_netem(spec: RunSpec, has_netem) -> None:
-    for key in ("link_delay_ms", "link_loss_pct"):
-        if getattr(spec, key) and not has_netem():
-            raise SpecError(f"{key}: delay and loss need netem (sch_netem), which this kernel does not have; "
-                            f"set {key} to 0 or use a kernel with sch_netem")
+    asked = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
+    asked += [f"link_overrides: {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+    if asked and not has_netem():
+        raise SpecError(f"{asked[0]}: delay and loss need netem (sch_netem), which this kernel does not have; "
+                        "drop them or use a kernel with sch_netem (a stock Debian or Ubuntu VM has it)")
 
 
 def load_workload(path: str, fabric: Fabric | None = None, spec: RunSpec | None = None):

@@ -36,10 +36,8 @@ class LoopbackController(RemoteController):
 
 
 class EmulatedFabric:
-    def __init__(self, fabric: Fabric, dataplane: Dataplane, controller_port: int, mtu: int = 1500,
-                 delay_ms: float = 0.0, loss_pct: float = 0.0):
-        self.fabric = fabric
-        self.delay_ms, self.loss_pct = delay_ms, loss_pct   # netem on every link end
+    def __init__(self, fabric: Fabric, dataplane: Dataplane, controller_port: int, mtu: int = 1500):
+        self.fabric = fabric   # its links carry their rates, queues, delay and loss
         self.dataplane = dataplane
         self.controller_port = controller_port
         self.mtu = mtu
@@ -77,7 +75,7 @@ class EmulatedFabric:
                 gso = f" gso_max_size {segment}" if self.dataplane.tso and not self.fabric.is_switch(node) else ""
                 ip_lines.setdefault(node, []).append(f"link set dev {intf} mtu {self.mtu}{gso}")
                 tc_lines.setdefault(node, []).extend(tc_batch(tc_commands(
-                    intf, link.rate_mbps, link.queue_packets, self.mtu, self.delay_ms, self.loss_pct,
+                    intf, link.rate_mbps, link.queue_packets, self.mtu, link.delay_ms, link.loss_pct,
                     self.dataplane.tso)))
         switches = [s.name for s in self.fabric.switches]
         scripts = {"": _batch("ip", [line for n in switches for line in ip_lines.get(n, [])])

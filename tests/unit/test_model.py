@@ -1,4 +1,5 @@
 """Flow model: hand-checked small cases, then the BiGraph/HDRM claims."""
+import dataclasses
 import math
 
 import numpy as np
@@ -50,6 +51,18 @@ def test_one_flow_takes_size_over_rate_plus_alpha():
     # The 40 Mbit/s switch link is the bottleneck.
     assert pred.time_s == pytest.approx(S / bytes_per_s(40) + ALPHA, rel=1e-9)
     assert pred.step_end_s == ((pred.time_s,), (pred.time_s,))
+
+
+def test_a_flow_arrives_its_paths_delay_after_its_last_byte():
+    fabric, table, hosts = two_switches(m=1, host_mbps=80.0, switch_mbps=40.0)
+    delays = {"host": 2.0, "switch": 30.0}   # ms, each direction
+    fabric.links = [dataclasses.replace(l, delay_ms=delays[l.kind]) for l in fabric.links]
+    sched = schedule([([(1, S)], [(1, 1000)])], [([(0, 1000)], [(0, S)])])
+    pred = predict(fabric, table, sched, hosts, alpha_s=ALPHA)
+    one_way = (2 * 2.0 + 30.0) / 1e3   # two host links and the switch link
+    assert pred.time_s == pytest.approx(S / bytes_per_s(40) + ALPHA + one_way, rel=1e-9)
+    # the small reply of rank 1 pays the same delay, on top of its own transfer
+    assert pred.step_end_s[0] == pred.step_end_s[1]
 
 
 def test_two_flows_on_one_bottleneck_get_half_rate_each():

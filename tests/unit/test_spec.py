@@ -77,10 +77,31 @@ def test_link_overrides_change_exactly_the_links_they_name():
     import json
     again = make_run(json.loads(json.dumps(dataclasses.asdict(spec))))   # spec.json, as report reads it
     assert again.link_overrides == spec.link_overrides
-    for bad, words in (("bgs0-bgs1:5", "no such link"), ("bgs0-bgs2", "A-B:MBPS"), ("bgs0-bgs2:0", "A-B:MBPS"),
-                       ("bgh99:5", "no such link")):
+    for bad, words in (("bgs0-bgs1:5", "no such link"), ("bgs0-bgs2", "A-B:MBPS"), ("bgs0-bgs2:0", "rate must be"),
+                       ("bgh99:5", "no such link"), ("bgs0-bgs2:rate=5,rate=6", "rate is given twice"),
+                       ("bgs0-bgs2:delay=x", "delay must be a number"), ("bgs0-bgs2:loss=101", "loss must be"),
+                       ("bgs0-bgs2:jitter=3", "unknown setting 'jitter'"), ("leaf-spine:delay=5", "its tiers are")):
         msg = spec_error({"link_overrides": [bad]})
         assert msg.startswith("link_overrides:") and words in msg, msg
+
+
+def test_link_overrides_set_delay_and_loss_per_link_and_per_tier():
+    spec = make_run({"topology": "leafspine:leaves=2,spines=1,hosts=2", "link_delay_ms": 1,
+                     "link_overrides": ["leaf-spine:rate=10,delay=20ms", "bgh0:loss=0.5%", "bgs0-bgs2:delay=30"]},
+                    check_kernel=False)
+    links = {(l.a, l.b): (l.rate_mbps, l.delay_ms, l.loss_pct) for l in spec.fabric().links}
+    tiers = {s.name: s.tier for s in spec.fabric().switches}
+    for (a, b), (rate, delay, loss) in links.items():
+        if {tiers.get(a), tiers.get(b)} == {"leaf", "spine"}:
+            assert (rate, delay) == (10, 30 if {a, b} == {"bgs0", "bgs2"} else 20), (a, b)   # the later one wins
+        else:
+            assert (rate, delay, loss) == (spec.host_rate_mbps, 1, 0.5 if a == "bgh0" else 0), (a, b)
+    assert str(spec.link_overrides[0]) == "leaf-spine:rate=10,delay=20"
+    import json
+    again = make_run(json.loads(json.dumps(dataclasses.asdict(spec))), check_kernel=False)
+    assert again.link_overrides == spec.link_overrides
+    with pytest.raises(SpecError, match="link_overrides: bgh0:loss=0.5: delay and loss need netem"):
+        validate(make_run({"link_overrides": ["bgh0:loss=0.5"]}, check_kernel=False), lambda: False)
 
 
 def test_string_table_covers_every_field():
