@@ -19,7 +19,7 @@ import time
 from os_ken import cfg
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
@@ -82,6 +82,17 @@ class FabricRoutes(app_manager.OSKenApp):
         self.datapaths[name] = dp
         self.held[dp.id] = []
         dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp))
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def connection_changed(self, ev):
+        dp = ev.datapath
+        name = self.by_dpid.get(dp.id, f"dpid {dp.id}")
+        if ev.state == MAIN_DISPATCHER:
+            LOG.info("switch %s: OpenFlow handshake done, from %s", name, dp.address)
+        else:
+            LOG.info("switch %s: connection from %s closed", name, dp.address)
+            if self.datapaths.get(name) is dp:
+                del self.datapaths[name]
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def flow_stats(self, ev):

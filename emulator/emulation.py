@@ -66,7 +66,12 @@ class Emulation:
         self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu)
         with self._ovs_socket_buffers():
             self.network.start()
-            ready = self.controller.wait_routes()
+            try:
+                ready = self.controller.wait_routes()
+            except RuntimeError as e:   # say which side failed: OVS's connection or the controller
+                seen = self.network.controller_connections()
+                raise EmulationError(f"{e}; Open vSwitch's controller connections: "
+                                     + ", ".join(f"{s} {state}" for s, state in seen.items())) from None
             self._verify(ready["rules"])   # the pings make OVS create its send socket
         self.log(f"# {self.fabric.topology}: {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
                  f"routes '{self.spec.policy}' installed, read back from OVS and followed by probe packets; "

@@ -201,6 +201,24 @@ class EmulatedFabric:
             out[name] = text
         return out
 
+    def controller_connections(self) -> dict[str, str]:
+        """OVS's own view of every switch's controller connection: "connected",
+        or its state and last error (to tell a switch that never reached the
+        controller from one the controller never served)."""
+        def vsctl(*args) -> str:
+            done = subprocess.run(["ovs-vsctl", "--timeout=5", *args], capture_output=True, text=True)
+            return done.stdout.strip() if done.returncode == 0 else f"(ovs-vsctl: {done.stderr.strip()})"
+        seen = {}
+        for s in self.fabric.switches:
+            uuid = vsctl("get", "bridge", s.name, "controller").strip("[]")
+            if not uuid or uuid.startswith("("):
+                seen[s.name] = f"no controller configured {uuid}".strip()
+                continue
+            lines = vsctl("get", "controller", uuid, "is_connected", "status").splitlines()
+            connected = bool(lines) and lines[0] == "true"
+            seen[s.name] = "connected" if connected else f"not connected {' '.join(lines[1:])}".strip()
+        return seen
+
     def probe(self, pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
         """Every src pings its dst `count` times, all pairs at once; returns
         the pairs that lost a reply."""
