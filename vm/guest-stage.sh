@@ -9,6 +9,8 @@ P=/bigraph-emu
 PY=$BIGRAPH_VENV/bin/python
 # The checkout is shared read-only: byte code goes to the VM's own disk.
 export PYTHONPYCACHEPREFIX=/var/tmp/pycache
+# Through tee: without this, pytest prints its progress only at the end.
+export PYTHONUNBUFFERED=1
 # Software emulation is slow: timing verdicts are recorded, not asserted.
 export BIGRAPH_TIMING=record BIGRAPH_REQUIRE_NETEM=1
 
