@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from controller.routing import POLICIES
 from emulator.fabric import Fabric
+from emulator.inputs import as_name, is_name, shorten, to_float, to_int
 from emulator.mapping import MAPPINGS, hosts_for_ranks
 from emulator.metrics import parse_size, size_sweep
 from emulator.net import capabilities
@@ -185,18 +186,14 @@ def _convert(key: str, value):
     if key == "link_overrides":
         return _link_overrides(value)
     kind = FIELDS[key].type
+    if kind == "str":
+        if not isinstance(value, str):   # a TOML list or number is no name
+            raise SpecError(f"{key}: expected text, got {shorten(repr(value))}")
+        return value
     try:
-        if kind == "int":
-            if isinstance(value, float) or isinstance(value, bool):
-                raise ValueError
-            return int(value)
-        if kind == "float":
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        raise SpecError(f"{key}: expected {kind}, got {value!r}") from None
+        return to_int(value) if kind == "int" else to_float(value)
+    except ValueError:
+        raise SpecError(f"{key}: expected {kind}, got {shorten(repr(value))}") from None
 
 
 def _sizes(value) -> tuple[int, ...]:
@@ -205,14 +202,18 @@ def _sizes(value) -> tuple[int, ...]:
         if isinstance(value, str) and ":" in value:
             fields = value.split(":")
             if len(fields) > 3:
-                raise ValueError(f"sweep {value!r} has more than begin:end:factor")
+                raise ValueError(f"sweep {shorten(repr(value))} has more than begin:end:factor")
             begin, end, factor = (fields + ["2"])[:3]
             begin, end = parse_size(begin), parse_size(end)
             if end > MAX_SIZE_BYTES:
                 raise ValueError(f"sweep ends at {end} bytes, above the limit of {MAX_SIZE_BYTES} (4G)")
-            return tuple(size_sweep(begin, end, float(factor)))
+            return tuple(size_sweep(begin, end, to_float(factor), MAX_SIZES))
         items = value if isinstance(value, (list, tuple)) else [value]
-        return tuple(parse_size(v) for v in items)
+        sizes = tuple(parse_size(v) for v in items)
+        twice = sorted({n for n in sizes if sizes.count(n) > 1})
+        if twice:   # one size is one set of calls: the second would vanish
+            raise ValueError(f"{twice[0]} bytes is given twice")
+        return sizes
     except ValueError as e:
         raise SpecError(f"sizes: {e}") from None
 
@@ -229,13 +230,13 @@ def parse_link_event(value) -> LinkEvent:
             return LinkEvent(float(value["time_s"]), str(value["a"]), str(value["b"]), str(value["action"]))
         except (KeyError, TypeError, ValueError):
             raise SpecError(f"link_events: {value!r} is not an event ({LINK_EVENT_FORM})") from None
-    bad = SpecError(f"link_events: {value!r} is not {LINK_EVENT_FORM}")
+    bad = SpecError(f"link_events: {shorten(repr(value))} is not {LINK_EVENT_FORM}")
     if not isinstance(value, str) or value.count(":") != 2:
         raise bad
     when, link, action = (part.strip() for part in value.split(":"))
     a, dash, b = link.partition("-")
     try:
-        time_s = float(when)
+        time_s = to_float(when)
     except ValueError:
         raise bad from None
     if not dash or not a or not b:
@@ -287,7 +288,7 @@ def _link_override(item) -> LinkOverride:
 def _override_value(item, key: str, raw) -> float:
     low, high = _RANGES[OVERRIDE_SETTINGS[key][1]]
     try:
-        number = float(str(raw).strip().removesuffix("ms" if key == "delay" else "%"))
+        number = to_float(raw if not isinstance(raw, str) else raw.strip().removesuffix("ms" if key == "delay" else "%"))
     except ValueError:
         number = math.nan
     if not low <= number <= high:
