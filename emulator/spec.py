@@ -442,12 +442,9 @@ def _read_workload(path: str):
     if path.partition(":")[0] in IMPORTERS:
         return Workload((import_job(path),), source=path)
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise WorkloadError(f"cannot read {path}: {e.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise WorkloadError(f"{path} is not valid TOML: {e}") from None
+        doc = read_toml(path, "workload file")
+    except SpecError as e:
+        raise WorkloadError(str(e)) from None
     return parse_workload(doc, path)
 
 
@@ -460,22 +457,21 @@ class Experiment:
 def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool = True) -> Experiment:
     """An experiment file: `name`, a `[defaults]` table, and `[[runs]]`
     tables; each run is defaults + its own keys (+ command-line overrides)."""
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise SpecError(f"cannot read experiment file {path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{path}: not valid TOML: {e}") from None
+    doc = read_toml(path, "experiment file")
+    if not doc:
+        raise SpecError(f"{path}: the file is empty; give [defaults] and/or [[runs]] tables")
     extra = sorted(set(doc) - {"name", "defaults", "runs"})
     if extra:
         raise SpecError(f"{path}: unknown top-level key(s) {', '.join(extra)}; use name, [defaults], [[runs]]")
-    defaults, runs = doc.get("defaults", {}), doc.get("runs") or [{}]
+    defaults, runs = doc.get("defaults", {}), doc.get("runs", [{}])
     if not isinstance(defaults, dict):
         raise SpecError(f"{path}: [defaults] must be a table of keys")
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
         raise SpecError(f"{path}: runs must be [[runs]] tables")
-    experiment = Experiment(str(doc.get("name", path.rsplit("/", 1)[-1].removesuffix(".toml"))))
+    if not runs:
+        raise SpecError(f"{path}: runs = [] has no run; give [[runs]] tables, or leave runs out for one "
+                        "run of the [defaults]")
+    experiment = Experiment(_experiment_name(doc, path))
     for i, run in enumerate(runs):
         try:
             values = {**defaults, **run}
@@ -486,3 +482,31 @@ def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool
         except SpecError as e:
             raise SpecError(f"{path}: run {i + 1}: {e}") from None
     return experiment
+
+
+def _experiment_name(doc: dict, path: str) -> str:
+    """`name` becomes part of the results folder's name: no path in it.
+    Without one, the file's name, made safe."""
+    if "name" not in doc:
+        return as_name(os.path.basename(path).removesuffix(".toml"))
+    if not is_name(doc["name"]):
+        raise SpecError(f"{path}: name: {shorten(repr(doc['name']))} must be up to 64 letters, digits and "
+                        "_ . + = - (it names the results folder: no / or leading dot)")
+    return doc["name"]
+
+
+def read_toml(path: str, what: str) -> dict:
+    """A TOML file's document; SpecError names the file, and the line of a
+    syntax error or of a byte that is not UTF-8."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SpecError(f"cannot read {what} {path}: {e.strerror}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise SpecError(f"{path}: line {line}: not UTF-8 text (byte {data[e.start]:#04x}); save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: not valid TOML: {e}") from None
