@@ -55,6 +55,7 @@ class Schedule:
 COLLECTIVES = ("allreduce", "reduce-scatter", "allgather", "broadcast", "all-to-all", "parameter-server",
                "stride")
 ALGORITHMS = ("ring", "halving-doubling")
+USES_ALGORITHM = ("allreduce", "reduce-scatter", "allgather")   # the others have one algorithm each
 
 # nccl-tests' busbw = algbw * factor(n): the traffic each rank's link must carry,
 # relative to S, for a bandwidth-optimal algorithm.

@@ -18,7 +18,7 @@ from emulator.mapping import MAPPINGS, hosts_for_ranks
 from emulator.metrics import parse_size, size_sweep
 from emulator.net import capabilities
 from emulator.net.dataplane import OFFLOADS
-from emulator.schedule import ALGORITHMS, COLLECTIVES
+from emulator.schedule import ALGORITHMS, COLLECTIVES, USES_ALGORITHM
 from emulator.topology import LinkProfile, build
 
 if sys.version_info >= (3, 11):
@@ -328,6 +328,7 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     if spec.workload:
         load_workload(spec.workload, fabric, spec)
     else:
+        _check_algorithm(spec)
         _check_placement(spec, fabric)
     check_link_events(spec.link_events, fabric)
     if has_netem is not None:
@@ -360,6 +361,14 @@ def _check_policy(spec: RunSpec, fabric: Fabric) -> None:
         fits = [p.name for p in POLICIES.values() if p.fabric_kind in (None, kind)]
         raise SpecError(f"policy: {spec.policy!r} routes {wanted} fabrics only, not {fabric.topology}; "
                         f"choose one of: {', '.join(fits)}")
+
+
+def _check_algorithm(spec: RunSpec) -> None:
+    """Refused, not warned: the results would carry an algorithm that
+    played no part (a compare over it would show two equal runs)."""
+    if spec.collective not in USES_ALGORITHM and spec.algorithm != RunSpec.algorithm:
+        raise SpecError(f"algorithm: {spec.collective} has one algorithm of its own, so {spec.algorithm} means "
+                        f"nothing here; leave it out (algorithms matter for {', '.join(USES_ALGORITHM)})")
 
 
 def _check_placement(spec: RunSpec, fabric: Fabric) -> None:
