@@ -87,6 +87,9 @@ def auto_rated(spec: RunSpec) -> RunSpec:
 def results_dir(out: str | None, name: str) -> str:
     """A new folder for this run's results: never an existing folder with
     anything in it. Checked before anything is created; not created here."""
+    if out is not None and not out.strip():
+        raise SpecError("--out: the folder name is empty; give a folder, or leave --out out for "
+                        "results/<time>-<name>")
     path = out or os.path.join("results", f"{time.strftime('%Y%m%d-%H%M%S')}-{name}")
     if os.path.exists(path) and not os.path.isdir(path):
         raise SpecError(f"--out {path} is a file, not a folder; choose a new folder")
