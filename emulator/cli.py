@@ -19,12 +19,14 @@ import dataclasses
 import itertools
 import json
 import os
+import re
 import sys
 import time
 
 from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
 from emulator import jobs, pipeline
+from emulator.inputs import shorten
 from emulator.metrics import MODEL_HEADER, algbw_mbps, busbw_mbps, model_row, payload_efficiency
 from emulator.schedule import ALGORITHMS, COLLECTIVES
 from emulator.spec import FIELDS, Experiment, RunSpec, SpecError, load_experiment, make_run, switch_links
@@ -170,6 +172,31 @@ def _flag_values(args) -> dict:
         begin = minbytes or maxbytes
         values["sizes"] = f"{begin}:{maxbytes or begin}:{factor or 2}"
     return values
+
+
+def typed_flags(args) -> dict:
+    """spec key -> the flag(s) the user typed for it, to name in errors
+    (--queue 1.5 is a mistake in --queue, whatever key it fills)."""
+    typed = {key: "/".join(flags) for flags, key, _ in FLAGS if getattr(args, key, None) is not None}
+    for flag, keys in (("--bw", ("host_rate_mbps", "switch_rate_mbps")),
+                       ("--queue", ("host_queue_packets", "switch_queue_packets"))):
+        if getattr(args, flag.lstrip("-"), None) is not None:
+            typed.update({key: flag for key in keys if key not in typed})
+    sweep = [flag for flag, name in (("-b", "minbytes"), ("-e", "maxbytes"), ("-f", "stepfactor"))
+             if getattr(args, name, None) is not None]
+    if sweep:
+        typed["sizes"] = "/".join(sweep)
+    return typed
+
+
+def blame_flag(message: str, typed: dict) -> str:
+    """'host_queue_packets: ...' -> '--queue (host_queue_packets): ...' when
+    a flag gave that key (the key starts the message, or follows 'FILE: run N: ')."""
+    found = [m for m in (re.search(rf"(?:^|: )({re.escape(key)}):", message) for key in typed) if m]
+    if not found:
+        return message
+    m = min(found, key=lambda m: m.start(1))
+    return f"{message[:m.start(1)]}{typed[m.group(1)]} ({m.group(1)}){message[m.end(1):]}"
 
 
 def _experiment(args, check_kernel: bool = True) -> Experiment:
@@ -381,12 +408,28 @@ def cmd_report(args) -> int:
     """One folder: rebuild summary.txt, busbw.png and link_loads.csv.
     Several: one comparison table and plot."""
     from emulator.plan import plan_run
+    if len(args.folder) == 1 and args.plot:
+        raise SpecError(f"--plot names the comparison plot of several folders; one folder's plot is "
+                        f"{os.path.join(args.folder[0], 'busbw.png')}")
+    if args.plot:
+        _check_plot_path(args.plot)
     runs = [_results_folder(folder) for folder in args.folder]
     if len(args.folder) > 1:
         return _compare_folders(args.folder, args.plot)
     plans = [plan_run(make_run(r, check_kernel=False)) for r in runs[0]]
     pipeline.write_reports(args.folder[0], plans)
     return 0
+
+
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def _check_plot_path(path: str) -> None:
+    folder = os.path.dirname(path) or "."
+    if not path.lower().endswith(PLOT_FORMATS):
+        raise SpecError(f"--plot {shorten(path)}: give a file ending in {', '.join(PLOT_FORMATS)}")
+    if not os.path.isdir(folder):
+        raise SpecError(f"--plot {shorten(path)}: there is no folder {shorten(folder)}")
 
 
 def _compare_folders(folders: list[str], plot_path: str | None) -> int:
@@ -461,6 +504,9 @@ COMMANDS = {"calibrate": cmd_calibrate, "demo": cmd_demo, "run": cmd_run, "compa
             "model": cmd_model, "report": cmd_report, "clean": cmd_clean, "cleanup": cmd_clean}
 
 
+PRINT_ONLY = ("model", "topo")   # commands whose output is all they do
+
+
 def main(argv=None) -> int:
     from emulator.net import interrupts
     args = _parser().parse_args(argv)
@@ -468,8 +514,14 @@ def main(argv=None) -> int:
     try:
         return COMMANDS[args.command](args)
     except SpecError as e:
-        print(f"bigraph-emu: error: {e}", file=sys.stderr)
+        print(f"bigraph-emu: error: {shorten(blame_flag(str(e), typed_flags(args)))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:   # e.g. `| head -1`: the reader stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's flush goes nowhere
+        if args.command in PRINT_ONLY:   # the reader has what it wanted
+            return 0
+        print(f"bigraph-emu: {args.command} stopped: its output was closed", file=sys.stderr)
+        return 1
     except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
         if interrupts.lost_terminal(e):   # a hang-up's first sign can be a failed write, before SIGHUP
             return interrupts.EXIT_CODE

@@ -669,3 +669,46 @@ def test_progress_line_estimates_from_the_share_of_work_done():
     # one call of four done, but it was a tenth of the predicted work: 90 s left after 10 s
     assert pipeline.progress_line(1, 4, 10.0, "hdrm 8M", work_done=0.1).endswith("~90 s left")
     assert pipeline.progress_line(1, 4, 10.0, "hdrm 8M").endswith("~30 s left")
+
+
+# --- errors name what the user typed (issue 17) ---------------------------------------------
+
+@pytest.mark.parametrize("argv, start", [
+    (["--queue", "1.5"], "--queue (host_queue_packets): "),
+    (["--switch-queue", "1.5"], "--switch-queue (switch_queue_packets): "),
+    (["--bw", "x"], "--bw (host_rate_mbps): "),
+    (["-b", "1", "-e", "4G", "-f", "1.00000001"], "-b/-e/-f (sizes): "),
+    (["-n", "2.0"], "-n/--repetitions (repetitions): "),
+])
+def test_an_error_names_the_flag_typed(capsys, argv, start):
+    assert cli.main(["model", *argv]) == 2
+    assert capsys.readouterr().err.startswith("bigraph-emu: error: " + start)
+
+
+def test_an_error_in_an_experiment_names_the_flag_that_overrode_it(capsys, tmp_path):
+    path = tmp_path / "e.toml"
+    path.write_text("[defaults]\nrepetitions = 2\n")
+    assert cli.main(["model", "--experiment", str(path), "--queue", "0"]) == 2
+    assert f"{path}: run 1: --queue (host_queue_packets): must be" in capsys.readouterr().err
+
+
+def test_an_error_does_not_echo_a_huge_input_whole(capsys):
+    assert cli.main(["model", "-t", "bigraph:m=" + "9" * 100_000]) == 2
+    err = capsys.readouterr().err
+    assert len(err) < 1000 and "characters cut" in err and err.startswith("bigraph-emu: error: -t/--topology")
+
+
+def test_a_closed_output_pipe_is_no_failure_of_model():
+    """`bigraph-emu model ... | head -1`: no 'Broken pipe', exit 0."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "model", "-b", "1M"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()   # before it writes its first line
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0 and err == "", err
+
+
+def test_blame_flag_leaves_messages_about_other_keys_alone():
+    assert cli.blame_flag("ranks: too many", {"topology": "-t"}) == "ranks: too many"
+    assert cli.blame_flag("f.toml: run 2: mtu: 1", {"mtu": "--mtu"}) == "f.toml: run 2: --mtu (mtu): 1"
