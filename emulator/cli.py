@@ -392,16 +392,21 @@ def cmd_cli(args) -> int:
 
 # --- report and clean ---------------------------------------------------------------------
 
-def _results_folder(folder: str) -> list[dict]:
+def _results_folder(folder: str) -> list[RunSpec]:
     """The runs of a results folder's spec.json; SpecError if it is not one."""
-    try:
-        with open(os.path.join(folder, "spec.json")) as f:
-            runs = json.load(f)["runs"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise SpecError(f"{folder} is not a results folder with a readable spec.json: {e}") from None
+    from emulator.tables import read_runs
+    if not os.path.isdir(folder):
+        raise SpecError(f"{folder}: no such results folder")
+    runs = read_runs(folder)
     if not any(os.path.exists(os.path.join(folder, name)) for name in ("collectives.csv", "jobs.csv")):
         raise SpecError(f"{folder} has no collectives.csv or jobs.csv: its run measured nothing")
-    return runs
+    specs = []
+    for i, run in enumerate(runs):
+        try:
+            specs.append(make_run(run, check_kernel=False))
+        except SpecError as e:
+            raise SpecError(f"{os.path.join(folder, 'spec.json')}: run {i + 1}: {e}") from None
+    return specs
 
 
 def cmd_report(args) -> int:
@@ -413,11 +418,10 @@ def cmd_report(args) -> int:
                         f"{os.path.join(args.folder[0], 'busbw.png')}")
     if args.plot:
         _check_plot_path(args.plot)
-    runs = [_results_folder(folder) for folder in args.folder]
+    specs = [_results_folder(folder) for folder in args.folder]
     if len(args.folder) > 1:
         return _compare_folders(args.folder, args.plot)
-    plans = [plan_run(make_run(r, check_kernel=False)) for r in runs[0]]
-    pipeline.write_reports(args.folder[0], plans)
+    pipeline.write_reports(args.folder[0], [plan_run(spec) for spec in specs[0]])
     return 0
 
 
@@ -434,10 +438,6 @@ def _check_plot_path(path: str) -> None:
 
 def _compare_folders(folders: list[str], plot_path: str | None) -> int:
     from emulator import report
-    missing = [name for name in ("compare", "format_compare", "plot_compare") if not hasattr(report, name)]
-    if missing:
-        raise RuntimeError(f"comparing folders needs emulator.report.{', '.join(missing)}, which this version "
-                           "lacks; report one folder at a time")
     df = report.compare(folders)
     print(report.format_compare(df))
     parent = os.path.dirname(os.path.normpath(folders[0])) or "."

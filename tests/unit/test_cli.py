@@ -599,18 +599,6 @@ def test_report_several_folders_calls_report_compare(capsys, tmp_path, monkeypat
     assert calls[-1][1].startswith(str(tmp_path / "compare-")) and calls[-1][1].endswith(".png")
 
 
-def test_report_several_folders_without_report_compare(capsys, tmp_path, monkeypatch):
-    from emulator import report
-    for name in ("compare", "format_compare", "plot_compare"):
-        monkeypatch.delattr(report, name, raising=False)
-    for name in ("a", "b"):
-        (tmp_path / name).mkdir()
-        fake_run_folder(str(tmp_path / name), [make_run({"topology": "bigraph:m=1,n=4", "sizes": "8K",
-                                                         "repetitions": 1, "warmup": 0})])
-    assert cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
-    assert "emulator.report.compare" in capsys.readouterr().err
-
-
 def test_report_reads_new_keys_back(capsys, tmp_path, monkeypatch):
     """spec.json of a run with link events and delay is read back, also on a kernel without netem."""
     monkeypatch.setattr("emulator.net.capabilities.netem_available", lambda: True)

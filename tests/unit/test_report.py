@@ -40,7 +40,7 @@ def test_write_report_on_measured_folder(tmp_path, measured_plans):
     for name in ("summary.txt", "busbw.png", "link_loads.csv"):
         (folder / name).unlink()
     text = write_report(str(folder), measured_plans)
-    assert isinstance(text, str) and text.plots == ()
+    assert isinstance(text, str)
     assert (folder / "summary.txt").read_text() == text + "\n"
     assert len(text.splitlines()) == 1 + 6 * 5                   # header + 6 runs x 5 sizes
     assert_png(folder / "busbw.png")
@@ -100,12 +100,12 @@ def fake_folder(folder, plans, links=True, steps=True, fabric=True):
 def test_write_report_writes_every_plot(tmp_path, small_plans):
     fake_folder(str(tmp_path), small_plans)
     text = write_report(str(tmp_path), small_plans)
-    assert text.plots[:3] == ("heatmap.png", "fabric.png", "timeline.png")
+    plots = sorted(p for p in os.listdir(tmp_path) if p.endswith(".png"))
+    assert {"busbw.png", "heatmap.png", "fabric.png", "timeline.png"} <= set(plots)
     # several runs in the folder: a heatmap and a timeline of each as well
-    per_run = text.plots[3:]
-    assert per_run and all(p.startswith(("heatmap-", "timeline-")) for p in per_run)
-    assert all(os.path.getsize(tmp_path / p) > 0 for p in per_run)
-    for name in ("busbw.png", *text.plots):
+    per_run = [p for p in plots if p.startswith(("heatmap-", "timeline-"))]
+    assert len(per_run) == 4 and not any(".partial" in p for p in os.listdir(tmp_path))
+    for name in plots:
         assert_png(tmp_path / name)
     assert (tmp_path / "summary.txt").read_text() == text + "\n"
 
@@ -125,7 +125,8 @@ def test_fabric_is_coloured_by_the_last_run_on_its_fabric(tmp_path, small_plans,
     fake_folder(str(tmp_path), small_plans)
     pd.DataFrame(link_samples(other, 0, 0.99)).to_csv(tmp_path / "links.csv", mode="a", header=False, index=False)
     drawn = {}
-    monkeypatch.setattr(report, "fabric_drawing", lambda fabric, peaks, path, title: drawn.update(peaks=peaks))
+    monkeypatch.setattr(report, "fabric_drawing",
+                        lambda fabric, peaks, path, title: drawn.update(peaks=peaks) or open(path, "w").close())
     write_plots(str(tmp_path))
     # fabric.json is bigraph:m=1,n=4; its last run (halving-doubling) peaks at its last call, 3
     peaks = list(drawn["peaks"].values())

@@ -1,0 +1,203 @@
+"""A results folder's files as the report reads them (pure): what each
+table must hold, in one place. `read_table` checks a file against it and
+returns it typed; `read_fabric` and `read_runs` check fabric.json and
+spec.json. Anything else raises TableError (bad input: exit code 2) naming
+the file, and the line and column where it can, before the report writes
+anything.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+import pandas as pd
+
+from emulator.fabric import Fabric
+from emulator.inputs import shorten
+from emulator.schedule import COLLECTIVES
+from emulator.spec import SpecError
+
+# Column kinds: text; bool (True or False); int (a whole number); count (a whole number >= 1);
+# number (finite); positive (finite, > 0: something divides by it);
+# "number?" (a number or blank: counters a run may not have measured);
+# a tuple: one of these words.
+RUN_TEXT = {"topology": "text", "policy": "text", "algorithm": "text", "mapping": "text"}
+
+
+@dataclass(frozen=True)
+class Table:
+    needs: dict                                    # column -> kind: what the report reads
+    may: dict = field(default_factory=dict)        # read if there (older folders lack them)
+    rows: bool = False                             # a header alone is an error: the run measured nothing
+
+
+TABLES = {
+    "collectives.csv": Table(
+        {**RUN_TEXT, "collective": COLLECTIVES, "ranks": "count", "size_bytes": "count", "time_s": "positive",
+         "model_time_s": "positive", "bytes_ok": "bool", "host_rate_mbps": "positive",
+         "switch_rate_mbps": "positive", "mtu": "count", "label": "text"},
+        {"repetition": "int", "fidelity": "text", "max_link_util": "number?", "mean_link_util": "number?",
+         "queue_drops": "number?", "tcp_retrans": "number?"}, rows=True),
+    "jobs.csv": Table(
+        {"topology": "text", "policy": "text", "job": "text", "ranks": "count", "placement": "text",
+         "iteration": "int", "time_s": "number", "compute_s": "number", "comm_s": "number",
+         "model_time_s": "number", "model_comm_s": "number", "alone_model_s": "number", "fidelity": "text"},
+        {"algorithm": "text", "jobs": "int", "label": "text", "repetition": "int", "alone_s": "number?",
+         "slowdown": "number?", "slowdown_basis": "text"}, rows=True),
+    "steps.csv": Table(
+        {"size_bytes": "count", "repetition": "int", "rank": "int", "step": "int", "phase": "text",
+         "start_s": "number", "end_s": "number"},
+        {**RUN_TEXT, "host": "text", "model_end_s": "number?"}),
+    "links.csv": Table(
+        {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
+        {**RUN_TEXT, "size_bytes": "count", "repetition": "int"}),
+    "ops.csv": Table(
+        {"job": "text", "repetition": "int", "rank": "int", "kind": "text", "start_s": "number", "end_s": "number"},
+        {"topology": "text", "policy": "text", "mapping": "text", "workload": "text", "label": "text"}),
+    "link_jobs.csv": Table({"link": "text", "job": "text", "bytes": "number"},
+                           {"topology": "text", "policy": "text", "mapping": "text", "workload": "text",
+                            "label": "text"}),
+}
+
+
+class TableError(SpecError):
+    pass
+
+
+def read_table(path: str) -> pd.DataFrame | None:
+    """The table at `path` (TABLES by its file name), checked and typed;
+    None if the file is missing, or has no rows where rows may be missing."""
+    table = TABLES[os.path.basename(path)]
+    if not os.path.exists(path) or (not table.rows and os.path.getsize(path) == 0):
+        return None
+    raw = _parse(path)
+    missing = [c for c in table.needs if c not in raw.columns]
+    if missing:
+        raise TableError(f"{path}: no column {', '.join(missing)} in its header (it has "
+                         f"{shorten(', '.join(map(str, raw.columns)), 200) or 'none'})")
+    if raw.empty:
+        if table.rows:
+            raise TableError(f"{path}: a header and no rows: the run measured nothing")
+        return None
+    kinds = {**{c: k for c, k in table.may.items() if c in raw.columns}, **table.needs}
+    return raw.assign(**{column: _typed(raw[column], column, kind, path) for column, kind in kinds.items()})
+
+
+def _parse(path: str) -> pd.DataFrame:
+    """Every cell as text; a row with more or fewer fields than the header is an error."""
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8", skip_blank_lines=True)
+    except pd.errors.EmptyDataError:
+        raise TableError(f"{path}: the file is empty (not even a header)") from None
+    except UnicodeDecodeError as e:
+        raise TableError(f"{path}: line {_line_of_byte(path, e.start)}: not UTF-8 text") from None
+    except (pd.errors.ParserError, ValueError) as e:   # "Expected 5 fields in line 7, saw 6"
+        raise TableError(f"{path}: not a CSV table: {shorten(str(e).strip(), 200)}") from None
+    if len(set(raw.columns)) != len(raw.columns) or any(str(c).startswith("Unnamed:") for c in raw.columns):
+        raise TableError(f"{path}: its header has blank or repeated column names")
+    short = raw.isna().any(axis=1).to_numpy()
+    if short.any():
+        raise TableError(f"{path}: line {_line(short)}: fewer fields than the header's {len(raw.columns)}")
+    return raw
+
+
+def _typed(values: pd.Series, column: str, kind, path: str) -> pd.Series:
+    """The column converted to its kind; TableError names the first bad cell."""
+    if kind == "text":
+        return values
+    if kind == "bool":
+        words = values.str.strip().str.lower()
+        _refuse(values, ~words.isin(("true", "false")), path, column, "True or False")
+        return words == "true"
+    if isinstance(kind, tuple):
+        bad = ~values.isin(kind)
+        _refuse(values, bad, path, column, f"one of: {', '.join(kind)}")
+        return values
+    text = values.str.strip()
+    numbers = pd.to_numeric(text.where(text != "", "nan") if kind == "number?" else text, errors="coerce")
+    ok = np.isfinite(numbers) | (kind == "number?") & (text == "")
+    if kind in ("int", "count"):
+        ok &= (numbers == np.round(numbers)) & (numbers.abs() < 2 ** 53)
+    if kind in ("count", "positive"):
+        ok &= numbers >= (1 if kind == "count" else np.finfo(float).tiny)
+    need = {"int": "a whole number", "count": "a whole number >= 1", "number": "a number",
+            "positive": "a number > 0", "number?": "a number or blank"}[kind]
+    _refuse(values, ~ok, path, column, need)
+    return numbers.astype("int64") if kind in ("int", "count") else numbers.astype(float)
+
+
+def _refuse(values: pd.Series, bad: pd.Series, path: str, column: str, need: str) -> None:
+    if bad.any():
+        first = values[bad].iloc[0]
+        raise TableError(f"{path}: line {_line(bad.to_numpy())}: {column}: {shorten(repr(first), 80)} "
+                         f"is not {need}")
+
+
+def _line(mask) -> int:
+    """The file line of the first row `mask` marks (the header is line 1;
+    a quoted field holding a line break would shift it)."""
+    return int(np.flatnonzero(mask)[0]) + 2
+
+
+def _line_of_byte(path: str, offset: int) -> int:
+    with open(path, "rb") as f:
+        return f.read(offset).count(b"\n") + 1
+
+
+# --- the JSON files ------------------------------------------------------------------------
+
+def read_runs(folder: str) -> list[dict]:
+    """spec.json's runs: a non-empty list of tables of spec keys."""
+    path = os.path.join(folder, "spec.json")
+    doc = _json(path)
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+        raise TableError(f"{path}: not a results folder's spec.json: it needs \"runs\", a list of run tables")
+    return runs
+
+
+def read_fabric(path: str) -> Fabric | None:
+    """fabric.json, checked as far as the drawing relies on it; None if missing."""
+    if not os.path.exists(path):
+        return None
+    try:
+        fabric = Fabric.from_dict(_json(path))
+        _check_fabric(fabric)
+    except TableError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise TableError(f"{path}: not a fabric ({shorten(f'{type(e).__name__}: {e}', 200)})") from None
+    return fabric
+
+
+def _json(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise TableError(f"{path}: cannot read it: {e.strerror}") from None
+    except ValueError as e:   # also UnicodeDecodeError
+        raise TableError(f"{path}: not JSON: {shorten(str(e), 200)}") from None
+
+
+_TYPES = {"str": (str,), "int": (int,), "float": (int, float)}
+
+
+def _check_fabric(fabric: Fabric) -> None:
+    """Every field of the right type, names unique, every cable between nodes the fabric has."""
+    if not isinstance(fabric.topology, str) or not isinstance(fabric.params, dict):
+        raise TypeError("topology must be text and params a table")
+    for item in (*fabric.switches, *fabric.hosts, *fabric.links):
+        for f in fields(item):
+            value = getattr(item, f.name)
+            if isinstance(value, bool) or not isinstance(value, _TYPES[f.type]):
+                raise TypeError(f"{type(item).__name__} {f.name} = {shorten(repr(value), 60)}")
+    names = [s.name for s in fabric.switches] + [h.name for h in fabric.hosts]
+    if len(set(names)) != len(names) or not fabric.hosts:
+        raise ValueError("node names repeat, or there are no hosts")
+    ends = [h.switch for h in fabric.hosts] + [end for link in fabric.links for end in (link.a, link.b)]
+    stray = sorted(set(ends) - set(names))
+    if stray:
+        raise ValueError(f"cabled to {stray[0]!r}, which is no node of it")
