@@ -111,6 +111,8 @@ def _parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=text, description=text)
         _add_spec_flags(sp)
         sp.add_argument("--out", metavar="FOLDER", help=out_help)
+        sp.add_argument("--yes", action="store_true", help="run even if the model predicts more than an hour "
+                                                           "(TOML: yes = true; model takes it and needs none)")
         if name == "compare":
             sp.add_argument("--vary", action="append", required=True, metavar="KEY=V1,V2,...",
                             help="one run per value, e.g. policy=shortest,ecmp or mapping=naive,hdrm "
@@ -205,11 +207,12 @@ def _experiment(args, check_kernel: bool = True) -> Experiment:
         experiment = load_experiment(args.experiment, values, check_kernel)
     else:
         experiment = Experiment(args.command, [make_run(values, check_kernel)])
-    return _auto_rates(args, experiment)
+    return _experiment_flags(args, experiment)
 
 
-def _auto_rates(args, experiment: Experiment) -> Experiment:
-    """With --bw auto, every run's link rates scaled to this machine."""
+def _experiment_flags(args, experiment: Experiment) -> Experiment:
+    """What flags say of the whole experiment: --yes, and --bw auto (every run's link rates scaled to this machine)."""
+    experiment.yes |= bool(getattr(args, "yes", False))
     if getattr(args, "bw", None) == "auto":
         experiment.runs = [pipeline.auto_rated(spec) for spec in experiment.runs]
     return experiment
@@ -361,7 +364,7 @@ def compare_experiment(args) -> Experiment:
         runs += [dataclasses.replace(s, label=f"{s.label} {tag}".strip()) for s in specs]
     if len(runs) > MAX_COMPARE_RUNS:
         raise SpecError(f"--vary: {len(runs)} runs; compare at most {MAX_COMPARE_RUNS} at once")
-    return _auto_rates(args, Experiment("compare-" + "-".join(keys), runs))
+    return _experiment_flags(args, Experiment("compare-" + "-".join(keys), runs))
 
 
 def cmd_compare(args) -> int:

@@ -67,7 +67,7 @@ def size_sweep(begin: int, end: int, factor: float, limit: int | None = None) ->
         raise ValueError(f"sweep factor must be > 1, got {factor}")
     if limit is not None and begin != end and sweep_length(begin, end, factor) > limit:
         raise ValueError(f"must be 1 to {limit} sizes; the sweep from {begin} to {end} bytes by a factor "
-                         f"of {factor:g} has {sweep_length(begin, end, factor):.3g}")
+                         f"of {factor:.12g} has {sweep_length(begin, end, factor):.3g}")
     sizes, s = [], begin
     while s <= end:
         if not sizes or int(s) != sizes[-1]:

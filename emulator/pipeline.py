@@ -26,6 +26,7 @@ PARTIAL = ".partial"   # a run writes here and renames the folder when it has fi
 # Mininet on one machine: beyond these, use `bigraph-emu model`.
 MAX_EMULATED_HOSTS = 256
 MAX_EMULATED_SWITCHES = 128
+MAX_UNASKED_S = 3600   # a run the model predicts to be longer needs --yes
 
 
 # --- before the network: plans and checks ---------------------------------------------
@@ -35,10 +36,28 @@ def prepare(experiment: Experiment, out: str | None):
     folder; then what each run asks of this machine's dataplane (a warning
     if more than it emulates faithfully)."""
     plans = [plan_emulated(spec) for spec in experiment.runs]
+    announce_duration(plans, experiment.yes)
     folder = results_dir(out, experiment.name)
     for plan, check in zip(plans, capacity_checks(plans)):
         print(check.describe(plan.spec.host_rate_mbps))
     return plans, folder
+
+
+def predicted_calls(plans) -> list[float]:
+    """The model's time of every call the plans replay, warm-ups included, in order."""
+    return [plan.predictions[call.size_bytes].time_s for plan in plans for call in plan.calls]
+
+
+def announce_duration(plans, yes: bool) -> None:
+    """Print the model's total before anything starts; a run longer than
+    MAX_UNASKED_S stops here (SpecError) unless the user said yes."""
+    total = sum(predicted_calls(plans))
+    print(f"# the model predicts {_duration(total)} of calls ({len(predicted_calls(plans))} calls; "
+          "bring-up and setup come on top)", flush=True)
+    if total > MAX_UNASKED_S and not yes:
+        raise SpecError(f"the model predicts this run takes {_duration(total)}, more than "
+                        f"{_duration(MAX_UNASKED_S)}: give --yes (or yes = true in the experiment file) to run it "
+                        "anyway, or ask for fewer repetitions, sizes or hosts")
 
 
 def plan_emulated(spec: RunSpec):
@@ -116,7 +135,7 @@ def emulate(experiment: Experiment, plans, out: str) -> int:
         json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs]}, f, indent=1)
     with open(os.path.join(work, "capacity.json"), "w") as f:
         json.dump([c.to_dict() for c in capacity_checks(plans)], f, indent=1)
-    progress = Progress([p.predictions[c.size_bytes].time_s for p in plans for c in p.calls])
+    progress = Progress(predicted_calls(plans))
     ok = True
     try:
         for group in by_fabric(plans):

@@ -461,6 +461,7 @@ def _read_workload(path: str):
 class Experiment:
     name: str
     runs: list[RunSpec] = field(default_factory=list)
+    yes: bool = False                  # run it even if the model predicts more than an hour
 
 
 def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool = True) -> Experiment:
@@ -469,9 +470,11 @@ def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool
     doc = read_toml(path, "experiment file")
     if not doc:
         raise SpecError(f"{path}: the file is empty; give [defaults] and/or [[runs]] tables")
-    extra = sorted(set(doc) - {"name", "defaults", "runs"})
+    extra = sorted(set(doc) - {"name", "defaults", "runs", "yes"})
     if extra:
-        raise SpecError(f"{path}: unknown top-level key(s) {', '.join(extra)}; use name, [defaults], [[runs]]")
+        raise SpecError(f"{path}: unknown top-level key(s) {', '.join(extra)}; use name, yes, [defaults], [[runs]]")
+    if not isinstance(doc.get("yes", False), bool):
+        raise SpecError(f"{path}: yes must be true or false, got {shorten(repr(doc['yes']))}")
     defaults, runs = doc.get("defaults", {}), doc.get("runs", [{}])
     if not isinstance(defaults, dict):
         raise SpecError(f"{path}: [defaults] must be a table of keys")
@@ -480,7 +483,7 @@ def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool
     if not runs:
         raise SpecError(f"{path}: runs = [] has no run; give [[runs]] tables, or leave runs out for one "
                         "run of the [defaults]")
-    experiment = Experiment(_experiment_name(doc, path))
+    experiment = Experiment(_experiment_name(doc, path), yes=doc.get("yes", False))
     for i, run in enumerate(runs):
         try:
             values = {**defaults, **run}

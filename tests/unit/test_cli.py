@@ -700,3 +700,57 @@ def test_a_closed_output_pipe_is_no_failure_of_model():
 def test_blame_flag_leaves_messages_about_other_keys_alone():
     assert cli.blame_flag("ranks: too many", {"topology": "-t"}) == "ranks: too many"
     assert cli.blame_flag("f.toml: run 2: mtu: 1", {"mtu": "--mtu"}) == "f.toml: run 2: --mtu (mtu): 1"
+
+
+# --- a run the model predicts to be long asks first (issue 17) ----------------------------
+
+@pytest.fixture
+def non_root_userspace(monkeypatch, no_network):
+    """A non-root user on a machine without the kernel datapath (no modprobe, no ovs-vsctl)."""
+    from emulator.net import dataplane
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(dataplane, "_module_loaded", lambda name: False)
+    monkeypatch.setattr(dataplane, "_try_modprobe", lambda name: False)
+
+
+def test_a_run_longer_than_an_hour_stops_before_the_root_check(capsys, tmp_path, non_root_userspace):
+    out = tmp_path / "out"
+    assert cli.main(["run", "-n", "1000", "-b", "4G", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "# the model predicts" in captured.out and "--yes" in captured.err
+    assert "needs root" not in captured.err and not out.exists()
+
+
+def test_yes_lets_a_long_run_go_on_to_the_root_check(capsys, tmp_path, non_root_userspace):
+    assert cli.main(["run", "-n", "1000", "-b", "4G", "--yes", "--out", str(tmp_path / "out")]) == 2
+    assert "needs root" in capsys.readouterr().err
+
+
+def test_yes_in_the_experiment_file(capsys, tmp_path, non_root_userspace):
+    path = tmp_path / "long.toml"
+    path.write_text('yes = true\n[defaults]\nrepetitions = 1000\nsizes = ["4G"]\n')
+    assert cli.main(["run", "--experiment", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "needs root" in capsys.readouterr().err
+    path.write_text('yes = "sure"\n[defaults]\n')
+    assert cli.main(["run", "--experiment", str(path)]) == 2
+    assert "yes must be true or false" in capsys.readouterr().err
+
+
+def test_every_run_prints_its_predicted_total_first(capsys, tmp_path, non_root_userspace):
+    """A short run: the total (the model's calls, warm-ups included) and then the root check."""
+    from emulator.plan import plan_run
+    spec = make_run({"sizes": ["1M"]})
+    want = pipeline._duration(sum(plan_run(spec).predictions[c.size_bytes].time_s for c in plan_run(spec).calls))
+    assert cli.main(["run", "-b", "1M", "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert f"# the model predicts {want} of calls (3 calls" in captured.out and "needs root" in captured.err
+
+
+def test_announce_duration_limit_is_the_one_constant(capsys):
+    from emulator.plan import plan_run
+    plan = plan_run(make_run({"sizes": ["1M"], "repetitions": 1, "warmup": 0}))
+    total = plan.predictions[1 << 20].time_s
+    pipeline.announce_duration([plan], yes=False)                       # well below an hour
+    with pytest.raises(SpecError, match="more than"):
+        pipeline.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=False)
+    pipeline.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=True)
