@@ -27,7 +27,7 @@ from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
 from emulator import jobs, pipeline
 from emulator.inputs import shorten
-from emulator.metrics import MODEL_HEADER, algbw_mbps, busbw_mbps, model_row, payload_efficiency
+from emulator.metrics import MODEL_HEADER, algbw_mbps, avg_busbw_line, busbw_mbps, model_row, payload_efficiency
 from emulator.schedule import ALGORITHMS, COLLECTIVES
 from emulator.spec import FIELDS, Experiment, RunSpec, SpecError, load_experiment, make_run, switch_links
 
@@ -233,13 +233,15 @@ def cmd_model(args) -> int:
             pipeline.print_jobs(jobs.model_rows(plan), measured=False)
             continue
         print(MODEL_HEADER)
+        busbw = []
         for size in spec.sizes:
             pred = plan.predictions[size]
             t = pred.time_s
-            print(model_row(size, t, algbw_mbps(size, t), busbw_mbps(spec.collective, plan.ranks, size, t),
-                            pred.max_flows_per_step))
+            busbw.append(busbw_mbps(spec.collective, plan.ranks, size, t))
+            print(model_row(size, t, algbw_mbps(size, t), busbw[-1], pred.max_flows_per_step))
             if args.jitter:
                 print(f"#   with flows up to {args.jitter:.0%} longer at random: {_jitter_ratios(plan, size, args.jitter)}")
+        print(avg_busbw_line(busbw))
     return 0
 
 

@@ -78,10 +78,25 @@ def size_sweep(begin: int, end: int, factor: float, limit: int | None = None) ->
     return sizes
 
 
-TABLE_HEADER = ("#       size    time(ms)   algbw(Mb/s)   busbw(Mb/s)   model(ms)  meas/model")
+def header(columns) -> str:
+    """nccl-tests' two header lines: the names, then the units in brackets
+    below them; `columns` are (name, unit, width) with the widths the rows
+    use; the first line's first character is '#', as nccl-tests has it."""
+    names = "".join(name.rjust(width) for name, _, width in columns)
+    units = "".join((f"({unit})" if unit else "").rjust(width) for _, unit, width in columns)
+    return "#" + names[1:] + "\n" + "#" + units[1:].rstrip()
 
 
-MODEL_HEADER = "#       size    time(ms)   algbw(Mb/s)   busbw(Mb/s)   max flows on a link, per step"
+def avg_busbw_line(busbw_mbps) -> str:
+    """nccl-tests' last line: the mean busbw over the sizes (Mb/s here, as the table)."""
+    values = list(busbw_mbps)
+    return f"# Avg bus bandwidth    : {sum(values) / len(values) if values else float('nan'):.6g}"
+
+
+# (name, unit, width) of the columns table_row and model_row print
+SWEEP_COLUMNS = (("size", "B", 12), ("time", "ms", 12), ("algbw", "Mb/s", 14), ("busbw", "Mb/s", 14))
+TABLE_HEADER = header(SWEEP_COLUMNS + (("model", "ms", 13), ("meas/model", "", 12)))
+MODEL_HEADER = header(SWEEP_COLUMNS + (("   max flows on a link, per step", "", 0),))
 
 
 def model_row(size_bytes: int, time_s: float, algbw: float, busbw: float, flows_per_step: list[int]) -> str:

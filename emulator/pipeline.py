@@ -19,7 +19,7 @@ import shutil
 import sys
 import time
 
-from emulator.metrics import TABLE_HEADER, algbw_mbps, table_row
+from emulator.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
 from emulator.spec import Experiment, RunSpec, SpecError
 
 PARTIAL = ".partial"   # a run writes here and renames the folder when it has finished
@@ -252,8 +252,10 @@ def print_table(rows: list[dict]) -> None:
     import pandas as pd
     from emulator.report import summarise
     print(TABLE_HEADER)
-    for r in summarise(pd.DataFrame(rows)).itertuples():
+    summary = summarise(pd.DataFrame(rows))
+    for r in summary.itertuples():
         print(table_row(r.size_bytes, r.time_s, algbw_mbps(r.size_bytes, r.time_s), r.busbw_mbps, r.model_time_s))
+    print(avg_busbw_line(summary.busbw_mbps))
 
 
 JOB_HEADER = "#  job              ranks  placement     iter   time(ms)  compute(ms)  exposed comm(ms)"

@@ -51,10 +51,12 @@ def summarise(d: pd.DataFrame) -> pd.DataFrame:
 
 def format_summary(s: pd.DataFrame) -> str:
     """The table people read: per run and size, measured against the model,
-    the links' load and losses, and how many repetitions the verdict trusts."""
+    the links' load and losses, and how many repetitions the verdict trusts;
+    a units row under the header, as nccl-tests has."""
     lines = [f"{'topology':34} {'policy':13} {'algorithm':16} {'mapping':7} {'size':>10} "
-             f"{'time(ms)':>9} {'busbw':>8} {'model':>8} {'meas/model':>10} {'maxutil':>7} {'meanutil':>8} "
-             f"{'drops':>6} {'retx':>6} {'verdict':>8}"]
+             f"{'time':>9} {'busbw':>8} {'model':>8} {'meas/model':>10} {'maxutil':>7} {'meanutil':>8} "
+             f"{'drops':>6} {'retx':>6} {'verdict':>8}",
+             f"{'':34} {'':13} {'':16} {'':7} {'(B)':>10} {'(ms)':>9} {'(Mb/s)':>8} {'(Mb/s)':>8}"]   # as nccl-tests
     for r in s.itertuples():
         verdict = "" if r.fidelity_ok < 0 else f"{r.fidelity_ok}/{r.reps} ok"
         lines.append(f"{r.topology:34} {r.policy:13} {r.algorithm:16} {r.mapping:7} {r.size_bytes:10d} "

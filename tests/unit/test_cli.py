@@ -70,9 +70,13 @@ def test_model_hd_hdrm_table(capsys):
     assert len(hs) == 1
     assert "allreduce halving-doubling" in hs[0] and "mapping hdrm" in hs[0]
     assert "bigraph:m=4,n=8 (32 ranks)" in hs[0]
-    assert "size" in out and "busbw(Mb/s)" in out and "max flows on a link, per step" in out
+    lines = out.splitlines()
+    assert lines[1].split()[1:] == ["size", "time", "algbw", "busbw", "max", "flows", "on", "a", "link,", "per", "step"]
+    assert lines[2].split() == ["#", "(B)", "(ms)", "(Mb/s)", "(Mb/s)"]          # nccl-tests' units row
+    assert lines[-1].startswith("# Avg bus bandwidth    : ")
     rows = table_rows(out)
     assert [int(r[0]) for r in rows] == [M, 2 * M]
+    assert float(lines[-1].split(":")[1]) == pytest.approx(sum(float(r[3]) for r in rows) / 2, abs=0.01)
     for r in rows:
         assert len(r) == 4 + 10                 # 10 steps of halving-doubling on 32 ranks
         size, time_ms, algbw, busbw, flows = r[0], r[1], r[2], r[3], r[4:]
@@ -298,7 +302,7 @@ def test_report_rebuilds_files(capsys, tmp_path):
     assert cli.main(["report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     summary = (tmp_path / "summary.txt").read_text()
-    assert len(summary.splitlines()) == 1 + 2 * 2       # header + 2 runs x 2 sizes
+    assert len(summary.splitlines()) == 2 + 2 * 2       # header, units + 2 runs x 2 sizes
     assert "halving-doubling" in summary and "ring" in summary
     assert summary.strip() in out                        # two runs: the summary is printed
     assert (tmp_path / "busbw.png").read_bytes()[:4] == b"\x89PNG"
@@ -352,8 +356,9 @@ def test_print_table_uses_median(capsys):
             for t in (0.1, 0.3, 0.2)]
     pipeline.print_table(rows)
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("#") and "meas/model" in out[0]
-    assert out[1].split() == ["1048576", "200.0", "41.94", "73.40", "200.0", "1.00"]
+    assert out[0].startswith("#") and "meas/model" in out[0] and out[1].split()[1:3] == ["(B)", "(ms)"]
+    assert out[2].split() == ["1048576", "200.0", "41.94", "73.40", "200.0", "1.00"]
+    assert out[3] == "# Avg bus bandwidth    : 73.4003"
 
 
 def test_demo_compares_naive_and_hdrm_on_one_fabric():

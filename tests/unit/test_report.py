@@ -42,7 +42,7 @@ def test_write_report_on_measured_folder(tmp_path, measured_plans):
     text = write_report(str(folder), measured_plans)
     assert isinstance(text, str)
     assert (folder / "summary.txt").read_text() == text + "\n"
-    assert len(text.splitlines()) == 1 + 6 * 5                   # header + 6 runs x 5 sizes
+    assert len(text.splitlines()) == 2 + 6 * 5                   # header, units + 6 runs x 5 sizes
     assert_png(folder / "busbw.png")
     assert len((folder / "link_loads.csv").read_text().splitlines()) > 1
     assert not any((folder / p).exists() for p in ("heatmap.png", "fabric.png", "timeline.png"))
@@ -205,7 +205,7 @@ def test_summarise_counts_trusted_repetitions_and_sums_losses():
     (r,) = summarise(pd.DataFrame(rows)).itertuples()
     assert (r.reps, r.fidelity_ok, r.queue_drops, r.tcp_retrans) == (2, 1, 5, 1)
     assert r.max_link_util == pytest.approx(0.8) and r.time_s == pytest.approx(0.35)
-    line = format_summary(summarise(pd.DataFrame(rows))).splitlines()[1]
+    line = format_summary(summarise(pd.DataFrame(rows))).splitlines()[2]
     assert "traffic-aware" in line and line.endswith("1/2 ok")
 
 

@@ -236,10 +236,13 @@ def test_format_summary(collectives_csv):
     s = summary(path)
     text = format_summary(s)
     lines = text.splitlines()
-    assert len(lines) == 1 + len(s)
-    for col in ("topology", "policy", "algorithm", "mapping", "size", "time(ms)", "busbw", "model", "meas/model"):
+    assert len(lines) == 2 + len(s)
+    for col in ("topology", "policy", "algorithm", "mapping", "size", "time", "busbw", "model", "meas/model"):
         assert col in lines[0]
-    for line, r in zip(lines[1:], s.itertuples()):
+    for name, unit in (("size", "(B)"), ("time", "(ms)"), ("busbw", "(Mb/s)"), ("model", "(Mb/s)")):
+        end = lines[0].index(f" {name} ") + len(name) + 1
+        assert lines[1][:end].endswith(unit), (name, unit)   # right under its name
+    for line, r in zip(lines[2:], s.itertuples()):
         fields = line.split()
         assert fields[:5] == ["bigraph:m=2,n=4", "shortest", "ring", "naive", str(r.size_bytes)]
         assert fields[5] == f"{r.time_s * 1e3:.1f}"
