@@ -1,6 +1,6 @@
 """bigraph-emu: the command users type.
 
-  bigraph-emu demo                   8-host BiGraph, ring allreduce, about a minute (root)
+  bigraph-emu demo                   8-host BiGraph, halving-doubling allreduce, naive then HDRM mapping (root)
   bigraph-emu run [flags]            one run from flags, or --experiment FILE (root)
   bigraph-emu compare --vary K=A,B   one run per value of a key, one table at the end (root)
   bigraph-emu cli [flags]            fabric and controller up, then Mininet's CLI (root)
@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     out_help = "results folder, new or empty (default: results/<time>-<name>)"
-    sub.add_parser("demo", help="8-host BiGraph ring allreduce (needs root)").add_argument(
+    sub.add_parser("demo", help="8-host BiGraph halving-doubling allreduce, naive then HDRM mapping (needs root)").add_argument(
         "--out", metavar="FOLDER", help=out_help)
     for name, text in (("run", "emulate (needs root)"), ("compare", "one emulated run per --vary value (needs root)"),
                        ("model", "flow model only (no root)")):
