@@ -13,7 +13,8 @@ import pytest
 
 from emulator import report
 from emulator.plan import plan_run
-from emulator.plots import LINK_SAMPLE_COLUMNS, link_label
+from emulator.linkstats import LINK_COLUMNS
+from emulator.plots import link_label
 from emulator.report import compare, format_compare, peak_utilisation, plot_compare, write_plots, write_report
 from emulator.results import COLLECTIVE_COLUMNS, STEP_COLUMNS, CallRecord, append_csv, collective_rows, step_rows
 from emulator.spec import make_run
@@ -69,8 +70,8 @@ def link_samples(plan, call, util):
                 rows.append({"topology": plan.fabric.topology, "policy": plan.spec.policy,
                              "algorithm": plan.spec.algorithm, "mapping": plan.spec.mapping, "call": call, "t_s": t,
                              "link": label, "kind": link.kind, "rate_mbps": link.rate_mbps, "tx_bytes": 0,
-                             "util": util, "backlog_bytes": 0, "drops": 0})
-    assert set(LINK_SAMPLE_COLUMNS) <= set(rows[0])
+                             "tx_packets": 0, "util": util, "backlog_bytes": 0, "drops": 0})
+    assert set(LINK_COLUMNS) <= set(rows[0])
     return rows
 
 
