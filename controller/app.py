@@ -33,13 +33,13 @@ cfg.CONF.register_cli_opts([
     cfg.StrOpt("policy", default="shortest", help="routing policy"),
     cfg.StrOpt("demands", default="", help="JSON [[src, dst, bytes], ...] for traffic-aware"),
     cfg.IntOpt("seed", default=1, help="seed of the valiant policy"),
-    cfg.StrOpt("ready-file", help="written once every switch has its routes"),
-    cfg.StrOpt("out-dir", default="", help="where events.jsonl, ports.csv and routes.json go"),
-    cfg.FloatOpt("poll", default=1.0, help="port counter period, seconds"),
+    cfg.StrOpt("ready-file", help="written once every switch has its routes; events.jsonl, ports.csv and "
+                                  "routes.json go beside it"),
 ], group="bigraph")
 
 LOG = logging.getLogger("bigraph.controller")
-ADAPTIVE_POLL_S = 0.5
+POLL_S = 1.0            # port counter period
+ADAPTIVE_POLL_S = 0.5   # the adaptive policy reads counters more often
 ACTIVE_BYTES_PER_S = 1e4   # a pair sending less than this is idle
 READ_BACK_S = 5.0          # a switch answers a flow stats request well within this
 
@@ -57,9 +57,9 @@ class FabricRoutes(app_manager.OSKenApp):
                 demands = {(a, b): n for a, b, n in json.load(f)}
         self.state = RouteState(self.fabric, conf.policy, demands, conf.seed)
         self.ready_file = conf.ready_file
-        self.out_dir = conf.out_dir or os.path.dirname(conf.ready_file)
+        self.out_dir = os.path.dirname(conf.ready_file)
         self.adapts = POLICIES[conf.policy].adapts
-        self.poll_s = ADAPTIVE_POLL_S if self.adapts else conf.poll
+        self.poll_s = ADAPTIVE_POLL_S if self.adapts else POLL_S
         self.by_dpid = {s.dpid: s.name for s in self.fabric.switches}
         self.host_by_ip = {h.ip: h.name for h in self.fabric.hosts}
         self.datapaths = {}                           # switch -> datapath
