@@ -10,7 +10,6 @@ import pytest
 from emulator.net import capabilities
 from emulator.spec import (FIELDS, LinkOverride, MAX_SIZE_BYTES, LinkEvent, RunSpec, SpecError, load_experiment, make_run,
                            parse_link_event, validate)
-from emulator import spec as spec_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 M = 1 << 20
