@@ -76,7 +76,7 @@ def load(path: str | None = None) -> Calibration:
             doc = json.load(f)
         points = [_point(p) for p in doc["points"]]
         return Calibration(str(doc["machine"]), str(doc["measured"]), points, path)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ValueError(f"calibration file {path} is unreadable ({e}); run `bigraph-emu calibrate` again "
                          f"or remove it") from None
 

@@ -522,3 +522,5 @@ def read_toml(path: str, what: str) -> dict:
         raise SpecError(f"{path}: line {line}: not UTF-8 text (byte {data[e.start]:#04x}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: not valid TOML: arrays or tables nested too deep") from None

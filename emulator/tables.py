@@ -178,7 +178,7 @@ def _json(path: str):
             return json.load(f)
     except OSError as e:
         raise TableError(f"{path}: cannot read it: {e.strerror}") from None
-    except ValueError as e:   # also UnicodeDecodeError
+    except (ValueError, RecursionError) as e:   # also UnicodeDecodeError; nested too deep
         raise TableError(f"{path}: not JSON: {shorten(str(e), 200)}") from None
 
 
