@@ -25,7 +25,7 @@ import time
 from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
 from emulator import jobs, pipeline
-from emulator.inputs import shorten
+from emulator.inputs import shorten, to_int
 from emulator.metrics import MODEL_HEADER, algbw_mbps, avg_busbw_line, busbw_mbps, model_row, payload_efficiency
 from emulator.schedule import ALGORITHMS, COLLECTIVES
 from emulator.spec import FIELDS, Experiment, RunSpec, SpecError, load_experiment, make_run, switch_links
@@ -477,7 +477,7 @@ def cmd_calibrate(args) -> int:
 
 def _int_list(flag: str, text: str, low: int, high: int) -> list[int]:
     try:
-        values = [int(v) for v in text.split(",")]
+        values = [to_int(v) for v in text.split(",")]
     except ValueError:
         raise SpecError(f"{flag}: {text!r} is not a comma-separated list of integers") from None
     if not all(low <= v <= high for v in values):
