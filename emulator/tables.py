@@ -7,6 +7,8 @@ anything.
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from dataclasses import dataclass, field, fields
@@ -72,48 +74,58 @@ def read_table(path: str) -> pd.DataFrame | None:
     table = TABLES[os.path.basename(path)]
     if not os.path.exists(path) or (not table.rows and os.path.getsize(path) == 0):
         return None
-    raw = _parse(path)
-    missing = [c for c in table.needs if c not in raw.columns]
-    if missing:
+    header, rows = _parse(path)
+    missing = [c for c in table.needs if c not in header]
+    if missing:   # before the rows: a wrong header makes every row look wrong
         raise TableError(f"{path}: no column {', '.join(missing)} in its header (it has "
-                         f"{shorten(', '.join(map(str, raw.columns)), 200) or 'none'})")
-    if raw.empty:
+                         f"{shorten(', '.join(header), 200)})")
+    for line, row in rows:
+        if len(row) != len(header):
+            more = "more" if len(row) > len(header) else "fewer"
+            raise TableError(f"{path}: line {line}: {len(row)} fields, {more} than the header's {len(header)}")
+    if not rows:
         if table.rows:
             raise TableError(f"{path}: a header and no rows: the run measured nothing")
         return None
-    kinds = {**{c: k for c, k in table.may.items() if c in raw.columns}, **table.needs}
-    return raw.assign(**{column: _typed(raw[column], column, kind, path) for column, kind in kinds.items()})
+    raw = pd.DataFrame([row for _, row in rows], columns=header, dtype=str)
+    lines = np.array([line for line, _ in rows])
+    kinds = {**{c: k for c, k in table.may.items() if c in header}, **table.needs}
+    return raw.assign(**{column: _typed(raw[column], column, kind, path, lines) for column, kind in kinds.items()})
 
 
-def _parse(path: str) -> pd.DataFrame:
-    """Every cell as text; a row with more or fewer fields than the header is an error."""
+def _parse(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and every non-blank row (with its line number), as text."""
+    with open(path, "rb") as f:
+        data = f.read()
     try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8", skip_blank_lines=True)
-    except pd.errors.EmptyDataError:
-        raise TableError(f"{path}: the file is empty (not even a header)") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise TableError(f"{path}: line {_line_of_byte(path, e.start)}: not UTF-8 text") from None
-    except (pd.errors.ParserError, ValueError) as e:   # "Expected 5 fields in line 7, saw 6"
-        raise TableError(f"{path}: not a CSV table: {shorten(str(e).strip(), 200)}") from None
-    if len(set(raw.columns)) != len(raw.columns) or any(str(c).startswith("Unnamed:") for c in raw.columns):
+        line = data[:e.start].count(b"\n") + 1
+        raise TableError(f"{path}: line {line}: not UTF-8 text") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        rows = [(reader.line_num, row) for row in reader if row]
+    except csv.Error as e:   # a NUL byte, an unclosed quote
+        raise TableError(f"{path}: line {reader.line_num}: not a CSV row ({e})") from None
+    if not header or header == [""]:
+        raise TableError(f"{path}: the file is empty (not even a header)")
+    if len(set(header)) != len(header) or "" in header:
         raise TableError(f"{path}: its header has blank or repeated column names")
-    short = raw.isna().any(axis=1).to_numpy()
-    if short.any():
-        raise TableError(f"{path}: line {_line(short)}: fewer fields than the header's {len(raw.columns)}")
-    return raw
+    return header, rows
 
 
-def _typed(values: pd.Series, column: str, kind, path: str) -> pd.Series:
+def _typed(values: pd.Series, column: str, kind, path: str, lines) -> pd.Series:
     """The column converted to its kind; TableError names the first bad cell."""
     if kind == "text":
         return values
     if kind == "bool":
         words = values.str.strip().str.lower()
-        _refuse(values, ~words.isin(("true", "false")), path, column, "True or False")
+        _refuse(values, ~words.isin(("true", "false")), path, column, "True or False", lines)
         return words == "true"
     if isinstance(kind, tuple):
         bad = ~values.isin(kind)
-        _refuse(values, bad, path, column, f"one of: {', '.join(kind)}")
+        _refuse(values, bad, path, column, f"one of: {', '.join(kind)}", lines)
         return values
     text = values.str.strip()
     numbers = pd.to_numeric(text.where(text != "", "nan") if kind == "number?" else text, errors="coerce")
@@ -124,26 +136,16 @@ def _typed(values: pd.Series, column: str, kind, path: str) -> pd.Series:
         ok &= numbers >= (1 if kind == "count" else np.finfo(float).tiny)
     need = {"int": "a whole number", "count": "a whole number >= 1", "number": "a number",
             "positive": "a number > 0", "number?": "a number or blank"}[kind]
-    _refuse(values, ~ok, path, column, need)
+    _refuse(values, ~ok, path, column, need, lines)
     return numbers.astype("int64") if kind in ("int", "count") else numbers.astype(float)
 
 
-def _refuse(values: pd.Series, bad: pd.Series, path: str, column: str, need: str) -> None:
+def _refuse(values: pd.Series, bad: pd.Series, path: str, column: str, need: str, lines) -> None:
+    """TableError naming the first bad cell's line (`lines`: each row's line in the file)."""
     if bad.any():
-        first = values[bad].iloc[0]
-        raise TableError(f"{path}: line {_line(bad.to_numpy())}: {column}: {shorten(repr(first), 80)} "
+        first = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TableError(f"{path}: line {lines[first]}: {column}: {shorten(repr(values.iloc[first]), 80)} "
                          f"is not {need}")
-
-
-def _line(mask) -> int:
-    """The file line of the first row `mask` marks (the header is line 1;
-    a quoted field holding a line break would shift it)."""
-    return int(np.flatnonzero(mask)[0]) + 2
-
-
-def _line_of_byte(path: str, offset: int) -> int:
-    with open(path, "rb") as f:
-        return f.read(offset).count(b"\n") + 1
 
 
 # --- the JSON files ------------------------------------------------------------------------
