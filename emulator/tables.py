@@ -50,8 +50,8 @@ TABLES = {
          "slowdown": "number?", "slowdown_basis": "text"}, rows=True),
     "steps.csv": Table(
         {"size_bytes": "count", "repetition": "int", "rank": "int", "step": "int", "phase": "text",
-         "start_s": "number", "end_s": "number"},
-        {**RUN_TEXT, "host": "text", "model_end_s": "number?"}),
+         "start_s": "number", "end_s": "number", "model_end_s": "number?"},
+        {**RUN_TEXT, "host": "text"}),
     "links.csv": Table(
         {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
         {**RUN_TEXT, "size_bytes": "count", "repetition": "int"}),
@@ -199,7 +199,8 @@ def _check_fabric(fabric: Fabric) -> None:
     names = [s.name for s in fabric.switches] + [h.name for h in fabric.hosts]
     if len(set(names)) != len(names) or not fabric.hosts:
         raise ValueError("node names repeat, or there are no hosts")
-    ends = [h.switch for h in fabric.hosts] + [end for link in fabric.links for end in (link.a, link.b)]
-    stray = sorted(set(ends) - set(names))
+    switches = {s.name for s in fabric.switches}
+    stray = sorted({h.switch for h in fabric.hosts} - switches)
+    stray += sorted({end for link in fabric.links for end in (link.a, link.b)} - set(names))
     if stray:
-        raise ValueError(f"cabled to {stray[0]!r}, which is no node of it")
+        raise ValueError(f"cabled to {stray[0]!r}, which is no switch or node of it")

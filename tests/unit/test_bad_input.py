@@ -650,7 +650,7 @@ REPORT_CASES = [
         {"name": "s", "dpid": "x", "tier": "leaf", "index": 0}]}).encode())], ["fabric.json", "dpid"]),
     ("fabric cable to no node", [(FABRIC, json.dumps({**TWO_SWITCHES, "links": [
         {"a": "h", "a_port": 0, "b": "nowhere", "b_port": 1, "rate_mbps": 1, "queue_packets": 1,
-         "kind": "host"}]}).encode())], ["fabric.json", "'nowhere'"]),
+         "kind": "host"}]}).encode())], ["fabric.json", "'nowhere'", "no switch or node"]),
     ("fabric port cabled twice", [(FABRIC, json.dumps({**TWO_SWITCHES, "links": [
         {"a": "h", "a_port": 0, "b": "s", "b_port": 1, "rate_mbps": 1, "queue_packets": 1, "kind": "host"}] * 2
     }).encode())], ["fabric.json", "cabled twice"]),
