@@ -446,7 +446,8 @@ def _compare_folders(folders: list[str], plot_path: str | None) -> int:
     print(report.format_compare(df))
     parent = os.path.dirname(os.path.normpath(folders[0])) or "."
     plot_path = plot_path or os.path.join(parent, f"compare-{time.strftime('%Y%m%d-%H%M%S')}.png")
-    report.plot_compare(df, plot_path)
+    with report.replacing(plot_path) as tmp:
+        report.plot_compare(df, tmp)
     print(f"# plot: {plot_path}")
     return 0
 

@@ -594,14 +594,17 @@ def test_report_several_folders_calls_report_compare(capsys, tmp_path, monkeypat
     calls = []
     monkeypatch.setattr(report, "compare", lambda fs: calls.append(("compare", list(fs))) or "DF", raising=False)
     monkeypatch.setattr(report, "format_compare", lambda df: "TABLE " + df, raising=False)
-    monkeypatch.setattr(report, "plot_compare", lambda df, path: calls.append(("plot", path)), raising=False)
+    def plot_compare(df, path):   # writes a temporary file that replaces the plot when it is whole
+        calls.append(("plot", path))
+        open(path, "w").close()
+    monkeypatch.setattr(report, "plot_compare", plot_compare, raising=False)
     plot = str(tmp_path / "cmp.png")
     assert cli.main(["report", *folders, "--plot", plot]) == 0
     out = capsys.readouterr().out
     assert "TABLE DF" in out and plot in out
-    assert calls == [("compare", folders), ("plot", plot)]
+    assert calls == [("compare", folders), ("plot", str(tmp_path / "cmp.partial.png"))] and os.path.exists(plot)
     assert cli.main(["report", *folders]) == 0          # default plot path: beside the folders
-    assert calls[-1][1].startswith(str(tmp_path / "compare-")) and calls[-1][1].endswith(".png")
+    assert calls[-1][1].startswith(str(tmp_path / "compare-")) and calls[-1][1].endswith(".partial.png")
 
 
 def test_report_reads_new_keys_back(capsys, tmp_path, monkeypatch):
