@@ -12,9 +12,9 @@ import pandas as pd
 
 from emulator.metrics import busbw_mbps
 from emulator.model import link_loads_per_step
-from emulator.tables import TABLES, TableError, read_fabric, read_table
 from emulator.plots import (RUN_COLUMNS, fabric_drawing, job_link_bars, job_timeline, one_run, run_name, step_timeline,
                             utilisation_heatmap)
+from emulator.tables import TABLES, TableError, read_fabric, read_table
 
 KEYS = ["topology", "policy", "algorithm", "mapping"]
 # runs that differ in any of these are different runs, even on one topology

@@ -49,12 +49,12 @@ TABLES = {
         {"algorithm": "text", "jobs": "int", "label": "text", "repetition": "int", "alone_s": "number?",
          "slowdown": "number?", "slowdown_basis": "text"}, rows=True),
     "steps.csv": Table(
-        {"size_bytes": "count", "repetition": "int", "rank": "int", "step": "int", "phase": "text",
+        {"size_bytes": "int", "repetition": "int", "rank": "int", "step": "int", "phase": "text",   # 0: a workload
          "start_s": "number", "end_s": "number", "model_end_s": "number?"},
         {**RUN_TEXT, "host": "text"}),
     "links.csv": Table(
         {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
-        {**RUN_TEXT, "size_bytes": "count", "repetition": "int"}),
+        {**RUN_TEXT, "size_bytes": "int", "repetition": "int"}),
     "ops.csv": Table(
         {"job": "text", "repetition": "int", "rank": "int", "kind": "text", "start_s": "number", "end_s": "number"},
         {"topology": "text", "policy": "text", "mapping": "text", "workload": "text", "label": "text"}),

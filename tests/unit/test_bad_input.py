@@ -691,6 +691,27 @@ def test_the_good_results_folder_reports(capsys, tmp_path, results_folder):
     assert (tmp_path / "res" / "summary.txt").read_text().count("bigraph:m=1,n=4") == 4
 
 
+def test_a_workload_folder_as_run_writes_it_reports(capsys, tmp_path):
+    """The checks take what the emulator's writers write for jobs too (jobs.csv, ops.csv, link_jobs.csv)."""
+    import dataclasses
+    from emulator.plan import plan_run
+    from emulator.results import CallRecord, write_call
+    from emulator.spec import make_run
+    workload = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
+    plan = plan_run(make_run({"workload": workload, "repetitions": 1, "warmup": 1}))
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (folder / "spec.json").write_text(json.dumps({"name": "t", "runs": [dataclasses.asdict(plan.spec)]}))
+    ends = plan.predictions[0].step_end_s
+    steps = [[{"start": ends[r][k - 1] if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
+               "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
+             for r in range(plan.ranks)]
+    for call in plan.calls:
+        write_call(str(folder), plan, call, CallRecord(steps, {}), "user")
+    assert cli.main(["report", str(folder)]) == 0, capsys.readouterr().err
+    assert {"jobs.png", "job_links.png", "summary.txt", "link_jobs.csv"} <= set(os.listdir(folder))
+
+
 @pytest.mark.parametrize("case, changes, words, argv", REPORT_CASES, ids=[c[0] for c in REPORT_CASES])
 def test_report_refuses_a_damaged_folder_and_changes_nothing(capsys, tmp_path, results_folder, case, changes,
                                                              words, argv):
