@@ -32,7 +32,7 @@ RUN_TEXT = {"topology": "text", "policy": "text", "algorithm": "text", "mapping"
 class Table:
     needs: dict                                    # column -> kind: what the report reads
     may: dict = field(default_factory=dict)        # read if there (older folders lack them)
-    rows: bool = False                             # a header alone is an error: the run measured nothing
+    needs_rows: bool = False                       # a header alone is an error: the run measured nothing
 
 
 TABLES = {
@@ -41,13 +41,13 @@ TABLES = {
          "model_time_s": "positive", "bytes_ok": "bool", "host_rate_mbps": "positive",
          "switch_rate_mbps": "positive", "mtu": "count", "label": "text"},
         {"repetition": "int", "fidelity": "text", "max_link_util": "number?", "mean_link_util": "number?",
-         "queue_drops": "number?", "tcp_retrans": "number?"}, rows=True),
+         "queue_drops": "number?", "tcp_retrans": "number?"}, needs_rows=True),
     "jobs.csv": Table(
         {"topology": "text", "policy": "text", "job": "text", "ranks": "count", "placement": "text",
          "iteration": "int", "time_s": "number", "compute_s": "number", "comm_s": "number",
          "model_time_s": "number", "model_comm_s": "number", "alone_model_s": "number", "fidelity": "text"},
         {"algorithm": "text", "jobs": "int", "label": "text", "repetition": "int", "alone_s": "number?",
-         "slowdown": "number?", "slowdown_basis": "text"}, rows=True),
+         "slowdown": "number?", "slowdown_basis": "text"}, needs_rows=True),
     "steps.csv": Table(
         {"size_bytes": "int", "repetition": "int", "rank": "int", "step": "int", "phase": "text",   # 0: a workload
          "start_s": "number", "end_s": "number", "model_end_s": "number?"},
@@ -72,7 +72,7 @@ def read_table(path: str) -> pd.DataFrame | None:
     """The table at `path` (TABLES by its file name), checked and typed;
     None if the file is missing, or has no rows where rows may be missing."""
     table = TABLES[os.path.basename(path)]
-    if not os.path.exists(path) or (not table.rows and os.path.getsize(path) == 0):
+    if not os.path.exists(path) or (not table.needs_rows and os.path.getsize(path) == 0):
         return None
     header, rows = _parse(path)
     missing = [c for c in table.needs if c not in header]
@@ -84,7 +84,7 @@ def read_table(path: str) -> pd.DataFrame | None:
             more = "more" if len(row) > len(header) else "fewer"
             raise TableError(f"{path}: line {line}: {len(row)} fields, {more} than the header's {len(header)}")
     if not rows:
-        if table.rows:
+        if table.needs_rows:
             raise TableError(f"{path}: a header and no rows: the run measured nothing")
         return None
     raw = pd.DataFrame([row for _, row in rows], columns=header, dtype=str)
@@ -164,11 +164,10 @@ def read_fabric(path: str) -> Fabric | None:
     """fabric.json, checked as far as the drawing relies on it; None if missing."""
     if not os.path.exists(path):
         return None
+    doc = _json(path)
     try:
-        fabric = Fabric.from_dict(_json(path))
+        fabric = Fabric.from_dict(doc)
         _check_fabric(fabric)
-    except TableError:
-        raise
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise TableError(f"{path}: not a fabric ({shorten(f'{type(e).__name__}: {e}', 200)})") from None
     return fabric
