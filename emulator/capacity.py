@@ -87,10 +87,11 @@ def _point(record: dict) -> Point:
     load it emulates faithfully)."""
     point = Point(**record)
     for name in ("raw_mbps", "faithful_mbps", "link_rate_mbps"):
-        value, low = getattr(point, name), 0 if name == "faithful_mbps" else math.ulp(0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < math.inf:
+        value, zero_ok = getattr(point, name), name == "faithful_mbps"
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
+        if not number or (value == 0 and not zero_ok):
             raise ValueError(f"{name} of the {point.datapath} MTU {point.mtu} point must be a finite number "
-                             f"{'>= 0' if low == 0 else '> 0'}, got {value!r}")
+                             f"{'>= 0' if zero_ok else '> 0'}, got {value!r}")
     if isinstance(point.mtu, bool) or not isinstance(point.mtu, int):
         raise ValueError(f"mtu must be a whole number, got {point.mtu!r}")
     if not (isinstance(point.datapath, str) and isinstance(point.offload, str)):
