@@ -35,7 +35,7 @@ def prepare(experiment: Experiment, out: str | None):
     """Every error before the network: plans, machine limits, the results
     folder; then what each run asks of this machine's dataplane (a warning
     if more than it emulates faithfully)."""
-    plans = [plan_emulated(spec) for spec in experiment.runs]
+    plans = [dataclasses.replace(plan_emulated(spec), run=i) for i, spec in enumerate(experiment.runs)]
     announce_duration(plans, experiment.yes)
     folder = results_dir(out, experiment.name)
     for plan, check in zip(plans, capacity_checks(plans)):

@@ -12,13 +12,15 @@ import pandas as pd
 
 from emulator.metrics import busbw_mbps
 from emulator.model import link_loads_per_step
+from emulator.results import SPEC_KEYS
+from emulator.spec import RunSpec
 from emulator.plots import (RUN_COLUMNS, fabric_drawing, job_link_bars, job_timeline, one_run, run_name, step_timeline,
                             utilisation_heatmap)
 from emulator.tables import TABLES, TableError, read_fabric, read_table
 
 KEYS = ["topology", "policy", "algorithm", "mapping"]
 # runs that differ in any of these are different runs, even on one topology
-RUN_KEYS = KEYS + ["collective", "ranks", "host_rate_mbps", "switch_rate_mbps", "mtu", "label"]
+RUN_KEYS = KEYS + ["collective", "ranks", "host_rate_mbps", "switch_rate_mbps", "mtu", *SPEC_KEYS, "label"]
 
 
 def summary(collectives_csv: str) -> pd.DataFrame:
@@ -33,6 +35,7 @@ def summarise(d: pd.DataFrame) -> pd.DataFrame:
     existed leave it blank."""
     counters = ["max_link_util", "mean_link_util", "queue_drops", "tcp_retrans"]
     d = d.assign(**{c: pd.to_numeric(d[c], errors="coerce") for c in counters if c in d})   # blanks: NaN
+    d = d.assign(**{k: getattr(RunSpec, k) for k in SPEC_KEYS if k not in d})   # older folders: the defaults
     g = d.groupby(RUN_KEYS + ["size_bytes"], sort=False)
     out = g.agg(time_s=("time_s", "median"), model_time_s=("model_time_s", "first"),
                 bytes_ok=("bytes_ok", "all"), reps=("time_s", "size")).reset_index()

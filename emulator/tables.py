@@ -40,8 +40,10 @@ TABLES = {
         {**RUN_TEXT, "collective": COLLECTIVES, "ranks": "count", "size_bytes": "count", "time_s": "positive",
          "model_time_s": "positive", "bytes_ok": "bool", "host_rate_mbps": "positive",
          "switch_rate_mbps": "positive", "mtu": "count", "label": "text"},
-        {"repetition": "int", "fidelity": "text", "max_link_util": "number?", "mean_link_util": "number?",
-         "queue_drops": "number?", "tcp_retrans": "number?"}, needs_rows=True),
+        {"run": "int", "repetition": "int", "fidelity": "text", "max_link_util": "number?",
+         "mean_link_util": "number?", "queue_drops": "number?", "tcp_retrans": "number?", "connections": "count",
+         "seed": "int", "host_queue_packets": "count", "switch_queue_packets": "count", "link_delay_ms": "number",
+         "link_loss_pct": "number"}, needs_rows=True),
     "jobs.csv": Table(
         {"topology": "text", "policy": "text", "job": "text", "ranks": "count", "placement": "text",
          "iteration": "int", "time_s": "number", "compute_s": "number", "comm_s": "number",
@@ -51,10 +53,10 @@ TABLES = {
     "steps.csv": Table(
         {"size_bytes": "int", "repetition": "int", "rank": "int", "step": "int", "phase": "text",   # 0: a workload
          "start_s": "number", "end_s": "number", "model_end_s": "number?"},
-        {**RUN_TEXT, "host": "text"}),
+        {**RUN_TEXT, "run": "int", "label": "text", "host": "text"}),
     "links.csv": Table(
         {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
-        {**RUN_TEXT, "size_bytes": "int", "repetition": "int"}),
+        {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int"}),
     "ops.csv": Table(
         {"job": "text", "repetition": "int", "rank": "int", "kind": "text", "start_s": "number", "end_s": "number"},
         {"topology": "text", "policy": "text", "mapping": "text", "workload": "text", "label": "text"}),

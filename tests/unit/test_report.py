@@ -146,7 +146,8 @@ def coll(size, time_s, algorithm="ring", mapping="naive", rep=0):
     row = dict.fromkeys(COLLECTIVE_COLUMNS, "")
     row.update(topology="bigraph:m=1,n=4", policy="shortest", collective="allreduce", algorithm=algorithm,
                mapping=mapping, ranks=4, size_bytes=size, repetition=rep, time_s=time_s, model_time_s=1.0,
-               bytes_ok=True, host_rate_mbps=8.0, switch_rate_mbps=8.0, mtu=9000)
+               bytes_ok=True, host_rate_mbps=8.0, switch_rate_mbps=8.0, mtu=9000, run=0, connections=1, seed=1,
+               host_queue_packets=100, switch_queue_packets=100, link_delay_ms=0.0, link_loss_pct=0.0)
     return row
 
 
