@@ -377,6 +377,9 @@ def plot_compare(d: pd.DataFrame, path: str) -> None:
                      path, 7)
 
 
+SPEEDUP_SEEN = 1.2   # below it, the demo does not claim HDRM made a difference
+
+
 def demo_story(out_dir: str) -> str:
     """What the demo showed, in words, from its results folder: per mapping
     the busiest link's flows and the measured busbw at the largest size."""
@@ -391,9 +394,15 @@ def demo_story(out_dir: str) -> str:
                      f"{r.busbw_mbps:.1f} of {r.rate_mbps:g} Mbit/s (model {r.model_busbw_mbps:.1f}), "
                      f"busiest link {_num(r.max_link_util * 100, '3.0f').strip() or '?'}% used on average")
     if {"naive", "hdrm"} <= set(big.index):
-        speedup = big.loc["naive"].time_s / big.loc["hdrm"].time_s
-        lines.append(f"#   HDRM made the same allreduce {speedup:.1f}x faster: every exchange crosses the two "
-                     "parts of BiGraph on its own direct link, so no two flows of a step share a link.")
+        naive, hdrm = big.loc["naive"], big.loc["hdrm"]
+        speedup = naive.time_s / hdrm.time_s
+        if speedup >= SPEEDUP_SEEN:
+            lines.append(f"#   HDRM made the same allreduce {speedup:.1f}x faster: every exchange crosses the two "
+                         "parts of BiGraph on its own direct link, so no two flows of a step share a link.")
+        else:   # a machine too slow for the link rates hides the difference
+            lines.append(f"#   The model says HDRM makes it {hdrm.model_busbw_mbps / naive.model_busbw_mbps:.1f}x "
+                         f"faster; measured {speedup:.1f}x: see the verdicts above for whether this machine, "
+                         "not the network, set the pace (`bigraph-emu calibrate`, lower rates).")
     lines.append(f"#   See in {out_dir}/: heatmap-*.png (link load over time, one per mapping), "
                  "timeline-*.png (steps per rank), fabric.png (peak load per link) and busbw.png.")
     return "\n".join(lines)
