@@ -19,8 +19,9 @@ demo() {
 }
 
 emulation_tests() {
+    # --basetemp: a failed test's folder (controller.log, results) comes back out
     cd /root && BIGRAPH_REQUIRE_EMULATION=1 "$PY" -m pytest -p no:cacheprovider -q -rs \
-        --junitxml="$OUT/junit.xml" "$P/tests/emulation"
+        --basetemp="$OUT/pytest" --junitxml="$OUT/junit.xml" "$P/tests/emulation"
 }
 
 stage() {
