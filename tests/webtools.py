@@ -1,0 +1,84 @@
+"""Helpers of the web view's tests: a small results folder written by the
+project's own writers, headless Chromium's flags and whether it is here,
+and where screenshots go."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import shutil
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1400,1000"]
+
+
+def write_results_folder(folder: str, mappings=("naive", "hdrm"), samples: int = 6) -> list:
+    """A demo's results folder (one 2 MiB call per mapping) through the
+    writers a run uses: fabric.json, spec.json, then write_call per call
+    and write_report. Link use differs per link and sample, so frames differ."""
+    from emulator import linkstats
+    from emulator.plan import plan_run
+    from emulator.report import write_report
+    from emulator.results import CallRecord, write_call
+    from emulator.spec import make_run
+    os.makedirs(folder, exist_ok=True)
+    specs = [make_run({"topology": "bigraph:m=2,n=4", "collective": "allreduce", "algorithm": "halving-doubling",
+                       "sizes": "2M", "repetitions": 1, "warmup": 0, "host_rate_mbps": 50, "switch_rate_mbps": 50,
+                       "mapping": m, "label": f"demo {m}"}, check_kernel=False) for m in mappings]
+    plans = [dataclasses.replace(plan_run(spec), run=i) for i, spec in enumerate(specs)]
+    plans[0].fabric.save(os.path.join(folder, "fabric.json"))
+    with open(os.path.join(folder, "spec.json"), "w") as f:
+        json.dump({"name": "demo", "runs": [dataclasses.asdict(s) for s in specs]}, f)
+    links = linkstats.directed_links(plans[0].fabric)
+    for plan in plans:
+        for call in plan.calls:
+            duration = plan.predictions[call.size_bytes].time_s
+            record = CallRecord(_steps(plan.schedules[call.size_bytes], duration))
+            record.links = linkstats.link_rows(call.index, links, _samples(links, samples, duration, plan.run), 0.0)
+            record.counters.update(linkstats.call_figures(record.links, duration, plan.spec.mtu))
+            write_call(folder, plan, call, record, "user")
+    write_report(folder, plans)
+    return plans
+
+
+def _steps(schedule, duration: float) -> list[list[dict]]:
+    """Every rank's step records: the scheduled bytes, steps back to back."""
+    per = duration / max(len(s) for s in schedule.steps)
+    return [[{"start": k * per, "end": (k + 1) * per, "sent": sum(t.nbytes for t in step.sends),
+              "received": sum(t.nbytes for t in step.recvs)} for k, step in enumerate(steps)]
+            for steps in schedule.steps]
+
+
+def _samples(links, count: int, duration: float, seed: int):
+    """Counter samples in which link i carries ((i + k + seed) % 5) / 4 of its rate in interval k."""
+    from emulator.linkstats import Sample
+    dt, totals, out = duration / count, {l.dev: 0 for l in links}, []
+    for k in range(count + 1):
+        s = Sample(k * dt)
+        for i, link in enumerate(links):
+            share = ((i + k + seed) % 5) / 4 if k else 0.0
+            totals[link.dev] += int(share * link.rate_mbps * 1e6 / 8 * dt)
+            if link.egress:
+                s.sent[link.dev] = (totals[link.dev], totals[link.dev] // 9014, 9014 * (i % 3) * (k % 2), 0)
+            else:
+                s.received[link.dev] = (totals[link.dev], totals[link.dev] // 9014)
+        out.append(s)
+    return out
+
+
+def browser_missing() -> str | None:
+    for tool in ("chromium", "chromedriver"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (vm/provision.sh installs Debian's chromium and chromium-driver)"
+    if importlib.util.find_spec("selenium") is None:
+        return "selenium is not installed (pip install -e .[test])"
+    return None
+
+
+def screenshot_path(tmp_path, name: str) -> str:
+    """Where a test's screenshot goes: $BIGRAPH_SCREENSHOT_DIR, or the test's tmp folder."""
+    folder = os.environ.get("BIGRAPH_SCREENSHOT_DIR") or str(tmp_path)
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, name)
