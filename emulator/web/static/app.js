@@ -50,7 +50,7 @@ function drawFabric(msg) {
 }
 
 function drawLink(parent, link, at, labelled) {
-  const g = el("g", { class: `link ${link.kind}`, "data-a": link.a, "data-b": link.b }, parent);
+  const g = el("g", { class: `link ${link.kind}-link`, "data-a": link.a, "data-b": link.b }, parent);
   const [ax, ay] = at[link.a], [bx, by] = at[link.b];
   if (link.kind !== "switch") {   // a host link: one thin line, coloured by its busier direction
     const line = el("line", { class: "hostlink", x1: ax, y1: ay, x2: bx, y2: by, stroke: IDLE }, g);
@@ -74,7 +74,7 @@ function drawLink(parent, link, at, labelled) {
 }
 
 function drawNode(parent, n, [x, y]) {
-  const g = el("g", { class: n.kind, "data-node": n.name }, parent);
+  const g = el("g", { class: `node ${n.kind}`, "data-node": n.name }, parent);
   if (n.kind === "switch") {
     el("rect", { x: x - 24, y: y - 12, width: 48, height: 24 }, g);
     el("text", { x, y }, g).textContent = n.name;
@@ -188,7 +188,7 @@ async function loadCalls() {
   if (!res.ok) return;
   const { calls } = await res.json();
   const select = $("replay-call"), chosen = select.value;
-  select.replaceChildren(...calls.map((c) => new Option(`${c.call}: ${c.label}`, `${c.run}/${c.call}`)));
+  select.replaceChildren(...calls.map((c) => new Option(c.label, `${c.run}/${c.call}`)));
   if (chosen && calls.some((c) => `${c.run}/${c.call}` === chosen)) select.value = chosen;
 }
 
