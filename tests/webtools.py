@@ -7,7 +7,10 @@ import dataclasses
 import importlib.util
 import json
 import os
+import re
 import shutil
+import threading
+import time
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -82,3 +85,40 @@ def screenshot_path(tmp_path, name: str) -> str:
     folder = os.environ.get("BIGRAPH_SCREENSHOT_DIR") or str(tmp_path)
     os.makedirs(folder, exist_ok=True)
     return os.path.join(folder, name)
+
+
+class Output:
+    """A command's output lines, read in a thread so its pipe never fills."""
+
+    def __init__(self, stream):
+        self.lines: list[str] = []
+        self.ended = False
+        self._changed = threading.Condition()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self.ended = True
+            self._changed.notify_all()
+
+    def wait_for(self, pattern: str, timeout_s: float) -> re.Match:
+        """The first line matching `pattern`, waiting for it up to `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                for line in self.lines:
+                    found = re.search(pattern, line)
+                    if found:
+                        return found
+                left = deadline - time.monotonic()
+                if self.ended or left <= 0:
+                    raise AssertionError(f"no line matching {pattern!r} within {timeout_s:.0f} s; the command "
+                                         f"printed:\n{''.join(self.lines)[-3000:]}")
+                self._changed.wait(left)
+
+
+URL_LINE = r"# web view: (http://\S+)"
