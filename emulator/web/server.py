@@ -185,6 +185,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """Without run and call: the calls links.csv holds; with them, that call's frames."""
         from emulator.web import view
         try:
+            if not self.web.folder:
+                raise ValueError("no results folder yet")
             if "call" in query:
                 body = view.folder_frames(self.web.folder, int(query.get("run", ["0"])[0]), int(query["call"][0]))
             else:

@@ -145,6 +145,13 @@ def test_the_server_serves_the_page_and_only_files_directly_in_the_folder(folder
         assert len(frames) == 6
 
 
+def test_before_the_run_has_a_folder_the_replay_says_so():
+    with WebView() as web:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            _get(web.url + "api/replay")
+        assert e.value.code == 404 and json.loads(e.value.read()) == {"error": "no results folder yet"}
+
+
 def _events(stream, count: int) -> list[dict]:
     """The next `count` server-sent events' data."""
     got = []
