@@ -358,7 +358,7 @@ def cmd_run(args, experiment: Experiment | None = None) -> int:
     web = web_address(args)
     plans, out = pipeline.prepare(experiment, args.out)
     _needs_root(args.command)
-    return pipeline.emulate(experiment, plans, out, web)
+    return pipeline.emulate(experiment, plans, out, web=web)
 
 
 def _vary_values(text: str) -> tuple[str, list[str]]:
@@ -409,7 +409,7 @@ def cmd_demo(args) -> int:
     experiment = Experiment("demo", [make_run(run) for run in DEMO])
     plans, out = pipeline.prepare(experiment, args.out)
     _needs_root(args.command)
-    return pipeline.emulate(experiment, plans, out, web, story=demo_story)
+    return pipeline.emulate(experiment, plans, out, web=web, story=demo_story)
 
 
 def cmd_cli(args) -> int:
