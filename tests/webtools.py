@@ -122,3 +122,43 @@ class Output:
 
 
 URL_LINE = r"# web view: (http://\S+)"
+
+
+class FakeEmulation:
+    """Stands in for emulation.Emulation where nothing may be built: the same
+    calls to on_sample (synthetic counters, every `interval_s`) and on_call
+    (step records with the scheduled bytes), so the pipeline's wiring of the
+    live views runs for real without root."""
+
+    def __init__(self, plan, run_dir: str, interval_s: float = 0.0, samples: int = 5):
+        from emulator import linkstats
+        self.plan, self.run_dir, self.interval_s, self.samples = plan, run_dir, interval_s, samples
+        self.links = linkstats.directed_links(plan.fabric)
+        self.on_sample = None
+        self.fleet = None
+        self.dataplane = type("Dataplane", (), {"datapath": "user"})()
+
+    def __enter__(self):
+        self.plan.fabric.save(os.path.join(self.run_dir, "fabric.json"))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def replay(self, plan, on_call) -> None:
+        from emulator import linkstats
+        from emulator.results import CallRecord
+        for call in plan.calls:
+            duration = plan.predictions[call.size_bytes].time_s
+            series = _samples(self.links, self.samples, duration, call.index)
+            self.fleet = type("Fleet", (), {"steps_done": [0] * plan.ranks, "call_start": 0.0})()
+            total = len(plan.schedules[call.size_bytes].steps[0])
+            for k in range(2, len(series) + 1):
+                self.fleet.steps_done = [total * (k - 1) // self.samples] * plan.ranks
+                if self.on_sample:
+                    self.on_sample(series[:k])
+                time.sleep(self.interval_s)
+            record = CallRecord(_steps(plan.schedules[call.size_bytes], duration))
+            record.links = linkstats.link_rows(call.index, self.links, series, 0.0)
+            record.counters.update(linkstats.call_figures(record.links, duration, plan.spec.mtu))
+            on_call(call, record)

@@ -206,3 +206,29 @@ def test_bad_web_flags_exit_2_naming_the_flag(folder, flags, message, capsys):
 def test_report_web_serves_one_folder_only(folder, capsys):
     assert main(["report", folder, folder, "--web"]) == 2
     assert "--web serves one results folder" in capsys.readouterr().err
+
+
+def test_a_run_with_web_sends_the_fabric_every_sample_every_call_and_the_end(plan, tmp_path, monkeypatch):
+    """pipeline.emulate's wiring, with FakeEmulation in place of the network:
+    the page gets what the terminal's views get, then serves until Ctrl-C."""
+    import emulator.emulation
+    from webtools import FakeEmulation
+    monkeypatch.setattr(emulator.emulation, "Emulation", FakeEmulation)
+    monkeypatch.setattr(pipeline, "capacity_checks", lambda plans: [])
+    sent = []
+    monkeypatch.setattr(WebView, "publish", lambda self, message: sent.append(message))
+    monkeypatch.setattr(WebView, "serve_until_interrupted", lambda self: sent.append({"type": "served"}))
+    out = str(tmp_path / "out")
+    assert pipeline.emulate(Experiment("t", [plan.spec]), [plan], out, web=("127.0.0.1", 0),
+                            story=lambda folder: f"story of {folder}") == 0
+    types = [m["type"] for m in sent]
+    assert types == ["fabric"] + (["sample"] * 5 + ["call"]) * len(plan.calls) + ["end", "served"]
+    samples = [m for m in sent if m["type"] == "sample"]
+    assert samples[0]["label"].startswith("[1/2] halving-doubling naive 2M warm-up")
+    assert samples[-1]["label"].startswith("[2/2] halving-doubling naive 2M rep 1/1")
+    total = len(plan.schedules[max(plan.schedules)].steps[0])
+    assert [r["done"] for r in samples[1]["ranks"]] == [total * 2 // 5] * plan.ranks
+    assert samples[0]["links"] != samples[1]["links"]
+    calls = [m for m in sent if m["type"] == "call"]
+    assert [c["verdict"] for c in calls] == ["warm-up (not counted)", "ok"]
+    assert sent[-2]["story"] == f"story of {out}" and "fabric.png" in sent[-2]["plots"]
