@@ -9,6 +9,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
 import threading
 import time
 
@@ -162,3 +164,22 @@ class FakeEmulation:
             record.links = linkstats.link_rows(call.index, self.links, series, 0.0)
             record.counters.update(linkstats.call_figures(record.links, duration, plan.spec.mtu))
             on_call(call, record)
+
+
+def drawn_links(browser) -> dict:
+    """Every directed switch link's (use, colour) as the page draws it now."""
+    return {line.get_attribute("data-link"): (line.get_attribute("data-util"), line.get_attribute("stroke"))
+            for line in browser.find_elements("css selector", "line.dir")}
+
+
+def stop(proc, timeout_s: float) -> None:
+    """SIGTERM (the run unwinds as after Ctrl-C) if it still runs, SIGKILL if it
+    does not end within `timeout_s`; then its output pipe is closed."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    proc.stdout.close()

@@ -83,8 +83,13 @@ def call_message(plan, call, record, written, label: str) -> dict:
         measured, modelled = f"{t:.2f} s", f"{model:.2f} s"
     else:
         measured, modelled = (_busbw(plan.spec.collective, plan.ranks, call.size_bytes, x) for x in (t, model))
-    return {"type": "call", "run": plan.run, "call": call.index, "label": label, "measured": measured,
-            "model": modelled, "verdict": verdict}
+    return call_row(plan.run, call.index, label, measured, modelled, verdict)
+
+
+def call_row(run: int, call: int | None, label: str, measured: str, model: str, verdict: str) -> dict:
+    """A line of the page's call table; `call` (links.csv's) replays it, None: nothing to replay."""
+    return {"type": "call", "run": run, "call": call, "label": label, "measured": measured, "model": model,
+            "verdict": verdict}
 
 
 def _busbw(collective: str, ranks: int, size: int, time_s: float) -> str:
@@ -136,8 +141,8 @@ def replay_frames(links: pd.DataFrame, run: int, call: int) -> list[dict]:
 
 
 def finished_calls(collectives: pd.DataFrame | None, links: pd.DataFrame | None) -> list[dict]:
-    """collectives.csv's rows as the page's call table (the same fields as
-    call_message), each with the links.csv call that replays it, if any."""
+    """collectives.csv's rows as the page's call table, each with the
+    links.csv call that replays it, if any."""
     if collectives is None:
         return []
     index = {}
@@ -147,10 +152,9 @@ def finished_calls(collectives: pd.DataFrame | None, links: pd.DataFrame | None)
     out = []
     for r in collectives.to_dict("records"):
         run, rep = int(r.get("run", 0)), int(r.get("repetition", 0))
-        out.append({"type": "call", "run": run, "call": index.get((run, int(r["size_bytes"]), rep)),
-                    "label": call_name(r), "measured": _busbw(r["collective"], r["ranks"], r["size_bytes"], r["time_s"]),
-                    "model": _busbw(r["collective"], r["ranks"], r["size_bytes"], r["model_time_s"]),
-                    "verdict": r.get("fidelity", "")})
+        measured, model = (_busbw(r["collective"], r["ranks"], r["size_bytes"], r[k]) for k in ("time_s", "model_time_s"))
+        out.append(call_row(run, index.get((run, int(r["size_bytes"]), rep)), call_name(r), measured, model,
+                            r.get("fidelity", "")))
     return out
 
 

@@ -11,14 +11,9 @@ from emulator import pipeline
 from emulator.plan import plan_run
 from emulator.spec import Experiment, make_run
 from emulator.web.server import WebView
-from webtools import FakeEmulation, screenshot_path
+from webtools import FakeEmulation, drawn_links, screenshot_path
 
 TIMEOUT_S = 30
-
-
-def _link_values(browser) -> dict:
-    return {line.get_attribute("data-link"): (line.get_attribute("data-util"), line.get_attribute("stroke"))
-            for line in browser.find_elements("css selector", "line.dir")}
 
 
 def test_live_page_follows_the_samples_and_calls_of_a_run(browser, tmp_path, monkeypatch):
@@ -40,8 +35,8 @@ def test_live_page_follows_the_samples_and_calls_of_a_run(browser, tmp_path, mon
             wait.until(lambda b: len(b.find_elements("css selector", "g.link")) == len(plan.fabric.links))
             status = browser.find_element("id", "status")
             wait.until(lambda b: "warm-up" in status.text)
-            before = _link_values(browser)
-            wait.until(lambda b: any(v != before[k] for k, v in _link_values(b).items()))
+            before = drawn_links(browser)
+            wait.until(lambda b: any(v != before[k] for k, v in drawn_links(b).items()))
             assert len(browser.find_elements("css selector", "#ranks .rank")) == plan.ranks
             assert browser.find_elements("css selector", "#busiest tr")
             browser.save_screenshot(screenshot_path(tmp_path, "live-page.png"))

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from webtools import URL_LINE, Output, screenshot_path, write_results_folder
+from webtools import URL_LINE, Output, drawn_links, screenshot_path, stop, write_results_folder
 
 TIMEOUT_S = 20
 
@@ -27,20 +27,7 @@ def served(tmp_path):
     try:
         yield Output(proc.stdout).wait_for(URL_LINE, TIMEOUT_S).group(1), plans, proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        proc.stdout.close()
-
-
-def _link_values(browser) -> dict:
-    """Every directed switch link's drawn (use, colour) in the page now."""
-    return {line.get_attribute("data-link"): (line.get_attribute("data-util"), line.get_attribute("stroke"))
-            for line in browser.find_elements("css selector", "line.dir")}
+        stop(proc, 10)
 
 
 def test_replay_page_draws_the_fabric_steps_plays_and_lists_the_calls(browser, served, tmp_path):
@@ -64,10 +51,10 @@ def test_replay_page_draws_the_fabric_steps_plays_and_lists_the_calls(browser, s
     Select(browser.find_element("id", "replay-call")).select_by_index(1)   # the hdrm call
     info = browser.find_element("id", "replay-info")
     wait.until(lambda b: info.text.startswith("replay: sample 1/6"))
-    first = _link_values(browser)
+    first = drawn_links(browser)
     browser.find_element("id", "replay-step").click()
     wait.until(lambda b: info.text.startswith("replay: sample 2/6"))
-    second = _link_values(browser)
+    second = drawn_links(browser)
     assert set(first) == set(second) and len(first) == 8
     changed = [link for link in first if first[link] != second[link]]
     assert changed, "no link changed between two replay samples"

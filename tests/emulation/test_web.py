@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from emulator.topology import build
-from webtools import URL_LINE, Output, screenshot_path
+from webtools import URL_LINE, Output, drawn_links, screenshot_path, stop
 
 pytestmark = pytest.mark.emulation
 
@@ -35,23 +35,6 @@ def _start(tmp_path) -> tuple[subprocess.Popen, Output]:
     return proc, Output(proc.stdout)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM (as Ctrl-C) if it still runs; teardown runs either way."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    proc.stdout.close()
-
-
-def _link_values(browser) -> dict:
-    return {line.get_attribute("data-link"): (line.get_attribute("data-util"), line.get_attribute("stroke"))
-            for line in browser.find_elements("css selector", "line.dir")}
-
-
 def test_the_live_page_follows_a_run(browser, tmp_path, clean_machine):
     from selenium.webdriver.support.ui import WebDriverWait
     fabric = build(TOPOLOGY)
@@ -67,10 +50,10 @@ def test_the_live_page_follows_a_run(browser, tmp_path, clean_machine):
         # while a call runs: two samples apart, some link's use or colour differs
         status = browser.find_element("id", "status")
         WebDriverWait(browser, BRING_UP_S).until(lambda b: " rep " in status.text or "warm-up" in status.text)
-        before, deadline, changed = _link_values(browser), time.monotonic() + CALL_S, []
+        before, deadline, changed = drawn_links(browser), time.monotonic() + CALL_S, []
         while not changed and time.monotonic() < deadline:
             time.sleep(0.25)
-            now = _link_values(browser)
+            now = drawn_links(browser)
             changed = [link for link in now if now[link] != before[link] and now[link][0]]
         assert changed, "no link's use or colour changed between samples while a call ran"
         assert len(browser.find_elements("css selector", "#ranks .rank")) == len(fabric.hosts)
@@ -85,7 +68,7 @@ def test_the_live_page_follows_a_run(browser, tmp_path, clean_machine):
         proc.send_signal(signal.SIGINT)   # Ctrl-C: the page stops, the run's exit code stands
         assert proc.wait(timeout=60) == 0, "".join(out.lines)
     finally:
-        _stop(proc)
+        stop(proc, 120)
 
 
 def test_ctrl_c_during_a_run_stops_the_page_with_everything_else(tmp_path, clean_machine):
@@ -98,4 +81,4 @@ def test_ctrl_c_during_a_run_stops_the_page_with_everything_else(tmp_path, clean
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 130, "".join(out.lines)   # torn down, page and all
     finally:
-        _stop(proc)
+        stop(proc, 120)
