@@ -103,13 +103,16 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     out_help = "results folder, new or empty (default: results/<time>-<name>)"
-    sub.add_parser("demo", help="8-host BiGraph halving-doubling allreduce, naive then HDRM mapping (needs root)").add_argument(
-        "--out", metavar="FOLDER", help=out_help)
+    sp = sub.add_parser("demo", help="8-host BiGraph halving-doubling allreduce, naive then HDRM mapping (needs root)")
+    sp.add_argument("--out", metavar="FOLDER", help=out_help)
+    _add_web_flags(sp, "shows the run live, then its results until Ctrl-C")
     for name, text in (("run", "emulate (needs root)"), ("compare", "one emulated run per --vary value (needs root)"),
                        ("model", "flow model only (no root)")):
         sp = sub.add_parser(name, help=text, description=text)
         _add_spec_flags(sp)
         sp.add_argument("--out", metavar="FOLDER", help=out_help)
+        if name != "model":
+            _add_web_flags(sp, "shows the run live, then its results until Ctrl-C")
         sp.add_argument("--yes", action="store_true", help="run even if the model predicts more than an hour "
                                                            "(TOML: yes = true; model takes it and needs none)")
         if name == "compare":
@@ -135,6 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("folder", nargs="+", help="one results folder, or several to compare")
     sp.add_argument("--plot", metavar="PNG", help="with several folders: where the comparison plot goes "
                                                   "(default: compare-<time>.png beside the first folder)")
+    _add_web_flags(sp, "replays the folder's calls and links its plots, read-only, until Ctrl-C "
+                       "(rebuilds nothing)")
     sp = sub.add_parser("calibrate", help="measure how much this machine emulates faithfully (needs root)",
                         description="Per MTU and offload: raw dataplane capacity (iperf3 through one switch) "
                                     "and the largest load, in link-Mbit/s summed over switch traversals, at "
@@ -153,6 +158,30 @@ def _parser() -> argparse.ArgumentParser:
 
 
 CALIBRATION_HELP = "$BIGRAPH_EMU_CALIBRATION or /var/lib/bigraph-emu/calibration.json"
+WEB_HOST = "127.0.0.1"   # this machine only; another address exposes the page to whoever reaches it
+
+
+def _add_web_flags(sp: argparse.ArgumentParser, what: str) -> None:
+    sp.add_argument("--web", action="store_true", help=f"serve a web page that {what}; prints its URL")
+    sp.add_argument("--web-host", metavar="ADDR", help=f"address the page listens on (default {WEB_HOST}: this "
+                                                       "machine only; 0.0.0.0: anyone who reaches it); implies --web")
+    sp.add_argument("--web-port", metavar="PORT", help="its port (default: a free one); implies --web")
+
+
+def web_address(args) -> tuple[str, int] | None:
+    """(host, port) of the web page, or None: no --web flag given."""
+    if not (args.web or args.web_host is not None or args.web_port is not None):
+        return None
+    host = WEB_HOST if args.web_host is None else args.web_host.strip()
+    if not host:
+        raise SpecError("--web-host: the address is empty; give one, e.g. 127.0.0.1 or 0.0.0.0")
+    try:
+        port = 0 if args.web_port is None else to_int(args.web_port)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise SpecError(f"--web-port: {args.web_port!r} is not a port number (0 to 65535; 0: a free one)")
+    return host, port
 
 
 def _policies() -> str:
@@ -326,9 +355,10 @@ def cmd_topo(args) -> int:
 def cmd_run(args, experiment: Experiment | None = None) -> int:
     """Validate and plan everything, then (as root) emulate."""
     experiment = experiment or _experiment(args)
+    web = web_address(args)
     plans, out = pipeline.prepare(experiment, args.out)
     _needs_root(args.command)
-    return pipeline.emulate(experiment, plans, out)
+    return pipeline.emulate(experiment, plans, out, web=web)
 
 
 def _vary_values(text: str) -> tuple[str, list[str]]:
@@ -375,12 +405,11 @@ def cmd_compare(args) -> int:
 def cmd_demo(args) -> int:
     """The same allreduce with the naive mapping, then with HDRM; then what it showed."""
     from emulator.report import demo_story
+    web = web_address(args)
     experiment = Experiment("demo", [make_run(run) for run in DEMO])
     plans, out = pipeline.prepare(experiment, args.out)
     _needs_root(args.command)
-    code = pipeline.emulate(experiment, plans, out)
-    print(demo_story(out))
-    return code
+    return pipeline.emulate(experiment, plans, out, web=web, story=demo_story)
 
 
 def cmd_cli(args) -> int:
@@ -422,10 +451,30 @@ def cmd_report(args) -> int:
                         f"{os.path.join(args.folder[0], 'busbw.png')}")
     if args.plot:
         _check_plot_path(args.plot)
+    web = web_address(args)
+    if web and len(args.folder) > 1:
+        raise SpecError("--web serves one results folder; give one")
     specs = [_results_folder(folder) for folder in args.folder]
+    if web:
+        return _serve_folder(args.folder[0], web)
     if len(args.folder) > 1:
         return _compare_folders(args.folder, args.plot)
     pipeline.write_reports(args.folder[0], [plan_run(spec) for spec in specs[0]])
+    return 0
+
+
+def _serve_folder(folder: str, web: tuple[str, int]) -> int:
+    """The replay page of a results folder, until Ctrl-C (no root: nothing is emulated)."""
+    from emulator.web.view import folder_messages
+    try:
+        messages = folder_messages(folder)
+    except ValueError as e:   # TableError too: a damaged file, named
+        raise SpecError(str(e)) from None
+    with pipeline.web_view(web, folder) as page:
+        for message in messages:
+            page.publish(message)
+        print("# Ctrl-C stops it", flush=True)
+        page.serve_until_interrupted()
     return 0
 
 

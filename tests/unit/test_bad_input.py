@@ -337,7 +337,7 @@ def test_netem_present_accepts_delay(monkeypatch, folders):
     """The same delay passes validation where netem exists (it then reaches the network part)."""
     monkeypatch.setattr(capabilities, "netem_available", lambda: True)
     reached = []
-    monkeypatch.setattr(pipeline, "emulate", lambda experiment, plans, out: reached.append(plans[0].spec) or 0)
+    monkeypatch.setattr(pipeline, "emulate", lambda experiment, plans, out, **_: reached.append(plans[0].spec) or 0)
     monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
     assert cli.main(["run", "--delay", "5", "--loss", "1", "--out", folders["out"]]) == 0
     assert (reached[0].link_delay_ms, reached[0].link_loss_pct) == (5.0, 1.0)
