@@ -315,13 +315,13 @@ def stage(flavour: Flavour, command: str, out: str, timeout_s: float, accel: str
         console = os.path.join(vm_out, "console.log")
         say(f"booting Debian {flavour.name} ({accel}); console log: {out}/console.log")
         t0 = time.monotonic()
-        status = boot(qemu_argv(image, overlay, share, vm_out, accel, console, cpus), console, timeout_s)
-        elapsed = time.monotonic() - t0
-        os.remove(overlay)
-        if os.path.exists(out):
-            shutil.rmtree(out)
-        shutil.copytree(vm_out, out)
-        return _outcome(status, out, elapsed, timeout_s)
+        try:
+            status = boot(qemu_argv(image, overlay, share, vm_out, accel, console, cpus), console, timeout_s)
+        finally:   # also when interrupted: what the VM wrote so far comes out
+            if os.path.exists(out):
+                shutil.rmtree(out)
+            shutil.copytree(vm_out, out)
+        return _outcome(status, out, time.monotonic() - t0, timeout_s)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
