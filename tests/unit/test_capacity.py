@@ -72,6 +72,14 @@ def test_lookup_of_an_uncalibrated_setting_says_how_to_calibrate_it():
         capacity.lookup(CAL, "kernel", 9000, "tso")
 
 
+def test_an_uncalibrated_kernel_datapath_gets_the_software_emulation_figures():
+    value, how = capacity.lookup(capacity.load("/nonexistent/calibration.json"), "kernel", 9000, "off")
+    assert value == 99.0 and "software emulation" in how and "bigraph-emu calibrate" in how
+    assert capacity.reference_for("user", "off") is capacity.REFERENCE
+    with pytest.raises(LookupError, match="calibrate --offload tso"):   # not measured there
+        capacity.lookup(capacity.REFERENCE, "kernel", 9000, "tso")
+
+
 def test_reference_figures_say_they_are_not_this_machines():
     _, how = capacity.lookup(capacity.REFERENCE, "user", 9000, "off")
     assert "reference" in how and "bigraph-emu calibrate" in how
