@@ -6,7 +6,7 @@ waits for the machine-wide lock before each):
 
 1. plain Mininet builds the same switches, hosts and links (the Fabric of
    emulator.topology.build) with OVS bridges in standalone mode and no
-   controller, userspace datapath; times build+start ("up") and stop
+   controller, userspace datapath (--datapath kernel: the kernel's); times build+start ("up") and stop
    ("down"). No traffic is sent: standalone bridges flood, and BiGraph and
    fat-trees have loops (IPv6 is switched off before the bridges exist, so
    the kernel's own router solicitations cannot start a flood either).
@@ -20,7 +20,7 @@ waits for the machine-wide lock before each):
    every host has reached every other (the first packets teach the
    routes), against ours: routes confirmed, then all pairs reached.
 
-    .venv/bin/python benchmarks/bringup.py [--quick] [-t TOPOLOGY ...] [--reactive-max-hosts N]
+    .venv/bin/python benchmarks/bringup.py [--quick] [-t TOPOLOGY ...] [--reactive-max-hosts N] [--datapath kernel]
 
 Issue 7's targets: 32-host BiGraph up with routes verified < 15 s and torn
 down < 5 s; a 128-host BiGraph up at all.
@@ -94,9 +94,9 @@ def log_warnings(line: str) -> None:
 
 # --- 1. plain Mininet, standalone bridges ---------------------------------------------
 
-def plain_mininet(topology: str) -> dict:
+def plain_mininet(topology: str, datapath: str) -> dict:
     fabric = build(topology)
-    datapath = detect("user").datapath
+    datapath = detect(datapath).datapath
     setLogLevel("error")
     out = {}
     with benchlib.held_lock(), ovs_buffers.large_socket_buffers():
@@ -138,12 +138,12 @@ def plain_mininet(topology: str) -> dict:
 FLAKY = "packets did not follow their routes"
 
 
-def emulated(topology: str, attempts: int = 3) -> dict:
+def emulated(topology: str, datapath: str, attempts: int = 3) -> dict:
     """Emulation enter and exit; a bring-up that fails its probe check (see
     the README: OVS updates rule counters late) is tried again, and counted."""
     flakes = []
     for _ in range(attempts):
-        out = _emulated(topology)
+        out = _emulated(topology, datapath)
         if not (out["error"] and FLAKY in out["error"]):
             break
         flakes.append(out)
@@ -154,8 +154,8 @@ def emulated(topology: str, attempts: int = 3) -> dict:
     return out
 
 
-def _emulated(topology: str) -> dict:
-    spec = RunSpec(topology=topology, datapath="user", sizes=(1 << 20,), repetitions=1, warmup=0)
+def _emulated(topology: str, datapath: str) -> dict:
+    spec = RunSpec(topology=topology, datapath=datapath, sizes=(1 << 20,), repetitions=1, warmup=0)
     plan = plan_run(spec)
     rd = benchlib.run_dir("bringup")
     out = {"error": None}
@@ -184,7 +184,7 @@ def _emulated(topology: str) -> dict:
 
 # --- 3. a reactive controller -------------------------------------------------------------
 
-def reactive(topology: str) -> dict:
+def reactive(topology: str, datapath: str) -> dict:
     fabric = build(topology)
     rd = benchlib.run_dir("reactive")
     fabric_json, ready, stats = (os.path.join(rd, n) for n in ("fabric.json", "ready.json", "stats.json"))
@@ -202,7 +202,7 @@ def reactive(topology: str) -> dict:
             log.close()
             processes.record(proc.pid)
             _wait(lambda: _listening(port), 20, "the reactive controller did not listen")
-            net = EmulatedFabric(fabric, detect("user"), port, 9000)
+            net = EmulatedFabric(fabric, detect(datapath), port, 9000)
             with ovs_buffers.large_socket_buffers():
                 with PhaseTimer() as timer:
                     t0 = time.perf_counter()
@@ -276,6 +276,8 @@ def main() -> None:
     p.add_argument("--reactive-max-hosts", type=int, default=32,
                    help="run the reactive baseline up to this many hosts (default 32; 0: never)")
     p.add_argument("--no-baseline", action="store_true", help="skip plain Mininet")
+    p.add_argument("--datapath", choices=["user", "kernel"], default="user",
+                   help="Open vSwitch datapath of every measurement (default user; kernel needs the module)")
     args = p.parse_args()
     interrupts.unwind_on_signals()   # SIGTERM and a hang-up tear down like Ctrl-C
     if os.geteuid() != 0:
@@ -293,7 +295,7 @@ def main() -> None:
             if not wanted:
                 continue
             try:
-                row[name] = benchlib.with_lock_retry(lambda: fn(topology))
+                row[name] = benchlib.with_lock_retry(lambda: fn(topology, args.datapath))
             except Exception as e:   # report and go on with the next measurement
                 traceback.print_exc()
                 row[name] = {"error": f"{type(e).__name__}: {e}"}
