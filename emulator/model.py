@@ -28,6 +28,7 @@ import numpy as np
 
 from controller.routing import ForwardingTable, path
 from emulator.fabric import Fabric
+from emulator.flat import Flat, flatten
 from emulator.schedule import Schedule
 
 # Events within this fraction of the current time count as simultaneous.
@@ -96,26 +97,15 @@ def _routes(fabric, table, hosts, pairs, index) -> np.ndarray:
     return out
 
 
-def _transfers(schedule: Schedule, side: str):
-    """(step_base, first, peer, nbytes) of every rank's sends or recvs, in
-    rank then step order; the transfers of step id s are first[s]..first[s+1]-1."""
-    step_base, first, peer, nbytes = [0], [], [], []
-    for steps in schedule.steps:
-        step_base.append(step_base[-1] + len(steps))
-        for step in steps:
-            first.append(len(peer))
-            for t in getattr(step, side):
-                peer.append(t.peer)
-                nbytes.append(t.nbytes)
-    first.append(len(peer))
-    if len(schedule.steps) != schedule.ranks or any(not 0 <= r < schedule.ranks for r in set(peer)):
-        raise ValueError(f"schedule of {schedule.ranks} ranks names ranks outside 0..{schedule.ranks - 1}")
-    return (np.array(step_base, dtype=np.int64), np.array(first, dtype=np.int64),
-            np.array(peer, dtype=np.int64), np.array(nbytes, dtype=np.int64))
+def _check_peers(flat: Flat) -> None:
+    ranks = flat.ranks
+    for side in (flat.sends, flat.recvs):
+        if side.peer.size and not (0 <= side.peer.min() and side.peer.max() < ranks):
+            raise ValueError(f"schedule of {ranks} ranks names ranks outside 0..{ranks - 1}")
 
 
 def _owner(step_base: np.ndarray, first: np.ndarray):
-    """Step id and rank of every transfer of a `_transfers` listing."""
+    """Step id and rank of every transfer of a `Transfers` listing."""
     step = np.repeat(np.arange(len(first) - 1), np.diff(first))
     rank = np.repeat(np.arange(len(step_base) - 1), np.diff(step_base))
     return step, rank[step]
@@ -138,13 +128,13 @@ def _check_matching(send_key, recv_key, send_bytes, recv_bytes, ranks) -> None:
                      f"which receives {got.get(key, 0)}")
 
 
-def _match_receives(schedule: Schedule, src, dst, send_bytes) -> np.ndarray:
+def _match_receives(flat: Flat, src, dst, send_bytes) -> np.ndarray:
     """Receiver step id of every flow: the n-th transfer a sends to b is the
     n-th transfer b receives from a. A stable sort by (src, dst) keeps each
     side in step order, so equal positions of the two sorts are matches."""
-    step_base, first, peer, nbytes = _transfers(schedule, "recvs")
-    recv_step, receiver = _owner(step_base, first)
-    p = schedule.ranks
+    peer, nbytes = flat.recvs.peer, flat.recvs.nbytes
+    recv_step, receiver = _owner(flat.step_base, flat.recvs.first)
+    p = flat.ranks
     by_send = np.argsort(src * p + dst, kind="stable")
     by_recv = np.argsort(peer * p + receiver, kind="stable")
     _check_matching((src * p + dst)[by_send], (peer * p + receiver)[by_recv],
@@ -154,21 +144,22 @@ def _match_receives(schedule: Schedule, src, dst, send_bytes) -> np.ndarray:
     return matched
 
 
-def _flows(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) -> _Flows:
-    if len(hosts) != schedule.ranks:
-        raise ValueError(f"{len(hosts)} hosts given for {schedule.ranks} ranks")
+def _flows(fabric: Fabric, table: ForwardingTable, flat: Flat, hosts) -> _Flows:
+    if len(hosts) != flat.ranks:
+        raise ValueError(f"{len(hosts)} hosts given for {flat.ranks} ranks")
     for name in set(hosts):
         try:
             fabric.host(name)
         except KeyError:
             raise ValueError(f"host {name!r} is not in {fabric.topology}") from None
+    _check_peers(flat)
     links, capacity, delay = _directed_links(fabric)
-    step_base, first, dst, nbytes = _transfers(schedule, "sends")
+    step_base, first, dst, nbytes = flat.step_base, flat.sends.first, flat.sends.peer, flat.sends.nbytes
     send_step, src = _owner(step_base, first)
-    recv_step = _match_receives(schedule, src, dst, nbytes)
-    pairs, pair_of = np.unique(src * schedule.ranks + dst, return_inverse=True)
+    recv_step = _match_receives(flat, src, dst, nbytes)
+    pairs, pair_of = np.unique(src * flat.ranks + dst, return_inverse=True)
     index = {link: i for i, link in enumerate(links)}
-    pair_route = _routes(fabric, table, hosts, [divmod(int(k), schedule.ranks) for k in pairs], index)
+    pair_route = _routes(fabric, table, hosts, [divmod(int(k), flat.ranks) for k in pairs], index)
     route = pair_route[pair_of.ravel()]
     return _Flows(
         links=links, capacity_mbps=capacity, step_base=step_base, first=first,
@@ -179,8 +170,8 @@ def _flows(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) ->
 
 # --- static per-step link loads --------------------------------------------
 
-def _step_count(schedule: Schedule) -> int:
-    return max((len(s) for s in schedule.steps), default=0)
+def _step_count(flat: Flat) -> int:
+    return int(np.diff(flat.step_base).max(initial=0))
 
 
 def _step_link_counts(flows: _Flows, steps: int):
@@ -203,14 +194,16 @@ def link_loads_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedu
     Counts flows that carry bytes between two different hosts; host NIC
     links are included (the source NIC is (host, 0), the last switch's port
     is the destination's downlink)."""
-    flows = _flows(fabric, table, schedule, hosts)
+    flat = as_flat(schedule)
+    flows = _flows(fabric, table, flat, hosts)
     return [{flows.links[i]: int(counts[i]) for i in np.flatnonzero(counts)}
-            for _, counts in _step_link_counts(flows, _step_count(schedule))]
+            for _, counts in _step_link_counts(flows, _step_count(flat))]
 
 
 def max_flows_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) -> list[int]:
     """For each step index k, the most flows of step k on any one directed link."""
-    return _max_per_step(_flows(fabric, table, schedule, hosts), _step_count(schedule))
+    flat = as_flat(schedule)
+    return _max_per_step(_flows(fabric, table, flat, hosts), _step_count(flat))
 
 
 # --- max-min fair rates -----------------------------------------------------
@@ -405,31 +398,19 @@ class _Dependencies:
     compute_s: np.ndarray    # per step
 
 
-def _dependencies(schedule: Schedule, step_base: np.ndarray) -> _Dependencies:
-    nsteps = int(step_base[-1])
-    compute = np.array([s.compute_s for steps in schedule.steps for s in steps] or [0.0], dtype=float)[:nsteps]
-    simple = all(s.channel == 0 and not s.after for steps in schedule.steps for s in steps)
-    if simple:   # one chain per rank (a plain collective): vectorised
+def _dependencies(flat: Flat) -> _Dependencies:
+    nsteps, step_base = flat.steps, flat.step_base
+    if flat.waits is None:   # one chain per rank (a plain collective)
         ids = np.arange(nsteps)
         chained = np.ones(nsteps, dtype=bool)
         chained[step_base[:-1][np.diff(step_base) > 0]] = False   # first step of a rank
         src, dst = ids[chained] - 1, ids[chained]
     else:
-        src, dst = [], []
-        for rank, steps in enumerate(schedule.steps):
-            base, last = int(step_base[rank]), {}
-            for k, step in enumerate(steps):
-                waits = set(step.after) | ({last[step.channel]} if step.channel in last else set())
-                if any(not 0 <= j < k for j in waits):
-                    raise ValueError(f"rank {rank} step {k} waits for a step that is not before it: {step.after}")
-                src += [base + j for j in sorted(waits)]
-                dst += [base + k] * len(waits)
-                last[step.channel] = k
-        src, dst = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+        src, dst = flat.waits
     order = np.argsort(src, kind="stable")
     return _Dependencies(count=np.bincount(dst, minlength=nsteps),
                          first=np.searchsorted(src[order], np.arange(nsteps + 1)),
-                         dependents=dst[order], compute_s=compute)
+                         dependents=dst[order], compute_s=flat.compute_s)
 
 
 def _ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -440,7 +421,11 @@ def _ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
 
 # --- public entry points ----------------------------------------------------
 
-def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts,
+def as_flat(schedule: Schedule | Flat) -> Flat:
+    return schedule if isinstance(schedule, Flat) else flatten(schedule)
+
+
+def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, hosts,
             alpha_s: float = 0.0, efficiency: float = 1.0) -> Prediction:
     """Predict every step's end time of `schedule` with rank r on host hosts[r].
 
@@ -450,8 +435,9 @@ def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts,
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     if not alpha_s >= 0:
         raise ValueError(f"alpha_s must be >= 0, got {alpha_s}")
-    flows = _flows(fabric, table, schedule, hosts)
-    sim = _Simulation(flows, _dependencies(schedule, flows.step_base), alpha_s, efficiency)
+    flat = as_flat(schedule)
+    flows = _flows(fabric, table, flat, hosts)
+    sim = _Simulation(flows, _dependencies(flat), alpha_s, efficiency)
     sim.run()
     if np.isnan(sim.step_end).any():
         stuck = int(sim.step_rank[np.flatnonzero(np.isnan(sim.step_end))[0]])
@@ -460,9 +446,9 @@ def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts,
     base = flows.step_base.tolist()
     return Prediction(
         time_s=max(ends, default=0.0),
-        step_end_s=tuple(tuple(ends[base[r]:base[r + 1]]) for r in range(schedule.ranks)),
+        step_end_s=tuple(tuple(ends[base[r]:base[r + 1]]) for r in range(flat.ranks)),
         link_max_flows={flows.links[i]: int(n) for i, n in enumerate(sim.max_flows[:flows.pad]) if n},
-        max_flows_per_step=_max_per_step(flows, _step_count(schedule)),
+        max_flows_per_step=_max_per_step(flows, _step_count(flat)),
         peak_switch_mbps=sim.peak_switch_mbps)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import reference_model
 from controller.routing import forwarding_table
+from emulator.flat import flat_schedule
 from emulator.mapping import hosts_for_ranks
 from emulator.model import predict
 from emulator.program import compile_workload
@@ -85,7 +86,10 @@ def test_collectives_predict_as_the_reference(case):
     hosts = hosts_for_ranks(fabric, mapping, seed=3)
     sched = build_schedule(collective, algorithm, len(hosts), size)
     table = forwarding_table(fabric, policy, seed=1)
-    assert_same(*both(fabric, table, sched, hosts, alpha_s=5e-4, efficiency=0.95))
+    got, want = both(fabric, table, sched, hosts, alpha_s=5e-4, efficiency=0.95)
+    assert_same(got, want)
+    flat = flat_schedule(collective, algorithm, len(hosts), size)   # built as arrays, no step objects
+    assert_same(predict(fabric, table, flat, hosts, alpha_s=5e-4, efficiency=0.95), want)
 
 
 def test_jittered_flows_on_several_connections_predict_as_the_reference():

@@ -1,0 +1,151 @@
+"""Schedules as arrays (pure): what the flow model reads.
+
+A `Schedule` holds a Python object per step per rank, which is what the
+agents replay; a 1024-rank ring has two million of them. The model needs
+only numbers, so it reads a `Flat`: every rank's steps numbered rank by
+rank (step ids), and their sends and receives in contiguous arrays.
+`flatten` converts any schedule; `flat_schedule` builds the ring and
+power-of-two halving-doubling collectives straight into arrays, the same
+numbers `build_schedule` gives.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from emulator import schedule as sch
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """The transfers of step id s are peer[first[s]:first[s+1]] (and nbytes)."""
+    first: np.ndarray
+    peer: np.ndarray
+    nbytes: np.ndarray
+
+
+@dataclass(frozen=True)
+class Flat:
+    ranks: int
+    step_base: np.ndarray        # rank r's steps are step ids step_base[r]..step_base[r+1]-1
+    sends: Transfers
+    recvs: Transfers
+    compute_s: np.ndarray        # per step id
+    waits: tuple[np.ndarray, np.ndarray] | None   # (step, the later step that waits for it);
+                                                  # None: one chain per rank, each step after the one before
+
+    @property
+    def steps(self) -> int:
+        return int(self.step_base[-1])
+
+
+def _ints(values) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+def flatten(schedule: sch.Schedule) -> Flat:
+    """Any schedule as arrays, in one pass over its steps."""
+    step_base, compute, simple = [0], [], True
+    lists = {side: ([], [], []) for side in ("sends", "recvs")}   # first, peer, nbytes
+    for steps in schedule.steps:
+        step_base.append(step_base[-1] + len(steps))
+        for step in steps:
+            compute.append(step.compute_s)
+            simple = simple and step.channel == 0 and not step.after
+            for side, transfers in (("sends", step.sends), ("recvs", step.recvs)):
+                first, peer, nbytes = lists[side]
+                first.append(len(peer))
+                for t in transfers:
+                    peer.append(t.peer)
+                    nbytes.append(t.nbytes)
+    if len(schedule.steps) != schedule.ranks:
+        raise ValueError(f"schedule of {schedule.ranks} ranks lists steps of {len(schedule.steps)}")
+    sides = {}
+    for side, (first, peer, nbytes) in lists.items():
+        first.append(len(peer))
+        sides[side] = Transfers(_ints(first), _ints(peer), _ints(nbytes))
+    base = _ints(step_base)
+    return Flat(schedule.ranks, base, sides["sends"], sides["recvs"], np.array(compute, dtype=float),
+                None if simple else _waits(schedule, base))
+
+
+def _waits(schedule: sch.Schedule, step_base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(earlier step id, later step id) for every wait: the step before on
+    the same channel and every `after` step."""
+    src, dst = [], []
+    for rank, steps in enumerate(schedule.steps):
+        base, last = int(step_base[rank]), {}
+        for k, step in enumerate(steps):
+            waits = set(step.after) | ({last[step.channel]} if step.channel in last else set())
+            if any(not 0 <= j < k for j in waits):
+                raise ValueError(f"rank {rank} step {k} waits for a step that is not before it: {step.after}")
+            src += [base + j for j in sorted(waits)]
+            dst += [base + k] * len(waits)
+            last[step.channel] = k
+    return _ints(src), _ints(dst)
+
+
+# --- collectives straight into arrays ---------------------------------------------
+
+def flat_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Flat:
+    """flatten(build_schedule(...)) without the step objects, where it can."""
+    sch.check_collective(collective, algorithm, ranks, size_bytes)
+    halving = collective in ("allreduce", "reduce-scatter")
+    doubling = collective in ("allreduce", "allgather")
+    if halving or doubling:
+        if algorithm == "ring":
+            return _ring(ranks, size_bytes, halving, doubling)
+        if ranks & (ranks - 1) == 0:
+            return _halving_doubling(ranks, size_bytes, halving, doubling)
+    return flatten(sch.build_schedule(collective, algorithm, ranks, size_bytes))
+
+
+def _one_each(ranks: int, per_rank: int, send_peer, send_bytes, recv_peer, recv_bytes) -> Flat:
+    """A schedule whose every step sends one transfer and receives one,
+    the arrays given step id by step id."""
+    n = ranks * per_rank
+    first = np.arange(n + 1, dtype=np.int64)
+    return Flat(ranks, np.arange(ranks + 1, dtype=np.int64) * per_rank,
+                Transfers(first, send_peer, send_bytes), Transfers(first, recv_peer, recv_bytes),
+                np.zeros(n), None)
+
+
+def _ring(p: int, size: int, halving: bool, doubling: bool) -> Flat:
+    """schedule._ring_phase for every rank and phase: step k of a phase sends
+    chunk (rank+shift-k) to rank+1 and receives chunk (rank+shift-k-1) from
+    rank-1 (shift 0 reduce-scatter, 1 allgather)."""
+    sizes = _ints(sch.chunks(size, p))
+    shifts = [s for s, on in ((0, halving), (1, doubling)) if on]
+    per_rank = len(shifts) * (p - 1)
+    rank = np.repeat(np.arange(p), per_rank)
+    k = np.tile(np.arange(p - 1), p * len(shifts))
+    shift = np.tile(np.repeat(shifts, p - 1), p)
+    chunk = rank + shift - k
+    return _one_each(p, per_rank, (rank + 1) % p, sizes[chunk % p], (rank - 1) % p, sizes[(chunk - 1) % p])
+
+
+def _halving_doubling(p: int, size: int, halving: bool, doubling: bool) -> Flat:
+    """schedule._hd_core on p = 2^d ranks for every rank at once."""
+    d = p.bit_length() - 1
+    rank = np.arange(p)
+    lo, hi = np.zeros(p, dtype=np.int64), np.full(p, size, dtype=np.int64)
+    give, keep, peer = [], [], []
+    for k in range(d):
+        mid = (lo + hi) // 2
+        keep_low = (rank >> k) & 1 == 0
+        give.append(np.where(keep_low, hi - mid, mid - lo))
+        keep.append(np.where(keep_low, mid - lo, hi - mid))
+        peer.append(rank ^ (1 << k))
+        lo, hi = np.where(keep_low, lo, mid), np.where(keep_low, mid, hi)
+    # columns: one per step, in step order
+    send, recv, peers = [], [], []
+    if halving:
+        send, recv, peers = give[:], keep[:], peer[:]
+    if doubling:   # the same partners in reverse, each side sending what it kept
+        send += keep[::-1]
+        recv += give[::-1]
+        peers += peer[::-1]
+    per_rank = len(peers)
+    to = np.stack(peers, axis=1).ravel()
+    return _one_each(p, per_rank, to, np.stack(send, axis=1).ravel(), to, np.stack(recv, axis=1).ravel())

@@ -1,0 +1,48 @@
+"""Schedules as arrays: built straight into arrays, they hold the numbers
+flattening the step objects gives."""
+import numpy as np
+import pytest
+
+from emulator.flat import flat_schedule, flatten
+from emulator.schedule import Schedule, Step, build_schedule
+
+
+def assert_same_flat(a, b):
+    assert a.ranks == b.ranks
+    np.testing.assert_array_equal(a.step_base, b.step_base)
+    for side in ("sends", "recvs"):
+        for name in ("first", "peer", "nbytes"):
+            np.testing.assert_array_equal(getattr(getattr(a, side), name), getattr(getattr(b, side), name))
+    np.testing.assert_array_equal(a.compute_s, b.compute_s)
+    assert (a.waits is None) == (b.waits is None)
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce-scatter", "allgather"])
+@pytest.mark.parametrize("algorithm", ["ring", "halving-doubling"])
+@pytest.mark.parametrize("ranks", [2, 8, 32])
+def test_collectives_in_arrays_are_their_flattened_steps(collective, algorithm, ranks):
+    size = 1000 * ranks + 7   # uneven chunks
+    assert_same_flat(flat_schedule(collective, algorithm, ranks, size),
+                     flatten(build_schedule(collective, algorithm, ranks, size)))
+
+
+@pytest.mark.parametrize("collective, algorithm, ranks", [("allreduce", "halving-doubling", 6),
+                                                          ("all-to-all", "ring", 5), ("broadcast", "ring", 4)])
+def test_other_collectives_fall_back_to_flattening(collective, algorithm, ranks):
+    assert_same_flat(flat_schedule(collective, algorithm, ranks, 999),
+                     flatten(build_schedule(collective, algorithm, ranks, 999)))
+
+
+def test_bad_collectives_are_refused_as_build_schedule_refuses_them():
+    with pytest.raises(ValueError, match="power-of-two"):
+        flat_schedule("allgather", "halving-doubling", 6, 100)
+    with pytest.raises(ValueError, match="at least 2 ranks"):
+        flat_schedule("allreduce", "ring", 1, 100)
+
+
+def test_waits_list_the_channel_order_and_after():
+    steps = ((Step(compute_s=1.0), Step(channel=1, after=(0,)), Step(after=(1,))),)
+    flat = flatten(Schedule("x", "", 1, 0, steps))
+    src, dst = flat.waits
+    assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 1), (0, 2), (1, 2)]
+    np.testing.assert_array_equal(flat.compute_s, [1.0, 0.0, 0.0])
