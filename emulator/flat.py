@@ -125,27 +125,48 @@ def _ring(p: int, size: int, halving: bool, doubling: bool) -> Flat:
     return _one_each(p, per_rank, (rank + 1) % p, sizes[chunk % p], (rank - 1) % p, sizes[(chunk - 1) % p])
 
 
-def _halving_doubling(p: int, size: int, halving: bool, doubling: bool) -> Flat:
-    """schedule._hd_core on p = 2^d ranks for every rank at once."""
+def _hd_columns(p: int, size: int, halving: bool, doubling: bool):
+    """schedule._hd_core on p = 2^d ranks for every rank at once: per step,
+    in step order, (peer, bytes sent, bytes received) arrays over ranks."""
     d = p.bit_length() - 1
     rank = np.arange(p)
     lo, hi = np.zeros(p, dtype=np.int64), np.full(p, size, dtype=np.int64)
-    give, keep, peer = [], [], []
+    halves = []
     for k in range(d):
         mid = (lo + hi) // 2
         keep_low = (rank >> k) & 1 == 0
-        give.append(np.where(keep_low, hi - mid, mid - lo))
-        keep.append(np.where(keep_low, mid - lo, hi - mid))
-        peer.append(rank ^ (1 << k))
+        give, keep = np.where(keep_low, hi - mid, mid - lo), np.where(keep_low, mid - lo, hi - mid)
+        halves.append((rank ^ (1 << k), give, keep))
         lo, hi = np.where(keep_low, lo, mid), np.where(keep_low, mid, hi)
-    # columns: one per step, in step order
-    send, recv, peers = [], [], []
-    if halving:
-        send, recv, peers = give[:], keep[:], peer[:]
-    if doubling:   # the same partners in reverse, each side sending what it kept
-        send += keep[::-1]
-        recv += give[::-1]
-        peers += peer[::-1]
-    per_rank = len(peers)
-    to = np.stack(peers, axis=1).ravel()
-    return _one_each(p, per_rank, to, np.stack(send, axis=1).ravel(), to, np.stack(recv, axis=1).ravel())
+    # doubling: the same partners in reverse, each side sending what it kept
+    return (halves if halving else []) + ([(peer, keep, give) for peer, give, keep in reversed(halves)]
+                                          if doubling else [])
+
+
+def _halving_doubling(p: int, size: int, halving: bool, doubling: bool) -> Flat:
+    peer, send, recv = (np.stack(c, axis=1).ravel() for c in zip(*_hd_columns(p, size, halving, doubling)))
+    return _one_each(p, len(peer) // p, peer, send, peer, recv)
+
+
+# --- lock-step rounds --------------------------------------------------------------
+
+def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int):
+    """The collective as rounds all ranks run in lock-step: ([(one step per
+    rank as a Flat, how many times it repeats)], what is approximated beyond
+    the lock-step), or None where no round form is known."""
+    sch.check_collective(collective, algorithm, ranks, size_bytes)
+    halving = collective in ("allreduce", "reduce-scatter")
+    doubling = collective in ("allreduce", "allgather")
+    if not (halving or doubling):
+        return None
+    rank = np.arange(ranks)
+    if algorithm == "ring":   # every step the same pattern: one round, repeated
+        chunk = -(-size_bytes // ranks)
+        sizes = np.full(ranks, chunk, dtype=np.int64)
+        repeats = (halving + doubling) * (ranks - 1)
+        note = "" if size_bytes % ranks == 0 else f"ring chunks taken as {chunk} bytes (at most 1 byte more each)"
+        return [(_one_each(ranks, 1, (rank + 1) % ranks, sizes, (rank - 1) % ranks, sizes), repeats)], note
+    if ranks & (ranks - 1):
+        return None
+    return [(_one_each(ranks, 1, peer, send, peer, recv), 1)
+            for peer, send, recv in _hd_columns(ranks, size_bytes, halving, doubling)], ""

@@ -3,7 +3,7 @@ flattening the step objects gives."""
 import numpy as np
 import pytest
 
-from emulator.flat import flat_schedule, flatten
+from emulator.flat import flat_schedule, flatten, lockstep_rounds
 from emulator.schedule import Schedule, Step, build_schedule
 
 
@@ -46,3 +46,29 @@ def test_waits_list_the_channel_order_and_after():
     src, dst = flat.waits
     assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 1), (0, 2), (1, 2)]
     np.testing.assert_array_equal(flat.compute_s, [1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce-scatter", "allgather"])
+@pytest.mark.parametrize("algorithm, size", [("ring", 64 * 32), ("halving-doubling", 64 * 32 + 5)])
+def test_lockstep_rounds_are_the_steps_of_every_rank(collective, algorithm, size):
+    """Round i (repeats expanded) holds every rank's step i."""
+    ranks = 32
+    flat = flat_schedule(collective, algorithm, ranks, size)
+    rounds, note = lockstep_rounds(collective, algorithm, ranks, size)
+    expanded = [r for r, repeats in rounds for _ in range(repeats)]
+    per_rank = len(expanded)
+    assert note == "" and flat.steps == ranks * per_rank
+    for side in ("sends", "recvs"):
+        whole = getattr(flat, side)
+        for name in ("peer", "nbytes"):
+            by_step = getattr(whole, name).reshape(ranks, per_rank)
+            for i, r in enumerate(expanded):
+                np.testing.assert_array_equal(getattr(getattr(r, side), name), by_step[:, i])
+
+
+def test_lockstep_ring_rounds_say_they_round_uneven_chunks_up():
+    rounds, note = lockstep_rounds("allreduce", "ring", 8, 8 * 100 + 3)
+    assert "101 bytes" in note
+    assert set(rounds[0][0].sends.nbytes.tolist()) == {101}
+    assert lockstep_rounds("all-to-all", "ring", 8, 800) is None
+    assert lockstep_rounds("allreduce", "halving-doubling", 6, 800) is None

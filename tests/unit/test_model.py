@@ -282,3 +282,25 @@ def test_a_step_may_only_wait_for_earlier_steps():
     sched = Schedule("custom", "custom", 2, 0, ((Step(after=(1,)), Step()), ()))
     with pytest.raises(ValueError, match="waits for a step that is not before it"):
         predict(fabric, table, sched, hosts)
+
+
+# --- lock-step rounds ----------------------------------------------------------
+
+@pytest.mark.parametrize("topology, policy, mapping, algorithm", [
+    ("bigraph:m=4,n=8", "shortest", "hdrm", "halving-doubling"),
+    ("bigraph:m=4,n=8", "shortest", "naive", "ring"),
+    ("fattree:k=4", "ecmp", "naive", "ring"),
+])
+def test_lockstep_is_exact_where_ranks_stay_together(topology, policy, mapping, algorithm):
+    from emulator.flat import flat_schedule, lockstep_rounds
+    from emulator.model import LOCKSTEP, predict_lockstep
+    fabric, table, _, hosts = setup(topology, policy, mapping, algorithm)
+    exact = predict(fabric, table, flat_schedule("allreduce", algorithm, len(hosts), S), hosts, ALPHA)
+    rounds, note = lockstep_rounds("allreduce", algorithm, len(hosts), S)
+    approx = predict_lockstep(fabric, table, rounds, hosts, ALPHA, note=note)
+    assert approx.time_s == pytest.approx(exact.time_s, rel=1e-9)
+    for mine, theirs in zip(approx.step_end_s, exact.step_end_s):
+        assert mine == pytest.approx(theirs, rel=1e-9)
+    assert approx.max_flows_per_step == exact.max_flows_per_step
+    assert approx.link_max_flows == exact.link_max_flows
+    assert approx.approximation == LOCKSTEP and exact.approximation == ""
