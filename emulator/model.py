@@ -28,7 +28,7 @@ import numpy as np
 
 from controller.routing import ForwardingTable, path
 from emulator.fabric import Fabric
-from emulator.flat import Flat, flatten
+from emulator.flat import Flat, flat_schedule, flatten, lockstep_rounds
 from emulator.schedule import Schedule
 
 # Events within this fraction of the current time count as simultaneous.
@@ -46,6 +46,16 @@ class Prediction:
     peak_switch_mbps: float = 0.0                  # most wire Mbit/s in flight at once, counted once per
                                                    # switch each flow crosses: the forwarding work asked of OVS
     approximation: str = ""                        # what the prediction approximates ("": exact)
+
+    def step_index_end_s(self) -> list[float]:
+        """When the last rank ended its k-th step, for every k."""
+        if isinstance(self.step_end_s, _EveryRank):
+            return list(self.step_end_s[0])
+        ends: list[float] = []
+        for rank in self.step_end_s:
+            ends += [0.0] * (len(rank) - len(ends))
+            ends[:len(rank)] = np.maximum(ends[:len(rank)], rank).tolist()
+        return ends
 
 
 # --- flows from a schedule --------------------------------------------------
@@ -273,10 +283,14 @@ class _Simulation:
         self.sequence = 0
         self.t = 0.0
 
-    def run(self) -> None:
+    def run(self, progress=None) -> None:
         self._start(np.flatnonzero(self.waiting == 0))
+        rounds = 0
         while self.active.size or self.events:
             self._advance()
+            rounds += 1
+            if progress and rounds % 256 == 0:
+                progress(np.count_nonzero(self.started) / self.started.size)
 
     def _at(self, t: float, ids: np.ndarray, compute: bool) -> None:
         heapq.heappush(self.events, (t, self.sequence, compute, ids))
@@ -427,11 +441,12 @@ def as_flat(schedule: Schedule | Flat) -> Flat:
 
 
 def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, hosts,
-            alpha_s: float = 0.0, efficiency: float = 1.0) -> Prediction:
+            alpha_s: float = 0.0, efficiency: float = 1.0, progress=None) -> Prediction:
     """Predict every step's end time of `schedule` with rank r on host hosts[r].
 
     alpha_s: per-message latency (s). efficiency: payload fraction of every
-    link's wire rate (0 < efficiency <= 1)."""
+    link's wire rate (0 < efficiency <= 1). progress: called now and then
+    with the fraction of steps started."""
     if not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     if not alpha_s >= 0:
@@ -439,7 +454,7 @@ def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, h
     flat = as_flat(schedule)
     flows = _flows(fabric, table, flat, hosts)
     sim = _Simulation(flows, _dependencies(flat), alpha_s, efficiency)
-    sim.run()
+    sim.run(progress)
     if np.isnan(sim.step_end).any():
         stuck = int(sim.step_rank[np.flatnonzero(np.isnan(sim.step_end))[0]])
         raise RuntimeError(f"schedule deadlocks: rank {stuck} never finishes its steps")
@@ -488,14 +503,16 @@ class _EveryRank(tuple):
 
 
 def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
-                     alpha_s: float = 0.0, efficiency: float = 1.0, note: str = "") -> Prediction:
+                     alpha_s: float = 0.0, efficiency: float = 1.0, note: str = "", progress=None) -> Prediction:
     """Predict a collective given as lock-step rounds (flat.lockstep_rounds):
     each distinct round is simulated exactly once, by itself, and rounds
     follow each other. Ranks that drift apart in the exact simulation are
     held together here; where they stay together (uncongested, symmetric)
     this is the exact prediction at the cost of one round per pattern."""
     t, ends, per_step, link_max, peak = 0.0, [], [], {}, 0.0
-    for flat, repeats in rounds:
+    for i, (flat, repeats) in enumerate(rounds):
+        if progress:
+            progress(i / len(rounds))
         one = predict(fabric, table, flat, hosts, alpha_s, efficiency)
         ends += [t + one.time_s * (i + 1) for i in range(repeats)]
         t = ends[-1]
@@ -506,3 +523,25 @@ def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
     return Prediction(time_s=t, step_end_s=_EveryRank(tuple(ends), len(hosts)), link_max_flows=link_max,
                       max_flows_per_step=per_step, peak_switch_mbps=peak,
                       approximation="; ".join(filter(None, (LOCKSTEP, note))))
+
+
+# Past this many flows (sends) the exact simulation takes seconds, and far
+# longer where ranks drift apart: "auto" predicts in lock-step rounds there.
+EXACT_FLOWS = 1 << 15
+METHODS = ("auto", "exact", "lockstep")
+
+
+def predict_collective(fabric: Fabric, table: ForwardingTable, collective: str, algorithm: str, hosts,
+                       size_bytes: int, alpha_s: float = 0.0, efficiency: float = 1.0, method: str = "auto",
+                       progress=None) -> Prediction:
+    """One collective call, built as arrays. method "exact": the event
+    simulation; "lockstep": round by round (predict_lockstep) where the
+    collective has rounds (ring, power-of-two halving-doubling), else exact;
+    "auto": lock-step past EXACT_FLOWS flows."""
+    if method not in METHODS:
+        raise ValueError(f"unknown model method {method!r}; choose one of: {', '.join(METHODS)}")
+    rounds = None if method == "exact" else lockstep_rounds(collective, algorithm, len(hosts), size_bytes)
+    if rounds and (method == "lockstep" or sum(r.sends.peer.size * n for r, n in rounds[0]) > EXACT_FLOWS):
+        return predict_lockstep(fabric, table, rounds[0], hosts, alpha_s, efficiency, rounds[1], progress)
+    return predict(fabric, table, flat_schedule(collective, algorithm, len(hosts), size_bytes), hosts,
+                   alpha_s, efficiency, progress)

@@ -13,6 +13,7 @@ from emulator.schedule import Schedule, Step, Transfer, build_schedule
 from emulator.topology import LinkProfile, bigraph, build
 
 MiB = 2 ** 20
+M = MiB
 S = 16 * MiB
 ALPHA = 5e-4
 
@@ -304,3 +305,24 @@ def test_lockstep_is_exact_where_ranks_stay_together(topology, policy, mapping, 
     assert approx.max_flows_per_step == exact.max_flows_per_step
     assert approx.link_max_flows == exact.link_max_flows
     assert approx.approximation == LOCKSTEP and exact.approximation == ""
+
+
+@pytest.mark.parametrize("algorithm, mapping", [("ring", "random"), ("halving-doubling", "naive")])
+def test_a_sweep_without_step_objects_predicts_as_plan_run(algorithm, mapping):
+    from emulator.plan import model_sweep, plan_run
+    from emulator.spec import RunSpec
+    spec = RunSpec(topology="fattree:k=4", algorithm=algorithm, mapping=mapping, policy="ecmp", sizes=(M, 3 * M),
+                   repetitions=1, warmup=0, model_alpha_us=300)
+    hosts, got = model_sweep(spec, "exact")
+    plan = plan_run(spec)
+    assert hosts == plan.hosts
+    for size in spec.sizes:
+        assert got[size].time_s == pytest.approx(plan.predictions[size].time_s, rel=1e-12)
+        assert got[size].step_end_s == plan.predictions[size].step_end_s
+
+
+def test_progress_is_told_the_share_of_steps_started():
+    fabric, table, sched, hosts = setup("bigraph:m=8,n=16", "shortest", "random", "ring", size=M)
+    seen = []
+    predict(fabric, table, sched, hosts, ALPHA, progress=seen.append)
+    assert seen and seen == sorted(seen) and 0 < seen[0] and seen[-1] <= 1
