@@ -84,28 +84,32 @@ class _Flows:
         return len(self.links)
 
 
-def _directed_links(fabric: Fabric) -> tuple[list[Link], np.ndarray, np.ndarray]:
-    """Directed links, their rates and delays (s), plus the pad link."""
-    links, rates, delays = [], [], []
-    for link in fabric.links:
-        for end in link.ends():
-            links.append(end)
-            rates.append(link.rate_mbps)
-            delays.append(link.delay_ms / 1e3)
-    return links, np.array(rates + [math.inf]), np.array(delays + [0.0])
+class _Router:
+    """A fabric's directed links (plus a last, infinite pad link) and the
+    routes over them as link ids, each host pair's looked up once."""
 
+    def __init__(self, fabric: Fabric, table: ForwardingTable):
+        self.fabric, self.table = fabric, table
+        self.links: list[Link] = [end for link in fabric.links for end in link.ends()]
+        self.capacity = np.array([link.rate_mbps for link in fabric.links for _ in (0, 1)] + [math.inf])
+        self.delay_s = np.array([link.delay_ms / 1e3 for link in fabric.links for _ in (0, 1)] + [0.0])
+        self.index = {link: i for i, link in enumerate(self.links)}
+        self.known: dict[tuple[str, str], list[int]] = {}
 
-def _routes(fabric, table, hosts, pairs, index) -> np.ndarray:
-    """Directed link ids of every (src rank, dst rank) pair, padded."""
-    routes = []
-    for a, b in pairs:
-        same = hosts[a] == hosts[b]   # stays in the host: loopback, no link
-        routes.append([] if same else [index[hop] for hop in path(fabric, table, hosts[a], hosts[b])])
-    width = max((len(r) for r in routes), default=1) or 1
-    out = np.full((len(routes), width), len(index), dtype=np.int64)
-    for i, r in enumerate(routes):
-        out[i, :len(r)] = r
-    return out
+    def route(self, src: str, dst: str) -> list[int]:
+        if (src, dst) not in self.known:   # a host to itself: loopback, no link
+            self.known[(src, dst)] = [] if src == dst else [self.index[hop] for hop in
+                                                             path(self.fabric, self.table, src, dst)]
+        return self.known[(src, dst)]
+
+    def routes(self, hosts, pairs) -> np.ndarray:
+        """Directed link ids of every (src rank, dst rank) pair, padded."""
+        routes = [self.route(hosts[a], hosts[b]) for a, b in pairs]
+        width = max(map(len, routes), default=1) or 1
+        out = np.full((len(routes), width), len(self.links), dtype=np.int64)
+        for i, r in enumerate(routes):
+            out[i, :len(r)] = r
+        return out
 
 
 def _check_peers(flat: Flat) -> None:
@@ -155,28 +159,25 @@ def _match_receives(flat: Flat, src, dst, send_bytes) -> np.ndarray:
     return matched
 
 
-def _flows(fabric: Fabric, table: ForwardingTable, flat: Flat, hosts) -> _Flows:
+def _flows(router: _Router, flat: Flat, hosts) -> _Flows:
     if len(hosts) != flat.ranks:
         raise ValueError(f"{len(hosts)} hosts given for {flat.ranks} ranks")
     for name in set(hosts):
         try:
-            fabric.host(name)
+            router.fabric.host(name)
         except KeyError:
-            raise ValueError(f"host {name!r} is not in {fabric.topology}") from None
+            raise ValueError(f"host {name!r} is not in {router.fabric.topology}") from None
     _check_peers(flat)
-    links, capacity, delay = _directed_links(fabric)
     step_base, first, dst, nbytes = flat.step_base, flat.sends.first, flat.sends.peer, flat.sends.nbytes
     send_step, src = _owner(step_base, first)
     recv_step = _match_receives(flat, src, dst, nbytes)
     pairs, pair_of = np.unique(src * flat.ranks + dst, return_inverse=True)
-    index = {link: i for i, link in enumerate(links)}
-    pair_route = _routes(fabric, table, hosts, [divmod(int(k), flat.ranks) for k in pairs], index)
-    route = pair_route[pair_of.ravel()]
+    route = router.routes(hosts, [divmod(int(k), flat.ranks) for k in pairs])[pair_of.ravel()]
     return _Flows(
-        links=links, capacity_mbps=capacity, step_base=step_base, first=first,
+        links=router.links, capacity_mbps=router.capacity, step_base=step_base, first=first,
         step_index=send_step - step_base[src], send_step=send_step, recv_step=recv_step,
         nbytes=nbytes.astype(np.float64), route=route,
-        on_wire=(nbytes > 0) & (route[:, 0] != len(links)), delay_s=delay[route].sum(axis=1))
+        on_wire=(nbytes > 0) & (route[:, 0] != len(router.links)), delay_s=router.delay_s[route].sum(axis=1))
 
 
 # --- static per-step link loads --------------------------------------------
@@ -206,7 +207,7 @@ def link_loads_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedu
     links are included (the source NIC is (host, 0), the last switch's port
     is the destination's downlink)."""
     flat = as_flat(schedule)
-    flows = _flows(fabric, table, flat, hosts)
+    flows = _flows(_Router(fabric, table), flat, hosts)
     return [{flows.links[i]: int(counts[i]) for i in np.flatnonzero(counts)}
             for _, counts in _step_link_counts(flows, _step_count(flat))]
 
@@ -214,7 +215,7 @@ def link_loads_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedu
 def max_flows_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) -> list[int]:
     """For each step index k, the most flows of step k on any one directed link."""
     flat = as_flat(schedule)
-    return _max_per_step(_flows(fabric, table, flat, hosts), _step_count(flat))
+    return _max_per_step(_flows(_Router(fabric, table), flat, hosts), _step_count(flat))
 
 
 # --- max-min fair rates -----------------------------------------------------
@@ -447,12 +448,19 @@ def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, h
     alpha_s: per-message latency (s). efficiency: payload fraction of every
     link's wire rate (0 < efficiency <= 1). progress: called now and then
     with the fraction of steps started."""
+    _check_model(alpha_s, efficiency)
+    return _predict(_Router(fabric, table), as_flat(schedule), hosts, alpha_s, efficiency, progress)
+
+
+def _check_model(alpha_s: float, efficiency: float) -> None:
     if not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     if not alpha_s >= 0:
         raise ValueError(f"alpha_s must be >= 0, got {alpha_s}")
-    flat = as_flat(schedule)
-    flows = _flows(fabric, table, flat, hosts)
+
+
+def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress) -> Prediction:
+    flows = _flows(router, flat, hosts)
     sim = _Simulation(flows, _dependencies(flat), alpha_s, efficiency)
     sim.run(progress)
     if np.isnan(sim.step_end).any():
@@ -509,11 +517,13 @@ def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
     follow each other. Ranks that drift apart in the exact simulation are
     held together here; where they stay together (uncongested, symmetric)
     this is the exact prediction at the cost of one round per pattern."""
+    _check_model(alpha_s, efficiency)
+    router = _Router(fabric, table)   # shared: rounds often reuse pairs (halving, then doubling)
     t, ends, per_step, link_max, peak = 0.0, [], [], {}, 0.0
     for i, (flat, repeats) in enumerate(rounds):
         if progress:
             progress(i / len(rounds))
-        one = predict(fabric, table, flat, hosts, alpha_s, efficiency)
+        one = _predict(router, flat, hosts, alpha_s, efficiency, None)
         ends += [t + one.time_s * (i + 1) for i in range(repeats)]
         t = ends[-1]
         per_step += one.max_flows_per_step * repeats
