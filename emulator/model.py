@@ -248,6 +248,25 @@ def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return rate
 
 
+def _rerate_after_drains(route: np.ndarray, rates: np.ndarray, capacity: np.ndarray, drained: float) -> np.ndarray:
+    """Max-min rates once flows of rates >= `drained` have left (and none
+    came): the flows slower than `drained` keep theirs, only the others
+    are filled again, on what the slower ones leave of every link.
+
+    Exact: progressive filling freezes flows in rising order of rate, and
+    every link a drained flow crosses fills at its rate or later; without
+    it those links fill later still, the others at the same level, so
+    every flow frozen below `drained` is frozen as before."""
+    keep = rates < drained * (1 - 1e-9)   # ties at `drained` are filled again, to be safe
+    if keep.all():
+        return rates
+    left = capacity - np.bincount(route[keep].ravel(), weights=np.repeat(rates[keep], route.shape[1]),
+                                  minlength=capacity.size)
+    out = rates.copy()
+    out[~keep] = max_min_rates(route[~keep], np.maximum(left, 0.0))
+    return out
+
+
 # --- event-driven simulation ------------------------------------------------
 
 class _Simulation:
@@ -274,6 +293,9 @@ class _Simulation:
         self.active = np.zeros(0, dtype=np.int64)
         self.rates = np.zeros(0)
         self.stale = False
+        # Since the last re-rating: did flows start, and the lowest rate of the flows that drained.
+        self.started_flows = False
+        self.drained_rate = math.inf
         self.max_flows = np.zeros(len(self.capacity), dtype=np.int64)
         self.switch_hops = (flows.route != flows.pad).sum(axis=1) - 1   # links of a path minus one
         self.wire_mbps = 8 / 1e6 / efficiency
@@ -347,13 +369,18 @@ class _Simulation:
             return
         gone = self.active[done]
         self.left[gone] = 0.0
-        self.active = self.active[~done]
+        self.drained_rate = min(self.drained_rate, float(self.rates[done].min()))
+        self.active, self.rates = self.active[~done], self.rates[~done]
         self.stale = True
         self._deliver(gone)
 
     def _rerate(self) -> None:
         route = self.f.route[self.active]
-        self.rates = max_min_rates(route, self.capacity)
+        if self.started_flows:
+            self.rates = max_min_rates(route, self.capacity)
+        else:
+            self.rates = _rerate_after_drains(route, self.rates, self.capacity, self.drained_rate)
+        self.started_flows, self.drained_rate = False, math.inf
         np.maximum(self.max_flows, np.bincount(route.ravel(), minlength=len(self.capacity)), out=self.max_flows)
         load = float(self.rates @ self.switch_hops[self.active]) * self.wire_mbps
         self.peak_switch_mbps = max(self.peak_switch_mbps, load)
@@ -398,7 +425,7 @@ class _Simulation:
         wire = self.f.on_wire[ids]
         if wire.any():
             self.active = np.concatenate((self.active, ids[wire]))
-            self.stale = True
+            self.stale = self.started_flows = True
         if not wire.all():
             self._deliver(ids[~wire])
 

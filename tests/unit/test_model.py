@@ -326,3 +326,19 @@ def test_progress_is_told_the_share_of_steps_started():
     seen = []
     predict(fabric, table, sched, hosts, ALPHA, progress=seen.append)
     assert seen and seen == sorted(seen) and 0 < seen[0] and seen[-1] <= 1
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rerating_after_drains_equals_filling_again(seed):
+    from emulator.model import _rerate_after_drains
+    rng = np.random.default_rng(seed)
+    links, flows, width = 12, 40, 3
+    capacity = np.append(rng.choice([10.0, 25.0, 40.0], links), math.inf)
+    route = rng.integers(0, links + 1, (flows, width))   # link id `links` is the infinite pad
+    rates = max_min_rates(route, capacity)
+    gone = rng.random(flows) < rng.choice([0.05, 0.3, 0.7])
+    if not gone.any():
+        gone[rng.integers(flows)] = True
+    again = max_min_rates(route[~gone], capacity)
+    got = _rerate_after_drains(route[~gone], rates[~gone], capacity, rates[gone].min())
+    np.testing.assert_allclose(got, again, rtol=1e-9)
