@@ -12,7 +12,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
-from controller.routing import POLICIES, ForwardingTable, demands_from_schedule, forwarding_table
+from controller.routing import POLICIES, ForwardingTable, demands_from_schedule, forwarding_table, model_table
 from emulator.fabric import Fabric
 from emulator.mapping import hosts_for_ranks
 from emulator.metrics import payload_efficiency
@@ -91,7 +91,7 @@ def model_sweep(spec: RunSpec, method: str = "auto", progress=None) -> tuple[lis
     try:
         fabric = spec.fabric()
         hosts = hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed)
-        table = forwarding_table(fabric, spec.policy, None, spec.seed)
+        table = model_table(fabric, spec.policy, spec.seed)
         return hosts, {size: predict_collective(fabric, table, spec.collective, spec.algorithm, hosts, size,
                                                 spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu), method,
                                                 progress and functools.partial(progress, size))
