@@ -307,7 +307,7 @@ class _Simulation:
         self.t = 0.0
 
     def run(self, progress=None) -> None:
-        self._start(np.flatnonzero(self.waiting == 0))
+        self._finish(self._start(np.flatnonzero(self.waiting == 0)))   # empty first steps end at once
         rounds = 0
         while self.active.size or self.events:
             self._advance()
