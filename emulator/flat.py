@@ -153,7 +153,9 @@ def _halving_doubling(p: int, size: int, halving: bool, doubling: bool) -> Flat:
 def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int):
     """The collective as rounds all ranks run in lock-step: ([(one step per
     rank as a Flat, how many times it repeats)], what is approximated beyond
-    the lock-step), or None where no round form is known."""
+    the lock-step), or None where no round form is known. Round k holds
+    every rank's step k, except that ranks sitting the core of a
+    halving-doubling out (p not a power of two) sit its rounds out."""
     sch.check_collective(collective, algorithm, ranks, size_bytes)
     halving = collective in ("allreduce", "reduce-scatter")
     doubling = collective in ("allreduce", "allgather")
@@ -162,11 +164,26 @@ def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int
     rank = np.arange(ranks)
     if algorithm == "ring":   # every step the same pattern: one round, repeated
         chunk = -(-size_bytes // ranks)
-        sizes = np.full(ranks, chunk, dtype=np.int64)
         repeats = (halving + doubling) * (ranks - 1)
         note = "" if size_bytes % ranks == 0 else f"ring chunks taken as {chunk} bytes (at most 1 byte more each)"
-        return [(_one_each(ranks, 1, (rank + 1) % ranks, sizes, (rank - 1) % ranks, sizes), repeats)], note
-    if ranks & (ranks - 1):
-        return None
-    return [(_one_each(ranks, 1, peer, send, peer, recv), 1)
-            for peer, send, recv in _hd_columns(ranks, size_bytes, halving, doubling)], ""
+        return [(_round(ranks, rank, (rank + 1) % ranks, np.full(ranks, chunk)), repeats)], note
+    # schedule._halving_doubling: the first 2*extra ranks pair up, the odd one of each pair in the core
+    core = 1 << (ranks.bit_length() - 1)
+    extra = ranks - core
+    virtual = np.arange(core)
+    real = np.where(virtual < extra, 2 * virtual + 1, virtual + extra)
+    rounds = [_round(ranks, real, real[peer], send) for peer, send, _ in _hd_columns(core, size_bytes, halving, doubling)]
+    if extra:
+        evens = 2 * np.arange(extra)
+        whole = np.full(extra, size_bytes)
+        rounds = [_round(ranks, evens, evens + 1, whole)] + rounds + [_round(ranks, evens + 1, evens, whole)]
+    return [(r, 1) for r in rounds], ""
+
+
+def _round(ranks: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> Flat:
+    """One step per rank, holding the transfers src[i] -> dst[i] of nbytes[i]."""
+    steps = np.arange(ranks + 1)
+    by_src, by_dst = np.argsort(src, kind="stable"), np.argsort(dst, kind="stable")
+    nbytes = np.asarray(nbytes, dtype=np.int64)
+    return Flat(ranks, steps, Transfers(np.searchsorted(src[by_src], steps), dst[by_src], nbytes[by_src]),
+                Transfers(np.searchsorted(dst[by_dst], steps), src[by_dst], nbytes[by_dst]), np.zeros(ranks), None)

@@ -357,3 +357,17 @@ def test_incremental_rerating_changes_nothing_but_merges_at_the_tolerance(monkey
     assert incremental.time_s == pytest.approx(again.time_s, rel=1e-12)
     for mine, theirs in zip(incremental.step_end_s, again.step_end_s):
         assert mine == pytest.approx(theirs, rel=1e-12)
+
+
+@pytest.mark.parametrize("ranks", [6, 12, 13])
+def test_lockstep_halving_doubling_on_any_rank_count_is_exact_where_uncongested(ranks):
+    """Pre and post steps pair the first ranks off; on a fabric with room
+    for every flow the lock-step rounds predict what the exact run does."""
+    from emulator.model import predict_collective
+    fabric = build("bigraph:m=5,n=4")
+    table = forwarding_table(fabric, "ecmp")
+    hosts = hosts_for_ranks(fabric, "naive")[:ranks]
+    exact, approx = (predict_collective(fabric, table, "allreduce", "halving-doubling", hosts, S, ALPHA, method=m)
+                     for m in ("exact", "lockstep"))
+    assert approx.approximation and not exact.approximation
+    assert approx.time_s == pytest.approx(exact.time_s, rel=1e-9)
