@@ -371,3 +371,11 @@ def test_lockstep_halving_doubling_on_any_rank_count_is_exact_where_uncongested(
                      for m in ("exact", "lockstep"))
     assert approx.approximation and not exact.approximation
     assert approx.time_s == pytest.approx(exact.time_s, rel=1e-9)
+
+
+def test_an_empty_first_step_ends_at_once():
+    fabric, table, hosts = two_switches(m=1)
+    sched = schedule([([], []), ([(1, S)], [])], [([], [(0, S)])])
+    pred = predict(fabric, table, sched, hosts)
+    assert pred.step_end_s[0][0] == 0.0
+    assert pred.time_s == pytest.approx(S / bytes_per_s(100), rel=1e-9)
