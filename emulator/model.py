@@ -487,20 +487,30 @@ def _check_model(alpha_s: float, efficiency: float) -> None:
 
 
 def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress) -> Prediction:
+    flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, progress)
+    ends = sim.step_end.tolist()
+    base = flows.step_base.tolist()
+    return Prediction(
+        time_s=max(ends, default=0.0),
+        step_end_s=tuple(tuple(ends[base[r]:base[r + 1]]) for r in range(flat.ranks)),
+        link_max_flows=_link_max_flows(router, sim.max_flows),
+        max_flows_per_step=_max_per_step(flows, _step_count(flat)),
+        peak_switch_mbps=sim.peak_switch_mbps)
+
+
+def _simulate(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress):
     flows = _flows(router, flat, hosts)
     sim = _Simulation(flows, _dependencies(flat), alpha_s, efficiency)
     sim.run(progress)
     if np.isnan(sim.step_end).any():
         stuck = int(sim.step_rank[np.flatnonzero(np.isnan(sim.step_end))[0]])
         raise RuntimeError(f"schedule deadlocks: rank {stuck} never finishes its steps")
-    ends = sim.step_end.tolist()
-    base = flows.step_base.tolist()
-    return Prediction(
-        time_s=max(ends, default=0.0),
-        step_end_s=tuple(tuple(ends[base[r]:base[r + 1]]) for r in range(flat.ranks)),
-        link_max_flows={flows.links[i]: int(n) for i, n in enumerate(sim.max_flows[:flows.pad]) if n},
-        max_flows_per_step=_max_per_step(flows, _step_count(flat)),
-        peak_switch_mbps=sim.peak_switch_mbps)
+    return flows, sim
+
+
+def _link_max_flows(router: _Router, max_flows: np.ndarray) -> dict[Link, int]:
+    used = np.flatnonzero(max_flows[:len(router.links)])
+    return {router.links[i]: n for i, n in zip(used.tolist(), max_flows[used].tolist())}
 
 
 def alpha_beta_time(collective: str, algorithm: str, ranks: int, size_bytes: float,
@@ -546,19 +556,21 @@ def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
     this is the exact prediction at the cost of one round per pattern."""
     _check_model(alpha_s, efficiency)
     router = _Router(fabric, table)   # shared: rounds often reuse pairs (halving, then doubling)
-    t, ends, per_step, link_max, peak = 0.0, [], [], {}, 0.0
+    t, ends, per_step, peak = 0.0, [], [], 0.0
+    link_max = np.zeros(len(router.capacity), dtype=np.int64)
     for i, (flat, repeats) in enumerate(rounds):
         if progress:
             progress(i / len(rounds))
-        one = _predict(router, flat, hosts, alpha_s, efficiency, None)
-        ends += [t + one.time_s * (i + 1) for i in range(repeats)]
+        flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, None)
+        took = float(sim.step_end.max(initial=0.0))
+        ends += [t + took * (k + 1) for k in range(repeats)]
         t = ends[-1]
-        per_step += one.max_flows_per_step * repeats
-        for link, n in one.link_max_flows.items():
-            link_max[link] = max(link_max.get(link, 0), n)
-        peak = max(peak, one.peak_switch_mbps)
-    return Prediction(time_s=t, step_end_s=_EveryRank(tuple(ends), len(hosts)), link_max_flows=link_max,
-                      max_flows_per_step=per_step, peak_switch_mbps=peak,
+        per_step += _max_per_step(flows, 1) * repeats
+        np.maximum(link_max, sim.max_flows, out=link_max)
+        peak = max(peak, sim.peak_switch_mbps)
+    return Prediction(time_s=t, step_end_s=_EveryRank(tuple(ends), len(hosts)),
+                      link_max_flows=_link_max_flows(router, link_max), max_flows_per_step=per_step,
+                      peak_switch_mbps=peak,
                       approximation="; ".join(filter(None, (LOCKSTEP, note))))
 
 
