@@ -171,6 +171,7 @@ class HopTable(Mapping):
         self.src, self.port, self.dst = edges.T   # grouped by switch, in port order
         self.first = np.searchsorted(self.src, np.arange(len(self.names) + 1))
         self.targets: dict[int, tuple] = {}
+        self.choices: dict[tuple[str, str], tuple[list[int], int]] = {}   # (switch, dst's switch) -> ports, weight
 
     def __getitem__(self, switch: str) -> "Mapping":
         if switch not in self.number:
@@ -187,10 +188,14 @@ class HopTable(Mapping):
         host = self.fabric.host(dst)
         if switch == host.switch:
             return host.port
-        hops, closer, weight = self._target(self.number[host.switch])
-        s = self.number[switch]
-        lo, hi = self.first[s], self.first[s + 1]
-        return _choose(self.policy, self.port[lo:hi][closer[lo:hi]].tolist(), host.index, weight[int(hops[s])])
+        key = (switch, host.switch)
+        if key not in self.choices:
+            hops, closer, weight = self._target(self.number[host.switch])
+            s = self.number[switch]
+            lo, hi = self.first[s], self.first[s + 1]
+            self.choices[key] = self.port[lo:hi][closer[lo:hi]].tolist(), weight[int(hops[s])]
+        ports, weight = self.choices[key]
+        return _choose(self.policy, ports, host.index, weight)
 
     def _target(self, target: int) -> tuple:
         """Hops of every switch to `target`, which ports lead one hop closer,
