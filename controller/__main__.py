@@ -37,7 +37,7 @@ def main(argv=None):
     from os_ken import cfg
     from os_ken.base import app_manager
     from os_ken.lib import hub
-    import controller.app  # registers the --bigraph-* options
+    import controller.app  # noqa: F401 (importing registers the --bigraph-* options)
 
     cfg.CONF(["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(args.port),
               "--bigraph-fabric", args.fabric, "--bigraph-policy", args.policy,

@@ -19,7 +19,7 @@ import time
 from os_ken import cfg
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
@@ -33,14 +33,15 @@ cfg.CONF.register_cli_opts([
     cfg.StrOpt("policy", default="shortest", help="routing policy"),
     cfg.StrOpt("demands", default="", help="JSON [[src, dst, bytes], ...] for traffic-aware"),
     cfg.IntOpt("seed", default=1, help="seed of the valiant policy"),
-    cfg.StrOpt("ready-file", help="written once every switch has its routes"),
-    cfg.StrOpt("out-dir", default="", help="where events.jsonl, ports.csv and routes.json go"),
-    cfg.FloatOpt("poll", default=1.0, help="port counter period, seconds"),
+    cfg.StrOpt("ready-file", help="written once every switch has its routes; events.jsonl, ports.csv and "
+                                  "routes.json go beside it"),
 ], group="bigraph")
 
 LOG = logging.getLogger("bigraph.controller")
-ADAPTIVE_POLL_S = 0.5
+POLL_S = 1.0            # port counter period
+ADAPTIVE_POLL_S = 0.5   # the adaptive policy reads counters more often
 ACTIVE_BYTES_PER_S = 1e4   # a pair sending less than this is idle
+READ_BACK_S = 5.0          # a switch answers a flow stats request well within this
 
 
 class FabricRoutes(app_manager.OSKenApp):
@@ -56,15 +57,16 @@ class FabricRoutes(app_manager.OSKenApp):
                 demands = {(a, b): n for a, b, n in json.load(f)}
         self.state = RouteState(self.fabric, conf.policy, demands, conf.seed)
         self.ready_file = conf.ready_file
-        self.out_dir = conf.out_dir or os.path.dirname(conf.ready_file)
+        self.out_dir = os.path.dirname(conf.ready_file)
         self.adapts = POLICIES[conf.policy].adapts
-        self.poll_s = ADAPTIVE_POLL_S if self.adapts else conf.poll
+        self.poll_s = ADAPTIVE_POLL_S if self.adapts else POLL_S
         self.by_dpid = {s.dpid: s.name for s in self.fabric.switches}
         self.host_by_ip = {h.ip: h.name for h in self.fabric.hosts}
         self.datapaths = {}                           # switch -> datapath
         self.installed: dict[str, set[FlowRule]] = {}  # what each switch holds, as far as we know
         self.confirmed: dict[str, int] = {}           # switch -> rules, confirmed by barrier
         self.held: dict[int, list] = {}               # dpid -> flow stats parts of a connect read-back
+        self.asked: dict[str, float] = {}             # switch -> when its read-back was asked
         self.counters: dict = {}                      # (switch, port) -> (previous, latest) (t, tx, rx)
         self.pair_bytes: dict = {}                    # (switch, src, dst) -> (t, bytes, rate) of a per-pair rule
         self.ready = False
@@ -72,27 +74,48 @@ class FabricRoutes(app_manager.OSKenApp):
         hub.spawn(self._poll_loop)
 
     # --- switches connect: read what they hold, send the differences ---------
-    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
-    def switch_connected(self, ev):
-        dp = ev.msg.datapath
-        name = self.by_dpid.get(dp.id)
-        if name is None:
-            LOG.warning("switch with unknown dpid %016x connected; ignored", dp.id)
-            return
-        self.datapaths[name] = dp
-        self.held[dp.id] = []
-        dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp))
-
+    # os-ken runs each app in a thread of its own and hands it the features
+    # reply before os-ken's own handler, in the switch's receive thread, has
+    # set the switch's dpid and asked for its ports. An app acting on the
+    # features reply may so see no dpid, or send a request whose reply comes
+    # back before the port list has moved the switch to MAIN; os-ken passes a
+    # reply only to handlers of the state it arrives in, so a MAIN handler
+    # never sees it. Both left switches without routes on the kernel datapath
+    # in a slow VM. The read-back starts on MAIN instead: the dpid is set and
+    # every later reply is dispatched in MAIN.
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def connection_changed(self, ev):
         dp = ev.datapath
-        name = self.by_dpid.get(dp.id, f"dpid {dp.id}")
-        if ev.state == MAIN_DISPATCHER:
-            LOG.info("switch %s: OpenFlow handshake done, from %s", name, dp.address)
-        else:
-            LOG.info("switch %s: connection from %s closed", name, dp.address)
+        name = self.by_dpid.get(dp.id)
+        if ev.state == DEAD_DISPATCHER:
+            LOG.info("switch %s: connection from %s closed", name or f"dpid {dp.id}", dp.address)
             if self.datapaths.get(name) is dp:
                 del self.datapaths[name]
+            return
+        if name is None:
+            LOG.warning("switch with unknown dpid %s connected; ignored", dp.id)
+            return
+        LOG.info("switch %s connected from %s: reading back its rules", name, dp.address)
+        self.datapaths[name] = dp
+        self.held[dp.id] = []
+        self._ask_rules(name, dp)
+
+    def _ask_rules(self, name: str, dp) -> None:
+        self.asked[name] = time.monotonic()
+        dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp))
+
+    def _unanswered_read_backs(self) -> None:
+        """A read-back with no answer after READ_BACK_S is asked again, and
+        said: a switch must not wait silently for routes that never come.
+        (From the poll thread: it only reads `held`, which the reply's
+        handler owns.)"""
+        now = time.monotonic()
+        for name, asked in list(self.asked.items()):
+            dp = self.datapaths.get(name)
+            if dp is not None and dp.id in self.held and now - asked > READ_BACK_S:
+                LOG.warning("switch %s: no answer to the read-back of its rules in %.0f s; asking again",
+                            name, now - asked)
+                self._ask_rules(name, dp)
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def flow_stats(self, ev):
@@ -104,6 +127,7 @@ class FabricRoutes(app_manager.OSKenApp):
             self.held[dp.id] += ev.msg.body
             if not ev.msg.flags & dp.ofproto.OFPMPF_REPLY_MORE:
                 have = {_rule(stat) for stat in self.held.pop(dp.id)}
+                self.asked.pop(name, None)
                 self.installed[name] = have
                 self.confirmed.pop(name, None)   # confirmed again by the barrier after the sync
                 self._sync(name, reason="connected", keep=len(have))
@@ -157,6 +181,7 @@ class FabricRoutes(app_manager.OSKenApp):
     def _poll_loop(self):
         while True:
             hub.sleep(self.poll_s)
+            self._unanswered_read_backs()
             for dp in list(self.datapaths.values()):
                 parser = dp.ofproto_parser
                 dp.send_msg(parser.OFPPortStatsRequest(dp, 0, dp.ofproto.OFPP_ANY))

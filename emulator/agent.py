@@ -245,7 +245,7 @@ def main(argv=None) -> int:
             elif cmd[0] == "GO":
                 call, start_at = int(cmd[1]), float(cmd[2])
                 time.sleep(max(0.0, start_at - time.monotonic()))
-                steps = run_program(calls[call], peers, payload, lambda done: say("STEP", call, done))
+                steps = run_program(calls[call], peers, payload, lambda done, call=call: say("STEP", call, done))
                 say("DONE", call, json.dumps(steps))
             elif cmd[0] == "EXIT":
                 return 0

@@ -74,11 +74,29 @@ def load(path: str | None = None) -> Calibration:
     try:
         with open(path) as f:
             doc = json.load(f)
-        points = [Point(**p) for p in doc["points"]]
+        points = [_point(p) for p in doc["points"]]
         return Calibration(str(doc["machine"]), str(doc["measured"]), points, path)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ValueError(f"calibration file {path} is unreadable ({e}); run `bigraph-emu calibrate` again "
                          f"or remove it") from None
+
+
+def _point(record: dict) -> Point:
+    """A Point from its JSON record; ValueError if a figure is not a
+    finite number > 0 (faithful_mbps >= 0: a calibration may find no
+    load it emulates faithfully)."""
+    point = Point(**record)
+    for name in ("raw_mbps", "faithful_mbps", "link_rate_mbps"):
+        value, zero_ok = getattr(point, name), name == "faithful_mbps"
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
+        if not number or (value == 0 and not zero_ok):
+            raise ValueError(f"{name} of the {point.datapath} MTU {point.mtu} point must be a finite number "
+                             f"{'>= 0' if zero_ok else '> 0'}, got {value!r}")
+    if isinstance(point.mtu, bool) or not isinstance(point.mtu, int):
+        raise ValueError(f"mtu must be a whole number, got {point.mtu!r}")
+    if not (isinstance(point.datapath, str) and isinstance(point.offload, str)):
+        raise ValueError(f"datapath and offload must be text, got {point.datapath!r}, {point.offload!r}")
+    return point
 
 
 def save(calibration: Calibration, path: str | None = None) -> str:
@@ -136,7 +154,11 @@ class Assessment:
 
     @property
     def fraction(self) -> float | None:
-        return None if self.faithful_mbps is None else self.peak_mbps / self.faithful_mbps
+        if self.faithful_mbps is None:
+            return None
+        if self.faithful_mbps == 0:   # nothing is faithful: any load is too much
+            return math.inf if self.peak_mbps else 0.0
+        return self.peak_mbps / self.faithful_mbps
 
     @property
     def fits(self) -> bool | None:
@@ -159,7 +181,8 @@ class Assessment:
     def to_dict(self) -> dict:
         rounded = None if self.faithful_mbps is None else round(self.faithful_mbps, 1)
         return {"peak_link_mbps": round(self.peak_mbps, 1), "faithful_link_mbps": rounded,
-                "fraction": None if rounded is None else round(self.fraction, 3), "fits": self.fits,
+                "fraction": None if rounded is None or math.isinf(self.fraction) else round(self.fraction, 3),
+                "fits": self.fits,
                 "basis": self.basis}
 
 

@@ -1,6 +1,6 @@
 """bigraph-emu: the command users type.
 
-  bigraph-emu demo                   8-host BiGraph, ring allreduce, about a minute (root)
+  bigraph-emu demo                   8-host BiGraph, halving-doubling allreduce, naive then HDRM mapping (root)
   bigraph-emu run [flags]            one run from flags, or --experiment FILE (root)
   bigraph-emu compare --vary K=A,B   one run per value of a key, one table at the end (root)
   bigraph-emu cli [flags]            fabric and controller up, then Mininet's CLI (root)
@@ -20,13 +20,15 @@ import dataclasses
 import itertools
 import json
 import os
+import re
 import sys
 import time
 
 from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
 from emulator import jobs, pipeline
-from emulator.metrics import MODEL_HEADER, algbw_mbps, busbw_mbps, model_row, payload_efficiency
+from emulator.inputs import shorten, to_int
+from emulator.metrics import MODEL_HEADER, algbw_mbps, avg_busbw_line, busbw_mbps, model_row, payload_efficiency
 from emulator.schedule import ALGORITHMS, COLLECTIVES
 from emulator.spec import FIELDS, Experiment, RunSpec, SpecError, load_experiment, make_run, switch_links
 
@@ -103,13 +105,18 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     out_help = "results folder, new or empty (default: results/<time>-<name>)"
-    sub.add_parser("demo", help="8-host BiGraph ring allreduce (needs root)").add_argument(
-        "--out", metavar="FOLDER", help=out_help)
+    sp = sub.add_parser("demo", help="8-host BiGraph halving-doubling allreduce, naive then HDRM mapping (needs root)")
+    sp.add_argument("--out", metavar="FOLDER", help=out_help)
+    _add_web_flags(sp, "shows the run live, then its results until Ctrl-C")
     for name, text in (("run", "emulate (needs root)"), ("compare", "one emulated run per --vary value (needs root)"),
                        ("model", "flow model only (no root)")):
         sp = sub.add_parser(name, help=text, description=text)
         _add_spec_flags(sp)
         sp.add_argument("--out", metavar="FOLDER", help=out_help)
+        if name != "model":
+            _add_web_flags(sp, "shows the run live, then its results until Ctrl-C")
+        sp.add_argument("--yes", action="store_true", help="run even if the model predicts more than an hour "
+                                                           "(TOML: yes = true; model takes it and needs none)")
         if name == "compare":
             sp.add_argument("--vary", action="append", required=True, metavar="KEY=V1,V2,...",
                             help="one run per value, e.g. policy=shortest,ecmp or mapping=naive,hdrm "
@@ -138,6 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("folder", nargs="+", help="one results folder, or several to compare")
     sp.add_argument("--plot", metavar="PNG", help="with several folders: where the comparison plot goes "
                                                   "(default: compare-<time>.png beside the first folder)")
+    _add_web_flags(sp, "replays the folder's calls and links its plots, read-only, until Ctrl-C "
+                       "(rebuilds nothing)")
     sp = sub.add_parser("calibrate", help="measure how much this machine emulates faithfully (needs root)",
                         description="Per MTU and offload: raw dataplane capacity (iperf3 through one switch) "
                                     "and the largest load, in link-Mbit/s summed over switch traversals, at "
@@ -156,6 +165,30 @@ def _parser() -> argparse.ArgumentParser:
 
 
 CALIBRATION_HELP = "$BIGRAPH_EMU_CALIBRATION or /var/lib/bigraph-emu/calibration.json"
+WEB_HOST = "127.0.0.1"   # this machine only; another address exposes the page to whoever reaches it
+
+
+def _add_web_flags(sp: argparse.ArgumentParser, what: str) -> None:
+    sp.add_argument("--web", action="store_true", help=f"serve a web page that {what}; prints its URL")
+    sp.add_argument("--web-host", metavar="ADDR", help=f"address the page listens on (default {WEB_HOST}: this "
+                                                       "machine only; 0.0.0.0: anyone who reaches it); implies --web")
+    sp.add_argument("--web-port", metavar="PORT", help="its port (default: a free one); implies --web")
+
+
+def web_address(args) -> tuple[str, int] | None:
+    """(host, port) of the web page, or None: no --web flag given."""
+    if not (args.web or args.web_host is not None or args.web_port is not None):
+        return None
+    host = WEB_HOST if args.web_host is None else args.web_host.strip()
+    if not host:
+        raise SpecError("--web-host: the address is empty; give one, e.g. 127.0.0.1 or 0.0.0.0")
+    try:
+        port = 0 if args.web_port is None else to_int(args.web_port)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise SpecError(f"--web-port: {args.web_port!r} is not a port number (0 to 65535; 0: a free one)")
+    return host, port
 
 
 def _policies() -> str:
@@ -178,17 +211,43 @@ def _flag_values(args) -> dict:
     return values
 
 
+def typed_flags(args) -> dict:
+    """spec key -> the flag(s) the user typed for it, to name in errors
+    (--queue 1.5 is a mistake in --queue, whatever key it fills)."""
+    typed = {key: "/".join(flags) for flags, key, _ in FLAGS if getattr(args, key, None) is not None}
+    for flag, keys in (("--bw", ("host_rate_mbps", "switch_rate_mbps")),
+                       ("--queue", ("host_queue_packets", "switch_queue_packets"))):
+        if getattr(args, flag.lstrip("-"), None) is not None:
+            typed.update({key: flag for key in keys if key not in typed})
+    sweep = [flag for flag, name in (("-b", "minbytes"), ("-e", "maxbytes"), ("-f", "stepfactor"))
+             if getattr(args, name, None) is not None]
+    if sweep:
+        typed["sizes"] = "/".join(sweep)
+    return typed
+
+
+def blame_flag(message: str, typed: dict) -> str:
+    """'host_queue_packets: ...' -> '--queue (host_queue_packets): ...' when
+    a flag gave that key (the key starts the message, or follows 'FILE: run N: ')."""
+    found = [m for m in (re.search(rf"(?:^|: )({re.escape(key)}):", message) for key in typed) if m]
+    if not found:
+        return message
+    m = min(found, key=lambda m: m.start(1))
+    return f"{message[:m.start(1)]}{typed[m.group(1)]} ({m.group(1)}){message[m.end(1):]}"
+
+
 def _experiment(args, check_kernel: bool = True) -> Experiment:
     values = _flag_values(args)
     if args.experiment:
         experiment = load_experiment(args.experiment, values, check_kernel)
     else:
         experiment = Experiment(args.command, [make_run(values, check_kernel)])
-    return _auto_rates(args, experiment)
+    return _experiment_flags(args, experiment)
 
 
-def _auto_rates(args, experiment: Experiment) -> Experiment:
-    """With --bw auto, every run's link rates scaled to this machine."""
+def _experiment_flags(args, experiment: Experiment) -> Experiment:
+    """What flags say of the whole experiment: --yes, and --bw auto (every run's link rates scaled to this machine)."""
+    experiment.yes |= bool(getattr(args, "yes", False))
     if getattr(args, "bw", None) == "auto":
         experiment.runs = [pipeline.auto_rated(spec) for spec in experiment.runs]
     return experiment
@@ -250,6 +309,7 @@ def _model_run(spec, args, quiet: bool) -> dict:
         run["sizes"].append(row)
         run["steps"] += [{"size_bytes": size, "step": k, "end_s": end, "max_flows": flows} for k, (end, flows)
                          in enumerate(zip(pred.step_index_end_s(), pred.max_flows_per_step))]
+    say(avg_busbw_line(row["busbw_mbps"] for row in run["sizes"]))
     return run
 
 
@@ -362,9 +422,10 @@ def cmd_topo(args) -> int:
 def cmd_run(args, experiment: Experiment | None = None) -> int:
     """Validate and plan everything, then (as root) emulate."""
     experiment = experiment or _experiment(args)
+    web = web_address(args)
     plans, out = pipeline.prepare(experiment, args.out)
     _needs_root(args.command)
-    return pipeline.emulate(experiment, plans, out)
+    return pipeline.emulate(experiment, plans, out, web=web)
 
 
 def _vary_values(text: str) -> tuple[str, list[str]]:
@@ -401,7 +462,7 @@ def compare_experiment(args) -> Experiment:
         runs += [dataclasses.replace(s, label=f"{s.label} {tag}".strip()) for s in specs]
     if len(runs) > MAX_COMPARE_RUNS:
         raise SpecError(f"--vary: {len(runs)} runs; compare at most {MAX_COMPARE_RUNS} at once")
-    return _auto_rates(args, Experiment("compare-" + "-".join(keys), runs))
+    return _experiment_flags(args, Experiment("compare-" + "-".join(keys), runs))
 
 
 def cmd_compare(args) -> int:
@@ -411,12 +472,11 @@ def cmd_compare(args) -> int:
 def cmd_demo(args) -> int:
     """The same allreduce with the naive mapping, then with HDRM; then what it showed."""
     from emulator.report import demo_story
+    web = web_address(args)
     experiment = Experiment("demo", [make_run(run) for run in DEMO])
     plans, out = pipeline.prepare(experiment, args.out)
     _needs_root(args.command)
-    code = pipeline.emulate(experiment, plans, out)
-    print(demo_story(out))
-    return code
+    return pipeline.emulate(experiment, plans, out, web=web, story=demo_story)
 
 
 def cmd_cli(args) -> int:
@@ -432,41 +492,78 @@ def cmd_cli(args) -> int:
 
 # --- report and clean ---------------------------------------------------------------------
 
-def _results_folder(folder: str) -> list[dict]:
+def _results_folder(folder: str) -> list[RunSpec]:
     """The runs of a results folder's spec.json; SpecError if it is not one."""
-    try:
-        with open(os.path.join(folder, "spec.json")) as f:
-            runs = json.load(f)["runs"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise SpecError(f"{folder} is not a results folder with a readable spec.json: {e}") from None
+    from emulator.tables import read_runs
+    if not os.path.isdir(folder):
+        raise SpecError(f"{folder}: no such results folder")
+    runs = read_runs(folder)
     if not any(os.path.exists(os.path.join(folder, name)) for name in ("collectives.csv", "jobs.csv")):
         raise SpecError(f"{folder} has no collectives.csv or jobs.csv: its run measured nothing")
-    return runs
+    specs = []
+    for i, run in enumerate(runs):
+        try:
+            specs.append(make_run(run, check_kernel=False))
+        except SpecError as e:
+            raise SpecError(f"{os.path.join(folder, 'spec.json')}: run {i + 1}: {e}") from None
+    return specs
 
 
 def cmd_report(args) -> int:
     """One folder: rebuild summary.txt, busbw.png and link_loads.csv.
     Several: one comparison table and plot."""
     from emulator.plan import plan_run
-    runs = [_results_folder(folder) for folder in args.folder]
+    if len(args.folder) == 1 and args.plot:
+        raise SpecError(f"--plot names the comparison plot of several folders; one folder's plot is "
+                        f"{os.path.join(args.folder[0], 'busbw.png')}")
+    if args.plot:
+        _check_plot_path(args.plot)
+    web = web_address(args)
+    if web and len(args.folder) > 1:
+        raise SpecError("--web serves one results folder; give one")
+    specs = [_results_folder(folder) for folder in args.folder]
+    if web:
+        return _serve_folder(args.folder[0], web)
     if len(args.folder) > 1:
         return _compare_folders(args.folder, args.plot)
-    plans = [plan_run(make_run(r, check_kernel=False)) for r in runs[0]]
-    pipeline.write_reports(args.folder[0], plans)
+    pipeline.write_reports(args.folder[0], [plan_run(spec) for spec in specs[0]])
     return 0
+
+
+def _serve_folder(folder: str, web: tuple[str, int]) -> int:
+    """The replay page of a results folder, until Ctrl-C (no root: nothing is emulated)."""
+    from emulator.web.view import folder_messages
+    try:
+        messages = folder_messages(folder)
+    except ValueError as e:   # TableError too: a damaged file, named
+        raise SpecError(str(e)) from None
+    with pipeline.web_view(web, folder) as page:
+        for message in messages:
+            page.publish(message)
+        print("# Ctrl-C stops it", flush=True)
+        page.serve_until_interrupted()
+    return 0
+
+
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def _check_plot_path(path: str) -> None:
+    folder = os.path.dirname(path) or "."
+    if not path.lower().endswith(PLOT_FORMATS):
+        raise SpecError(f"--plot {shorten(path)}: give a file ending in {', '.join(PLOT_FORMATS)}")
+    if not os.path.isdir(folder):
+        raise SpecError(f"--plot {shorten(path)}: there is no folder {shorten(folder)}")
 
 
 def _compare_folders(folders: list[str], plot_path: str | None) -> int:
     from emulator import report
-    missing = [name for name in ("compare", "format_compare", "plot_compare") if not hasattr(report, name)]
-    if missing:
-        raise RuntimeError(f"comparing folders needs emulator.report.{', '.join(missing)}, which this version "
-                           "lacks; report one folder at a time")
     df = report.compare(folders)
     print(report.format_compare(df))
     parent = os.path.dirname(os.path.normpath(folders[0])) or "."
     plot_path = plot_path or os.path.join(parent, f"compare-{time.strftime('%Y%m%d-%H%M%S')}.png")
-    report.plot_compare(df, plot_path)
+    with report.replacing(plot_path) as tmp:
+        report.plot_compare(df, tmp)
     print(f"# plot: {plot_path}")
     return 0
 
@@ -497,7 +594,7 @@ def cmd_calibrate(args) -> int:
 
 def _int_list(flag: str, text: str, low: int, high: int) -> list[int]:
     try:
-        values = [int(v) for v in text.split(",")]
+        values = [to_int(v) for v in text.split(",")]
     except ValueError:
         raise SpecError(f"{flag}: {text!r} is not a comma-separated list of integers") from None
     if not all(low <= v <= high for v in values):
@@ -528,6 +625,9 @@ COMMANDS = {"calibrate": cmd_calibrate, "demo": cmd_demo, "run": cmd_run, "compa
             "model": cmd_model, "report": cmd_report, "clean": cmd_clean, "cleanup": cmd_clean}
 
 
+PRINT_ONLY = ("model", "topo")   # commands whose output is all they do
+
+
 def main(argv=None) -> int:
     from emulator.net import interrupts
     args = _parser().parse_args(argv)
@@ -535,8 +635,14 @@ def main(argv=None) -> int:
     try:
         return COMMANDS[args.command](args)
     except SpecError as e:
-        print(f"bigraph-emu: error: {e}", file=sys.stderr)
+        print(f"bigraph-emu: error: {shorten(blame_flag(str(e), typed_flags(args)))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:   # e.g. `| head -1`: the reader stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's flush goes nowhere
+        if args.command in PRINT_ONLY:   # the reader has what it wanted
+            return 0
+        print(f"bigraph-emu: {args.command} stopped: its output was closed", file=sys.stderr)
+        return 1
     except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
         if interrupts.lost_terminal(e):   # a hang-up's first sign can be a failed write, before SIGHUP
             return interrupts.EXIT_CODE

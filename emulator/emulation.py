@@ -152,9 +152,9 @@ class Emulation:
                 steps.callback(self.lock.__exit__, None, None, None)
                 if self.controller is not None:   # we created something: leave nothing of it
                     steps.callback(self._sweep)
-                # the network goes first, then the controller (the reverse of
-                # registration): with it gone, no port-down event reroutes a
-                # fabric that is being dismantled
+                # the controller stops first, then the network (the reverse of
+                # registration): with the controller gone, no port-down event
+                # reroutes a fabric that is being dismantled
                 if self.network is not None:
                     steps.callback(self._stop_network)
                 if self.controller is not None:

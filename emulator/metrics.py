@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import math
 
+from emulator.inputs import shorten, to_float
 from emulator.schedule import busbw_factor
 
 
@@ -25,49 +26,78 @@ def payload_efficiency(mtu: int) -> float:
 
 
 def parse_size(text) -> int:
-    """'64K', '1M', '2G' (binary units, as nccl-tests) or a plain integer."""
-    bad = ValueError(f"size {text!r} is not a whole byte count like 65536, 64K, 1M or 1G")
-    if isinstance(text, bool):
+    """'64K', '1.5M', '2G' (binary units, as nccl-tests) or a whole number;
+    a float is refused as it is for every count (TOML's 1.5e6 too)."""
+    bad = ValueError(f"size {shorten(repr(text))} is not a whole byte count like 65536, 64K, 1M or 1G")
+    if isinstance(text, (bool, float)):
         raise bad
     if isinstance(text, int):
         value = text
     else:
         t = str(text).strip().upper().removesuffix("B")
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-        digits = t[:-1] if scale > 1 else t
         try:
-            exact = float(digits) * scale
+            exact = to_float(t[:-1] if scale > 1 else t) * scale
         except ValueError:
             raise bad from None
         if not math.isfinite(exact) or exact != int(exact):
             raise bad
         value = int(exact)
     if value < 1:
-        raise ValueError(f"size {text!r} must be at least 1 byte")
+        raise ValueError(f"size {shorten(repr(text))} must be at least 1 byte")
     return value
 
 
-def size_sweep(begin: int, end: int, factor: float) -> list[int]:
-    """nccl-tests -b/-e/-f: begin, begin*f, ... up to end."""
+def sweep_length(begin: int, end: int, factor: float) -> int:
+    """How many steps begin, begin*f, ... <= end takes (before repeats are
+    dropped), without building them: a factor of 1.00000001 takes billions."""
+    if begin >= end:
+        return 1
+    return math.floor(math.log(end / begin) / math.log(factor) + 1e-9) + 1
+
+
+def size_sweep(begin: int, end: int, factor: float, limit: int | None = None) -> list[int]:
+    """nccl-tests -b/-e/-f: begin, begin*f, ... up to end, each size once
+    (a factor below 2 rounds small sizes to the same byte count); more
+    than `limit` steps are refused before any is built."""
     if not math.isfinite(factor):
         raise ValueError(f"sweep factor must be a finite number, got {factor}")
     if begin > end:
         raise ValueError(f"sweep begins at {begin} bytes, after its end {end}")
     if factor <= 1 and begin != end:
         raise ValueError(f"sweep factor must be > 1, got {factor}")
+    if limit is not None and begin != end and sweep_length(begin, end, factor) > limit:
+        raise ValueError(f"must be 1 to {limit} sizes; the sweep from {begin} to {end} bytes by a factor "
+                         f"of {factor:.12g} has {sweep_length(begin, end, factor):.3g}")
     sizes, s = [], begin
     while s <= end:
-        sizes.append(int(s))
+        if not sizes or int(s) != sizes[-1]:
+            sizes.append(int(s))
         if factor <= 1:
             break
         s *= factor
     return sizes
 
 
-TABLE_HEADER = ("#       size    time(ms)   algbw(Mb/s)   busbw(Mb/s)   model(ms)  meas/model")
+def header(columns) -> str:
+    """nccl-tests' two header lines: the names, then the units in brackets
+    below them; `columns` are (name, unit, width) with the widths the rows
+    use; the first line's first character is '#', as nccl-tests has it."""
+    names = "".join(name.rjust(width) for name, _, width in columns)
+    units = "".join((f"({unit})" if unit else "").rjust(width) for _, unit, width in columns)
+    return "#" + names[1:] + "\n" + "#" + units[1:].rstrip()
 
 
-MODEL_HEADER = "#       size    time(ms)   algbw(Mb/s)   busbw(Mb/s)   max flows on a link, per step"
+def avg_busbw_line(busbw_mbps) -> str:
+    """nccl-tests' last line: the mean busbw over the sizes (Mb/s here, as the table)."""
+    values = list(busbw_mbps)
+    return f"# Avg bus bandwidth    : {sum(values) / len(values) if values else float('nan'):.6g}"
+
+
+# (name, unit, width) of the columns table_row and model_row print
+SWEEP_COLUMNS = (("size", "B", 12), ("time", "ms", 12), ("algbw", "Mb/s", 14), ("busbw", "Mb/s", 14))
+TABLE_HEADER = header(SWEEP_COLUMNS + (("model", "ms", 13), ("meas/model", "", 12)))
+MODEL_HEADER = header(SWEEP_COLUMNS + (("   max flows on a link, per step", "", 0),))
 
 
 def model_row(size_bytes: int, time_s: float, algbw: float, busbw: float, flows_per_step: list[int]) -> str:

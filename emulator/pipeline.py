@@ -12,6 +12,7 @@ bring-up with Mininet's CLI in place of the replay.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -19,13 +20,14 @@ import shutil
 import sys
 import time
 
-from emulator.metrics import TABLE_HEADER, algbw_mbps, table_row
+from emulator.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
 from emulator.spec import Experiment, RunSpec, SpecError
 
 PARTIAL = ".partial"   # a run writes here and renames the folder when it has finished
 # Mininet on one machine: beyond these, use `bigraph-emu model`.
 MAX_EMULATED_HOSTS = 256
 MAX_EMULATED_SWITCHES = 128
+MAX_UNASKED_S = 3600   # a run the model predicts to be longer needs --yes
 
 
 # --- before the network: plans and checks ---------------------------------------------
@@ -34,11 +36,29 @@ def prepare(experiment: Experiment, out: str | None):
     """Every error before the network: plans, machine limits, the results
     folder; then what each run asks of this machine's dataplane (a warning
     if more than it emulates faithfully)."""
-    plans = [plan_emulated(spec) for spec in experiment.runs]
+    plans = [dataclasses.replace(plan_emulated(spec), run=i) for i, spec in enumerate(experiment.runs)]
+    announce_duration(plans, experiment.yes)
     folder = results_dir(out, experiment.name)
     for plan, check in zip(plans, capacity_checks(plans)):
         print(check.describe(plan.spec.host_rate_mbps))
     return plans, folder
+
+
+def predicted_calls(plans) -> list[float]:
+    """The model's time of every call the plans replay, warm-ups included, in order."""
+    return [plan.predictions[call.size_bytes].time_s for plan in plans for call in plan.calls]
+
+
+def announce_duration(plans, yes: bool) -> None:
+    """Print the model's total before anything starts; a run longer than
+    MAX_UNASKED_S stops here (SpecError) unless the user said yes."""
+    total = sum(predicted_calls(plans))
+    print(f"# the model predicts {_duration(total)} of calls ({len(predicted_calls(plans))} calls; "
+          "bring-up and setup come on top)", flush=True)
+    if total > MAX_UNASKED_S and not yes:
+        raise SpecError(f"the model predicts this run takes {_duration(total)}, more than "
+                        f"{_duration(MAX_UNASKED_S)}: give --yes (or yes = true in the experiment file) to run it "
+                        "anyway, or ask for fewer repetitions, sizes or hosts")
 
 
 def plan_emulated(spec: RunSpec):
@@ -87,6 +107,9 @@ def auto_rated(spec: RunSpec) -> RunSpec:
 def results_dir(out: str | None, name: str) -> str:
     """A new folder for this run's results: never an existing folder with
     anything in it. Checked before anything is created; not created here."""
+    if out is not None and not out.strip():
+        raise SpecError("--out: the folder name is empty; give a folder, or leave --out out for "
+                        "results/<time>-<name>")
     path = out or os.path.join("results", f"{time.strftime('%Y%m%d-%H%M%S')}-{name}")
     if os.path.exists(path) and not os.path.isdir(path):
         raise SpecError(f"--out {path} is a file, not a folder; choose a new folder")
@@ -101,9 +124,40 @@ def results_dir(out: str | None, name: str) -> str:
 
 # --- the emulation -----------------------------------------------------------------------
 
-def emulate(experiment: Experiment, plans, out: str) -> int:
+def emulate(experiment: Experiment, plans, out: str, web: tuple[str, int] | None = None, story=None) -> int:
     """Emulate every plan into OUT.partial, renamed to OUT only when the
-    run has finished: a half-written folder is never taken for results."""
+    run has finished: a half-written folder is never taken for results.
+    `story(OUT)`: the text printed at the end (the demo's). `web`: (host,
+    port) of the live page, which binds its port before anything else is
+    built, shows the run, then its end and keeps serving the results until
+    Ctrl-C; it stops at teardown with everything else."""
+    with web_view(web) as page:
+        code = _emulate(experiment, plans, out, page)
+        text = story(out) if story else ""
+        if text:
+            print(text)
+        if page:
+            from emulator.web.view import end_message, plots_of
+            page.publish(end_message(text, plots_of(os.listdir(out))))
+            print(f"# the run has finished; {page.url} shows its results until Ctrl-C", flush=True)
+            page.serve_until_interrupted()
+    return code
+
+
+@contextlib.contextmanager
+def web_view(web: tuple[str, int] | None, folder: str | None = None):
+    """The web page's server, its URL printed, or None without `web`."""
+    if web is None:
+        yield None
+        return
+    from emulator.web.server import WebView
+    with WebView(*web, folder=folder) as page:
+        print(f"# web view: {page.url}" + (" (every address of this machine)" if web[0] in ("0.0.0.0", "::") else ""),
+              flush=True)
+        yield page
+
+
+def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     from emulator.emulation import Emulation
     work = out + PARTIAL
     os.makedirs(work)
@@ -113,14 +167,19 @@ def emulate(experiment: Experiment, plans, out: str) -> int:
         json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs]}, f, indent=1)
     with open(os.path.join(work, "capacity.json"), "w") as f:
         json.dump([c.to_dict() for c in capacity_checks(plans)], f, indent=1)
-    progress = Progress([p.predictions[c.size_bytes].time_s for p in plans for c in p.calls])
+    progress = Progress(predicted_calls(plans))
     ok = True
+    if page:
+        page.folder = work
     try:
         for group in by_fabric(plans):
+            if page:
+                from emulator.web.view import fabric_message
+                page.publish(fabric_message(group[0].fabric))
             with Emulation(group[0], work) as emu:
                 for plan in group:
                     print(describe(plan.spec, plan.ranks))
-                    ok &= _replay(emu, plan, work, progress)
+                    ok &= _replay(emu, plan, work, progress, page)
         write_reports(work, plans)
     except BaseException:
         if sorted(os.listdir(work)) == ["capacity.json", "spec.json"]:   # it failed before creating anything
@@ -129,6 +188,8 @@ def emulate(experiment: Experiment, plans, out: str) -> int:
             print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
         raise
     os.rename(work, out)
+    if page:
+        page.folder = out
     tables = " ".join(name for name in ("collectives.csv", "jobs.csv", "ops.csv") if os.path.exists(os.path.join(out, name)))
     print(f"# results: {out}/ {tables} steps.csv, links.csv, machine.csv, summary.txt, "
           f"{'busbw.png, ' if 'collectives' in tables else ''}heatmap.png, fabric.png, timeline.png, "
@@ -147,10 +208,11 @@ def by_fabric(plans):
     return groups
 
 
-def _replay(emu, plan, out: str, progress: "Progress") -> bool:
+def _replay(emu, plan, out: str, progress: "Progress", page=None) -> bool:
     """Replay a plan, writing every call's results as it ends; prints the
     table (per size, or per job and iteration), and False if some agent
-    moved a wrong number of bytes."""
+    moved a wrong number of bytes. The terminal's live view and the web
+    page (if any) both get every sample and finished call."""
     from emulator.results import bytes_ok, call_time, write_call
     rows, wrong = [], []
 
@@ -169,9 +231,13 @@ def _replay(emu, plan, out: str, progress: "Progress") -> bool:
             rows.extend([written] if written else [])
             verdict = f" busbw {written['busbw_mbps']:.2f} Mbit/s, {written['fidelity']}" if written else ""
         progress.call_done(_call_label(plan, call), verdict)
+        if web:
+            web.call_done(call, record, written)
 
-    live = LiveView(emu, plan, progress) if sys.stdout.isatty() else None
-    emu.on_sample = live.update if live else None
+    live = LiveView(plan, progress) if sys.stdout.isatty() else None
+    web = WebRun(page, plan, progress) if page else None
+    views = [v for v in (live, web) if v]
+    emu.on_sample = sample_listener(emu, views) if views else None
     emu.replay(plan, on_call=on_call)
     if plan.is_workload:
         print_jobs(rows)
@@ -230,8 +296,10 @@ def print_table(rows: list[dict]) -> None:
     import pandas as pd
     from emulator.report import summarise
     print(TABLE_HEADER)
-    for r in summarise(pd.DataFrame(rows)).itertuples():
+    summary = summarise(pd.DataFrame(rows))
+    for r in summary.itertuples():
         print(table_row(r.size_bytes, r.time_s, algbw_mbps(r.size_bytes, r.time_s), r.busbw_mbps, r.model_time_s))
+    print(avg_busbw_line(summary.busbw_mbps))
 
 
 JOB_HEADER = "#  job              ranks  placement     iter   time(ms)  compute(ms)  exposed comm(ms)"
@@ -305,22 +373,33 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def sample_listener(emu, views):
+    """The monitor's callback: the last interval's link rows, computed once,
+    with the ranks' progress, to every view's update(rows, steps_done, elapsed_s)."""
+    from emulator import linkstats
+
+    def on_sample(samples) -> None:
+        if len(samples) < 2 or emu.fleet is None:
+            return
+        rows = linkstats.link_rows(0, emu.links, samples[-2:], samples[0].t)
+        for v in views:
+            v.update(rows, emu.fleet.steps_done, samples[-1].t - emu.fleet.call_start)
+    return on_sample
+
+
 class LiveView:
     """Redraws the busiest links and the step progress in place while a
     call runs (only on a terminal)."""
 
-    def __init__(self, emu, plan, progress: Progress):
-        self.emu, self.plan, self.progress = emu, plan, progress
+    def __init__(self, plan, progress: Progress):
+        self.progress = progress
         self.steps_total = max(len(s) for s in plan.schedules[max(plan.schedules)].steps)
         self.lines = 0
 
-    def update(self, samples) -> None:
-        from emulator import linkstats, liveview
-        if len(samples) < 2 or self.emu.fleet is None:
-            return
-        rows = linkstats.link_rows(0, self.emu.links, samples[-2:], samples[0].t)
+    def update(self, rows, steps_done, elapsed_s: float) -> None:
+        from emulator import liveview
         text = liveview.render(f"[{self.progress.done + 1}/{self.progress.total}]", rows,
-                               self.emu.fleet.steps_done, self.steps_total, samples[-1].t - self.emu.fleet.call_start)
+                               steps_done, self.steps_total, elapsed_s)
         up = f"\x1b[{self.lines}F\x1b[J" if self.lines else ""
         print(up + text, flush=True)
         self.lines = text.count("\n") + 1
@@ -329,3 +408,23 @@ class LiveView:
         if self.lines:
             print(f"\x1b[{self.lines}F\x1b[J", end="", flush=True)
             self.lines = 0
+
+
+class WebRun:
+    """Sends one plan's samples and finished calls to the web page."""
+
+    def __init__(self, page, plan, progress: Progress):
+        from emulator.web.view import rank_roles
+        self.page, self.plan, self.progress = page, plan, progress
+        self.roles = rank_roles(plan)
+        self.call = plan.calls[0]   # the call under way
+
+    def update(self, rows, steps_done, elapsed_s: float) -> None:
+        from emulator.web.view import sample_message
+        label = f"[{self.progress.done + 1}/{self.progress.total}] {_call_label(self.plan, self.call)}"
+        self.page.publish(sample_message(label, rows, steps_done, self.roles, elapsed_s))
+
+    def call_done(self, call, record, written) -> None:
+        from emulator.web.view import call_message
+        self.page.publish(call_message(self.plan, call, record, written, _call_label(self.plan, call)))
+        self.call = self.plan.calls[min(call.index + 1, len(self.plan.calls) - 1)]

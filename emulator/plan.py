@@ -46,6 +46,7 @@ class RunPlan:
     predictions: dict[int, Prediction]    # by the same key
     programs: dict[int, Compiled] = field(default_factory=dict)   # the jobs behind each schedule
     alone: list[Prediction] = field(default_factory=list)   # a workload's jobs, each by itself
+    run: int = 0                          # its place in the experiment: the `run` column of every table
 
     @property
     def ranks(self) -> int:

@@ -6,7 +6,7 @@ Each plot keeps its data shaping in a pure function (`utilisation_matrix`,
 `layout`, `link_peaks`, `timeline_bars`) so tests check numbers, not pixels.
 
 Inputs: `links.csv` (the link monitor: one row per sample per directed link,
-columns in LINK_SAMPLE_COLUMNS, optionally the run keys of steps.csv),
+columns in emulator.linkstats.LINK_COLUMNS, optionally the run keys of steps.csv),
 `steps.csv` (emulator.results.STEP_COLUMNS) and `fabric.json`.
 """
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pandas as pd
 
 from emulator.fabric import Fabric
 
-LINK_SAMPLE_COLUMNS = ["call", "t_s", "link", "kind", "rate_mbps", "tx_bytes", "util", "backlog_bytes", "drops"]
 # the keys that tell runs apart in steps.csv (and in links.csv, when the monitor writes them)
 RUN_COLUMNS = ["topology", "policy", "algorithm", "mapping"]
 MAX_HEATMAP_ROWS = 40

@@ -23,12 +23,16 @@ class CallRecord:
 # what the machine's and the links' counters say about a call (CallRecord.counters)
 COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "most_drops_port", "tcp_retrans", "tcp_spurious",
                    "max_link_util", "mean_link_util", "saturated_util"]
-COLLECTIVE_COLUMNS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
+# spec keys that tell two runs apart beyond the run keys and rates (so their
+# rows never merge in a summary); `run`, the run's place in the experiment,
+# joins every table of a folder
+SPEC_KEYS = ["connections", "seed", "host_queue_packets", "switch_queue_packets", "link_delay_ms", "link_loss_pct"]
+COLLECTIVE_COLUMNS = ["run", "topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
                       "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
                       "fidelity", "bytes_ok", *COUNTER_COLUMNS, "host_rate_mbps", "switch_rate_mbps", "mtu",
-                      "datapath", "offload", "label"]
-STEP_COLUMNS = ["topology", "policy", "algorithm", "mapping", "size_bytes", "repetition", "rank", "host",
-                "step", "phase", "start_s", "end_s", "bytes_sent", "bytes_received", "model_end_s"]
+                      "datapath", "offload", *SPEC_KEYS, "label"]
+STEP_COLUMNS = ["run", "topology", "policy", "algorithm", "mapping", "label", "size_bytes", "repetition", "rank",
+                "host", "step", "phase", "start_s", "end_s", "bytes_sent", "bytes_received", "model_end_s"]
 
 
 def call_time(records: list[list[dict]]) -> float:
@@ -113,13 +117,14 @@ def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
         "bytes_ok": bytes_ok(plan, call.size_bytes, rec.steps),
         **{key: _blank_none(rec.counters.get(key)) for key in COUNTER_COLUMNS},
         "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,
-        "mtu": s.mtu, "datapath": datapath, "offload": s.offload, "label": s.label}
+        "mtu": s.mtu, "datapath": datapath, "offload": s.offload, **{key: getattr(s, key) for key in SPEC_KEYS}}
     return {key: row[key] for key in COLLECTIVE_COLUMNS}
 
 
 def _run_keys(plan) -> dict:
     s = plan.spec
-    return {"topology": plan.fabric.topology, "policy": s.policy, "algorithm": s.algorithm, "mapping": s.mapping}
+    return {"run": plan.run, "topology": plan.fabric.topology, "policy": s.policy, "algorithm": s.algorithm,
+            "mapping": s.mapping, "label": s.label}
 
 
 def _blank_none(value):
@@ -143,7 +148,7 @@ def call_step_rows(plan, call, rec: CallRecord) -> list[dict]:
             for rank, steps in enumerate(rec.steps) for k, step in enumerate(steps)]
 
 
-SERIES_KEYS = ["topology", "policy", "algorithm", "mapping", "size_bytes", "repetition"]
+SERIES_KEYS = ["run", "topology", "policy", "algorithm", "mapping", "label", "size_bytes", "repetition"]
 LINK_SERIES_COLUMNS = SERIES_KEYS + LINK_COLUMNS
 MACHINE_SERIES_COLUMNS = SERIES_KEYS + MACHINE_COLUMNS
 

@@ -55,6 +55,7 @@ class Schedule:
 COLLECTIVES = ("allreduce", "reduce-scatter", "allgather", "broadcast", "all-to-all", "parameter-server",
                "stride")
 ALGORITHMS = ("ring", "halving-doubling")
+USES_ALGORITHM = ("allreduce", "reduce-scatter", "allgather")   # the others have one algorithm each
 
 # nccl-tests' busbw = algbw * factor(n): the traffic each rank's link must carry,
 # relative to S, for a bandwidth-optimal algorithm.
@@ -148,7 +149,10 @@ def _halving_doubling(p: int, rank: int, size: int, halving: bool, doubling: boo
             steps.append(Step((), (Transfer(rank + 1, size),), "post"))
         return steps
     virtual = rank // 2 if rank < 2 * extra else rank - extra
-    real = (lambda v: 2 * v + 1 if v < extra else v + extra)
+
+    def real(v: int) -> int:
+        return 2 * v + 1 if v < extra else v + extra
+
     steps = []
     if halving and rank < 2 * extra:
         steps.append(Step((), (Transfer(rank - 1, size),), "pre"))

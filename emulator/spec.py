@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 from controller.routing import POLICIES
 from emulator.fabric import Fabric
+from emulator.inputs import as_name, is_name, shorten, to_float, to_int
 from emulator.mapping import MAPPINGS, hosts_for_ranks
 from emulator.metrics import parse_size, size_sweep
 from emulator.net import capabilities
 from emulator.net.dataplane import OFFLOADS
-from emulator.schedule import ALGORITHMS, COLLECTIVES
+from emulator.schedule import ALGORITHMS, COLLECTIVES, USES_ALGORITHM
 from emulator.topology import LinkProfile, build
 
 if sys.version_info >= (3, 11):
@@ -185,18 +186,14 @@ def _convert(key: str, value):
     if key == "link_overrides":
         return _link_overrides(value)
     kind = FIELDS[key].type
+    if kind == "str":
+        if not isinstance(value, str):   # a TOML list or number is no name
+            raise SpecError(f"{key}: expected text, got {shorten(repr(value))}")
+        return value
     try:
-        if kind == "int":
-            if isinstance(value, float) or isinstance(value, bool):
-                raise ValueError
-            return int(value)
-        if kind == "float":
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        raise SpecError(f"{key}: expected {kind}, got {value!r}") from None
+        return to_int(value) if kind == "int" else to_float(value)
+    except ValueError:
+        raise SpecError(f"{key}: expected {kind}, got {shorten(repr(value))}") from None
 
 
 def _sizes(value) -> tuple[int, ...]:
@@ -205,14 +202,18 @@ def _sizes(value) -> tuple[int, ...]:
         if isinstance(value, str) and ":" in value:
             fields = value.split(":")
             if len(fields) > 3:
-                raise ValueError(f"sweep {value!r} has more than begin:end:factor")
+                raise ValueError(f"sweep {shorten(repr(value))} has more than begin:end:factor")
             begin, end, factor = (fields + ["2"])[:3]
             begin, end = parse_size(begin), parse_size(end)
             if end > MAX_SIZE_BYTES:
                 raise ValueError(f"sweep ends at {end} bytes, above the limit of {MAX_SIZE_BYTES} (4G)")
-            return tuple(size_sweep(begin, end, float(factor)))
+            return tuple(size_sweep(begin, end, to_float(factor), MAX_SIZES))
         items = value if isinstance(value, (list, tuple)) else [value]
-        return tuple(parse_size(v) for v in items)
+        sizes = tuple(parse_size(v) for v in items)
+        twice = sorted({n for n in sizes if sizes.count(n) > 1})
+        if twice:   # one size is one set of calls: the second would vanish
+            raise ValueError(f"{twice[0]} bytes is given twice")
+        return sizes
     except ValueError as e:
         raise SpecError(f"sizes: {e}") from None
 
@@ -229,13 +230,13 @@ def parse_link_event(value) -> LinkEvent:
             return LinkEvent(float(value["time_s"]), str(value["a"]), str(value["b"]), str(value["action"]))
         except (KeyError, TypeError, ValueError):
             raise SpecError(f"link_events: {value!r} is not an event ({LINK_EVENT_FORM})") from None
-    bad = SpecError(f"link_events: {value!r} is not {LINK_EVENT_FORM}")
+    bad = SpecError(f"link_events: {shorten(repr(value))} is not {LINK_EVENT_FORM}")
     if not isinstance(value, str) or value.count(":") != 2:
         raise bad
     when, link, action = (part.strip() for part in value.split(":"))
     a, dash, b = link.partition("-")
     try:
-        time_s = float(when)
+        time_s = to_float(when)
     except ValueError:
         raise bad from None
     if not dash or not a or not b:
@@ -287,7 +288,7 @@ def _link_override(item) -> LinkOverride:
 def _override_value(item, key: str, raw) -> float:
     low, high = _RANGES[OVERRIDE_SETTINGS[key][1]]
     try:
-        number = float(str(raw).strip().removesuffix("ms" if key == "delay" else "%"))
+        number = to_float(raw if not isinstance(raw, str) else raw.strip().removesuffix("ms" if key == "delay" else "%"))
     except ValueError:
         number = math.nan
     if not low <= number <= high:
@@ -327,6 +328,7 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     if spec.workload:
         load_workload(spec.workload, fabric, spec)
     else:
+        _check_algorithm(spec)
         _check_placement(spec, fabric)
     check_link_events(spec.link_events, fabric)
     if has_netem is not None:
@@ -359,6 +361,14 @@ def _check_policy(spec: RunSpec, fabric: Fabric) -> None:
         fits = [p.name for p in POLICIES.values() if p.fabric_kind in (None, kind)]
         raise SpecError(f"policy: {spec.policy!r} routes {wanted} fabrics only, not {fabric.topology}; "
                         f"choose one of: {', '.join(fits)}")
+
+
+def _check_algorithm(spec: RunSpec) -> None:
+    """Refused, not warned: the results would carry an algorithm that
+    played no part (a compare over it would show two equal runs)."""
+    if spec.collective not in USES_ALGORITHM and spec.algorithm != RunSpec.algorithm:
+        raise SpecError(f"algorithm: {spec.collective} has one algorithm of its own, so {spec.algorithm} means "
+                        f"nothing here; leave it out (algorithms matter for {', '.join(USES_ALGORITHM)})")
 
 
 def _check_placement(spec: RunSpec, fabric: Fabric) -> None:
@@ -441,12 +451,9 @@ def _read_workload(path: str):
     if path.partition(":")[0] in IMPORTERS:
         return Workload((import_job(path),), source=path)
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise WorkloadError(f"cannot read {path}: {e.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise WorkloadError(f"{path} is not valid TOML: {e}") from None
+        doc = read_toml(path, "workload file")
+    except SpecError as e:
+        raise WorkloadError(str(e)) from None
     return parse_workload(doc, path)
 
 
@@ -454,27 +461,29 @@ def _read_workload(path: str):
 class Experiment:
     name: str
     runs: list[RunSpec] = field(default_factory=list)
+    yes: bool = False                  # run it even if the model predicts more than an hour
 
 
 def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool = True) -> Experiment:
     """An experiment file: `name`, a `[defaults]` table, and `[[runs]]`
     tables; each run is defaults + its own keys (+ command-line overrides)."""
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise SpecError(f"cannot read experiment file {path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{path}: not valid TOML: {e}") from None
-    extra = sorted(set(doc) - {"name", "defaults", "runs"})
+    doc = read_toml(path, "experiment file")
+    if not doc:
+        raise SpecError(f"{path}: the file is empty; give [defaults] and/or [[runs]] tables")
+    extra = sorted(set(doc) - {"name", "defaults", "runs", "yes"})
     if extra:
-        raise SpecError(f"{path}: unknown top-level key(s) {', '.join(extra)}; use name, [defaults], [[runs]]")
-    defaults, runs = doc.get("defaults", {}), doc.get("runs") or [{}]
+        raise SpecError(f"{path}: unknown top-level key(s) {', '.join(extra)}; use name, yes, [defaults], [[runs]]")
+    if not isinstance(doc.get("yes", False), bool):
+        raise SpecError(f"{path}: yes must be true or false, got {shorten(repr(doc['yes']))}")
+    defaults, runs = doc.get("defaults", {}), doc.get("runs", [{}])
     if not isinstance(defaults, dict):
         raise SpecError(f"{path}: [defaults] must be a table of keys")
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
         raise SpecError(f"{path}: runs must be [[runs]] tables")
-    experiment = Experiment(str(doc.get("name", path.rsplit("/", 1)[-1].removesuffix(".toml"))))
+    if not runs:
+        raise SpecError(f"{path}: runs = [] has no run; give [[runs]] tables, or leave runs out for one "
+                        "run of the [defaults]")
+    experiment = Experiment(_experiment_name(doc, path), yes=doc.get("yes", False))
     for i, run in enumerate(runs):
         try:
             values = {**defaults, **run}
@@ -485,3 +494,33 @@ def load_experiment(path: str, overrides: dict | None = None, check_kernel: bool
         except SpecError as e:
             raise SpecError(f"{path}: run {i + 1}: {e}") from None
     return experiment
+
+
+def _experiment_name(doc: dict, path: str) -> str:
+    """`name` becomes part of the results folder's name: no path in it.
+    Without one, the file's name, made safe."""
+    if "name" not in doc:
+        return as_name(os.path.basename(path).removesuffix(".toml"))
+    if not is_name(doc["name"]):
+        raise SpecError(f"{path}: name: {shorten(repr(doc['name']))} must be up to 64 letters, digits and "
+                        "_ . + = - (it names the results folder: no / or leading dot)")
+    return doc["name"]
+
+
+def read_toml(path: str, what: str) -> dict:
+    """A TOML file's document; SpecError names the file, and the line of a
+    syntax error or of a byte that is not UTF-8."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SpecError(f"cannot read {what} {path}: {e.strerror}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise SpecError(f"{path}: line {line}: not UTF-8 text (byte {data[e.start]:#04x}); save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: not valid TOML: arrays or tables nested too deep") from None

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from emulator.fabric import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Host, Link, Switch, host_address
+from emulator.inputs import shorten, to_int
 
 MAX_HOSTS = 1 << 17   # 131,072: the flow model's largest case (the emulator stops far below)
 MAX_LINKS = 1_000_000
@@ -139,6 +140,8 @@ def leafspine(leaves: int, spines: int, hosts: int, uplinks: int = 1,
     for name, value in (("leaves", leaves), ("spines", spines), ("hosts", hosts), ("uplinks", uplinks)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"leafspine needs {name} >= 1, got {name}={value}")
+    if leaves * hosts < 2:   # one host has no one to talk to
+        raise ValueError(f"leafspine needs at least 2 hosts (leaves x hosts), got leaves={leaves}, hosts={hosts}")
     _check_size(leaves * hosts, leaves * (hosts + spines * uplinks))
     b = _Builder(profile)
     leaf = [b.add_switch("leaf", i) for i in range(leaves)]
@@ -171,16 +174,20 @@ def parse_topology(text: str) -> tuple[str, dict]:
     kind, _, rest = text.strip().partition(":")
     if kind not in BUILDERS:
         raise ValueError(f"unknown topology {kind!r}; choose one of: {', '.join(BUILDERS)}")
-    params = dict(BUILDERS[kind][1])
+    params, given = dict(BUILDERS[kind][1]), set()
     for item in filter(None, (p.strip() for p in rest.split(","))):
-        key, eq, value = item.partition("=")
+        key, eq, value = (part.strip() for part in item.partition("="))
         if not eq or key not in params:
-            raise ValueError(f"topology {kind}: bad parameter {item!r}; "
+            raise ValueError(f"topology {kind}: bad parameter {shorten(repr(item))}; "
                              f"parameters are {', '.join(f'{k}=<int>' for k in params)}")
+        if key in given:   # the last one would silently win
+            raise ValueError(f"topology {kind}: {key} is given twice")
+        given.add(key)
         try:
-            params[key] = int(value)
+            params[key] = to_int(value)
         except ValueError:
-            raise ValueError(f"topology {kind}: {key} must be an integer, got {value!r}") from None
+            raise ValueError(f"topology {kind}: {key} must be an integer in ASCII digits, "
+                             f"got {shorten(repr(value))}") from None
     return kind, params
 
 

@@ -103,7 +103,7 @@ def probe_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     (destination rules count every source, and echo replies travel back)."""
     rounds: list[tuple[set, list]] = []
     for src, dst in pairs:
-        for used, members in rounds:
+        for used, _members in rounds:
             if src not in used and dst not in used:
                 break
         else:

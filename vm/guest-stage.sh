@@ -9,6 +9,8 @@ P=/bigraph-emu
 PY=$BIGRAPH_VENV/bin/python
 # The checkout is shared read-only: byte code goes to the VM's own disk.
 export PYTHONPYCACHEPREFIX=/var/tmp/pycache
+# Through tee: without this, pytest prints its progress only at the end.
+export PYTHONUNBUFFERED=1
 # Software emulation is slow: timing verdicts are recorded, not asserted.
 export BIGRAPH_TIMING=record BIGRAPH_REQUIRE_NETEM=1
 
@@ -17,8 +19,9 @@ demo() {
 }
 
 emulation_tests() {
+    # --basetemp: a failed test's folder (controller.log, results) comes back out
     cd /root && BIGRAPH_REQUIRE_EMULATION=1 "$PY" -m pytest -p no:cacheprovider -q -rs \
-        --junitxml="$OUT/junit.xml" "$P/tests/emulation"
+        --basetemp="$OUT/pytest" --junitxml="$OUT/junit.xml" "$P/tests/emulation"
 }
 
 stage() {

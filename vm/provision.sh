@@ -17,6 +17,11 @@ PROJECT_DIR=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${BIGRAPH_VENV:-$PROJECT_DIR/.venv}
 # python3-setuptools: Mininet 2.3.0 imports distutils, gone from Python 3.12
 PACKAGES="python3-setuptools mininet openvswitch-switch iperf3 ethtool iproute2 iputils-ping fping procps tcpdump python3-venv"
+# Debian's chromium and chromium-driver: the web view's browser tests (headless,
+# driven by Selenium). Ubuntu ships Chromium only as a snap: there they skip.
+if grep -qs '^ID=debian' /etc/os-release; then
+    PACKAGES="$PACKAGES chromium chromium-driver"
+fi
 
 say() { echo "provision: $*"; }
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import os
 import shutil
 import signal
@@ -33,8 +34,9 @@ CACHE = os.environ.get("BIGRAPH_VM_CACHE", "/var/cache/bigraph-emu/vm")
 MIRROR = os.environ.get("BIGRAPH_VM_MIRROR", "http://deb.debian.org/debian")
 TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils",
          "debootstrap": "debootstrap", "mkfs.ext4": "e2fsprogs"}
-# What the image is built from: a change to any of them builds it again.
-IMAGE_INPUTS = ["vm/stage.py", "vm/provision.sh", "setup.cfg", "pyproject.toml"]
+# The files an image is built from; with the recipe below (image_key), a
+# change to any of them builds it again, and nothing else does.
+IMAGE_INPUTS = ["vm/provision.sh", "setup.cfg", "pyproject.toml"]
 BASE_PACKAGES = "linux-image-amd64,initramfs-tools,systemd-sysv,udev,kmod,ca-certificates,python3"
 DISK_GIB = 6
 MIN_FREE_GIB = 12        # debootstrap folder, disk image and the run's overlay
@@ -93,7 +95,9 @@ def install_tools() -> None:
 
 # --- the image -----------------------------------------------------------------
 def image_key(flavour: Flavour) -> str:
-    h = hashlib.sha256(flavour.suite.encode())
+    recipe = [flavour.suite, MIRROR, BASE_PACKAGES, str(DISK_GIB), VENV, GUEST_UNIT, GUEST_ENTRY,
+              *(inspect.getsource(f) for f in (_build, _prepare_chroot, _finish_chroot))]
+    h = hashlib.sha256("\0".join(recipe).encode())
     for rel in IMAGE_INPUTS:
         with open(os.path.join(PROJECT, rel), "rb") as f:
             h.update(rel.encode() + b"\0" + f.read())
@@ -353,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="auto: KVM if a short probe boots with it, else software emulation")
     ap.add_argument("--cpus", type=int, default=2, choices=range(1, 9), metavar="1..8", help="the VM's CPUs")
     ap.add_argument("--install-tools", action="store_true", help="install qemu and debootstrap, then stop")
+    ap.add_argument("--build-only", action="store_true", help="build (or find) the image, do not boot it")
     args = ap.parse_args(argv)
     for sig in (signal.SIGTERM, signal.SIGHUP):   # unwind: qemu and the scratch folder go too
         if signal.getsignal(sig) != signal.SIG_IGN:   # nohup stays nohup
@@ -360,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.install_tools:
             install_tools()
+            return 0
+        if args.build_only:
+            check_host(MIN_FREE_GIB)
+            flavour = FLAVOURS[args.flavour]
+            say(f"image ready: {build_image(flavour, image_key(flavour))}")
             return 0
         return stage(FLAVOURS[args.flavour], args.command, os.path.abspath(args.out), args.timeout, args.accel,
                      args.cpus)

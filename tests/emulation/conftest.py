@@ -52,7 +52,7 @@ def timing(record_property):
             return
         record_property("timing", f"{'ok' if ok else 'FAILED'}: {what}")
         if not ok:
-            warnings.warn(f"timing check failed (recorded, not asserted): {what}")
+            warnings.warn(f"timing check failed (recorded, not asserted): {what}", stacklevel=2)
     return check
 
 

@@ -8,7 +8,11 @@ and as a second guard the network part of every command refuses here.
 """
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
+import shutil
 import signal
 import subprocess
 
@@ -80,6 +84,71 @@ CASES = [
     ("missing TOML file", ["--experiment", "{dir}/missing.toml"], ["missing.toml", "cannot read"]),
     ("output folder with earlier results", ["--out", "{old}"], ["--out", "not empty"]),
     ("output folder is a file", ["--out", "{dir}/unknown.toml"], ["--out", "not a folder"]),
+    # issue 17: numbers as Python reads them but people do not mean them, and repeated or missing parts
+    ("topology full-width digit", ["-t", "bigraph:m=\uff12,n=4"], ["-t/--topology (topology)", "m", "ASCII"]),
+    ("topology underscore in a number", ["-t", "bigraph:m=1_0,n=4"], ["topology", "m", "'1_0'"]),
+    ("topology parameter given twice", ["-t", "bigraph:m=2,n=4,m=3"], ["topology", "m is given twice"]),
+    ("topology unknown parameter", ["-t", "bigraph:x=1"], ["topology", "'x=1'", "m=<int>, n=<int>"]),
+    ("topology astronomically large", ["-t", "bigraph:m=99999999999999999999,n=4"], ["topology", "100000"]),
+    ("topology kind in capitals", ["-t", "BIGRAPH:m=2"], ["topology", "'BIGRAPH'"]),
+    ("topology semicolon separator", ["-t", "bigraph:m=2;n=4"], ["topology", "'2;n=4'"]),
+    ("leafspine with one host", ["-t", "leafspine:leaves=1,spines=1,hosts=1"], ["topology", "leaves", "hosts"]),
+    ("leafspine without spines", ["-t", "leafspine:leaves=2,spines=0"], ["topology", "spines"]),
+    ("leafspine without uplinks", ["-t", "leafspine:uplinks=0"], ["topology", "uplinks"]),
+    ("fattree k=0", ["-t", "fattree:k=0"], ["topology", "k=0"]),
+    ("topology fraction", ["-t", "fattree:k=4.0"], ["topology", "k", "'4.0'"]),
+    ("topology huge input echoed", ["-t", "bigraph:m=" + "9" * 100_000], ["topology", "characters cut"]),
+    ("size underscore", ["-b", "1_0K"], ["-b (sizes)", "'1_0K'"]),
+    ("size full-width digit", ["-b", "\uff11M"], ["sizes", "whole byte count"]),
+    ("size fraction of a byte", ["-b", "1.5"], ["sizes", "'1.5'"]),
+    ("size sweep of billions", ["-b", "1", "-e", "4G", "-f", "1.00000001"], ["-b/-e/-f (sizes)", "64 sizes", "2.2"]),
+    ("size factor 0", ["-b", "1M", "-e", "2M", "-f", "0"], ["sizes", "factor must be > 1"]),
+    ("size factor nan", ["-b", "1M", "-e", "2M", "-f", "nan"], ["sizes", "finite"]),
+    ("size factor text", ["-b", "1M", "-e", "2M", "-f", "x"], ["sizes", "'x'"]),
+    ("size sweep in a sweep", ["-b", "1M", "-e", "1M:2M"], ["sizes", "begin:end:factor"]),
+    ("repetitions full-width", ["-n", "\uff11\uff10"], ["-n/--repetitions (repetitions)", "expected int"]),
+    ("repetitions underscore", ["-n", "1_0"], ["repetitions", "'1_0'"]),
+    ("repetitions empty", ["-n", ""], ["repetitions", "''"]),
+    ("repetitions exponent", ["-n", "1e3"], ["repetitions", "'1e3'"]),
+    ("repetitions a fraction", ["-n", "2.0"], ["repetitions", "'2.0'"]),
+    ("seed text", ["--seed", "x"], ["--seed (seed)", "'x'"]),
+    ("ranks negative", ["--ranks=-1"], ["--ranks (ranks)", "0 or more"]),
+    ("ranks one", ["--ranks", "1"], ["ranks", "2 to 8"]),
+    ("mtu underscore", ["--mtu", "1_500"], ["--mtu (mtu)", "'1_500'"]),
+    ("connections 17", ["--connections", "17"], ["connections", "between 1 and 16"]),
+    ("host rate nan", ["--host-rate", "nan"], ["--host-rate (host_rate_mbps)", "nan"]),
+    ("both rates 0", ["--bw", "0"], ["--bw (host_rate_mbps)", "between 1 and 100000"]),
+    ("queue a fraction names the flag typed", ["--queue", "1.5"], ["--queue (host_queue_packets)", "'1.5'"]),
+    ("switch queue a fraction", ["--switch-queue", "2.5"], ["--switch-queue (switch_queue_packets)"]),
+    ("alpha negative", ["--alpha-us=-1"], ["--alpha-us (model_alpha_us)"]),
+    ("monitor interval huge", ["--monitor-interval", "1e9"], ["monitor_interval_ms", "1000"]),
+    ("delay nan", ["--delay", "nan"], ["--delay (link_delay_ms)", "between 0 and 1000"]),
+    ("collective in capitals", ["-c", "Allreduce"], ["collective", "'Allreduce'"]),
+    ("two algorithms at once", ["-a", "ring,halving-doubling"], ["algorithm", "ring, halving-doubling"]),
+    ("mapping empty", ["-m", ""], ["mapping", "''"]),
+    ("policy empty", ["-p", ""], ["policy", "''"]),
+    ("stride with an algorithm", ["-c", "stride", "-a", "halving-doubling"], ["algorithm", "stride", "means nothing"]),
+    ("broadcast with an algorithm", ["-c", "broadcast", "-a", "halving-doubling"], ["algorithm", "broadcast"]),
+    ("all-to-all with an algorithm", ["-c", "all-to-all", "-a", "halving-doubling"], ["algorithm", "all-to-all"]),
+    ("parameter server with an algorithm", ["-c", "parameter-server", "-a", "halving-doubling"], ["algorithm"]),
+    ("link down twice", ["--link-event", "1:bgs0-bgs2:down", "--link-event", "2:bgs0-bgs2:down"],
+     ["--link-event (link_events)", "already down"]),
+    ("link event time text", ["--link-event", "x:bgs0-bgs2:down"], ["link_events", "TIME:SWITCH-SWITCH"]),
+    ("link event one switch", ["--link-event", "1:bgs0:down"], ["link_events", "'1:bgs0:down'"]),
+    ("link event extra part", ["--link-event", "1:bgs0-bgs2:down:extra"], ["link_events", "extra"]),
+    ("link event full-width time", ["--link-event", "\uff11:bgs0-bgs2:down"], ["link_events", "TIME"]),
+    ("link override without a rate", ["--link", "bgs0-bgs2"], ["--link-rate/--link (link_overrides)", "A-B:MBPS"]),
+    ("link override rate 0", ["--link", "bgs0-bgs2:0"], ["link_overrides", "rate", "from 1 to 100000"]),
+    ("link override on no link", ["--link", "bgs0-bgs9:5"], ["link_overrides", "no such link"]),
+    ("link override setting twice", ["--link", "bgs0-bgs2:rate=5,rate=6"], ["link_overrides", "given twice"]),
+    ("link override unknown setting", ["--link", "bgs0-bgs2:speed=5"], ["link_overrides", "'speed'", "rate, delay, loss"]),
+    ("link override loss 101", ["--link", "bgs0-bgs2:loss=101"], ["link_overrides", "loss", "0 to 100"]),
+    ("link override full-width rate", ["--link", "bgs0-bgs2:rate=\uff11"], ["link_overrides", "rate"]),
+    ("output folder empty name", ["--out", ""], ["--out", "empty"]),
+    ("output folder blank name", ["--out", "   "], ["--out", "empty"]),
+    ("workload file missing", ["--workload", "{dir}/nowhere.toml"], ["--workload (workload)", "nowhere.toml", "cannot read"]),
+    ("imported workload missing", ["--workload", "simai:{dir}/nowhere.txt"], ["workload", "nowhere.txt"]),
+    ("a run of two weeks without --yes", ["-n", "1000", "-b", "4G"], ["the model predicts", "--yes", "336 h"]),
 ]
 
 TOML_FILES = {
@@ -145,6 +214,9 @@ def guarded(monkeypatch):
         monkeypatch.setattr(pipeline, name, refuse)
     monkeypatch.setattr(cli, "cmd_clean", refuse)
     monkeypatch.setattr(capabilities, "netem_available", lambda: False)
+    from emulator.net import dataplane   # the datapath check: no modprobe, no ovs-vsctl
+    monkeypatch.setattr(dataplane, "_module_loaded", lambda name: False)
+    monkeypatch.setattr(dataplane, "_try_modprobe", lambda name: False)
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     yield
     for s, handler in old.items():
@@ -165,11 +237,14 @@ def expand(argv: list[str], folders: dict) -> list[str]:
     return [a.format(**folders) for a in argv]
 
 
+OUT_COMMANDS = ("run", "compare", "cli", "demo", "model")   # the commands that take --out
+
+
 def assert_refused(capsys, argv: list[str], words: list[str], folders: dict) -> None:
     """exit 2, the field named, nothing created."""
     before = machine_state()
     old_listing = sorted(os.listdir(folders["old"]))
-    if "--out" not in argv:
+    if "--out" not in argv and argv[0] in OUT_COMMANDS:
         argv = [*argv, "--out", folders["out"]]
     rc = cli.main(argv)
     err = capsys.readouterr().err
@@ -193,6 +268,11 @@ def assert_refused(capsys, argv: list[str], words: list[str], folders: dict) -> 
 def test_table_is_large_enough():
     assert len(CASES) >= 24
     assert len({case for case, _, _ in CASES}) == len(CASES)
+
+
+def test_the_corpus_holds_at_least_150_bad_inputs():
+    everything = CASES + TOML_CASES + WORKLOAD_CASES + CALIBRATION_CASES + REPORT_CASES + OTHER_COMMAND_CASES
+    assert len(everything) >= 150, len(everything)
 
 
 @pytest.mark.parametrize("case, argv, words", CASES, ids=[c[0] for c in CASES])
@@ -257,7 +337,7 @@ def test_netem_present_accepts_delay(monkeypatch, folders):
     """The same delay passes validation where netem exists (it then reaches the network part)."""
     monkeypatch.setattr(capabilities, "netem_available", lambda: True)
     reached = []
-    monkeypatch.setattr(pipeline, "emulate", lambda experiment, plans, out: reached.append(plans[0].spec) or 0)
+    monkeypatch.setattr(pipeline, "emulate", lambda experiment, plans, out, **_: reached.append(plans[0].spec) or 0)
     monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
     assert cli.main(["run", "--delay", "5", "--loss", "1", "--out", folders["out"]]) == 0
     assert (reached[0].link_delay_ms, reached[0].link_loss_pct) == (5.0, 1.0)
@@ -270,3 +350,391 @@ def test_default_results_folder_not_created(capsys, monkeypatch, tmp_path):
     assert cli.main(["run", "-t", "bigraph:m=2,n=3"]) == 2
     assert "topology" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
+
+
+# --- issue 17: files, the other commands, results folders ------------------------------------------
+# Each table: (case, what the file holds, words stderr must hold). The file goes into a fresh folder.
+
+LATIN1 = '[defaults]\nlabel = "caf\u00e9"\n'.encode("latin-1")
+DEEP = "x = " + "[" * 50_000 + "]" * 50_000 + "\n"
+
+TOML_CASES = [
+    ("experiment not UTF-8", LATIN1, ["case.toml", "line 2", "not UTF-8"]),
+    ("experiment random bytes", bytes(range(256)) * 4, ["case.toml", "UTF-8"]),
+    ("experiment with a byte-order mark", "\ufeff[defaults]\n", ["case.toml", "not valid TOML"]),
+    ("experiment nested too deep", DEEP, ["case.toml", "nested too deep"]),
+    ("experiment empty", "", ["case.toml", "empty"]),
+    ("experiment only a comment", "# nothing\n", ["case.toml", "empty"]),
+    ("experiment runs = []", "runs = []\n", ["case.toml", "runs = []"]),
+    ("experiment runs a number", "runs = 3\n", ["case.toml", "[[runs]] tables"]),
+    ("experiment runs a list of numbers", "runs = [1, 2]\n", ["case.toml", "[[runs]] tables"]),
+    ("experiment defaults a number", "defaults = 3\n", ["case.toml", "[defaults] must be a table"]),
+    ("experiment label a list", "[defaults]\nlabel = [1, 2]\n", ["run 1", "label", "expected text"]),
+    ("experiment topology a list", '[defaults]\ntopology = ["bigraph:m=2,n=4"]\n', ["run 1", "topology", "text"]),
+    ("experiment topology a table", "[defaults.topology]\nm = 2\n", ["topology", "expected text"]),
+    ("experiment sizes a float", "[defaults]\nsizes = 1.5e6\n", ["sizes", "whole byte count"]),
+    ("experiment repetitions a float", "[defaults]\nrepetitions = 2.0\n", ["repetitions", "2.0"]),
+    ("experiment repetitions inf", "[defaults]\nrepetitions = inf\n", ["repetitions", "inf"]),
+    ("experiment rate nan", "[defaults]\nhost_rate_mbps = nan\n", ["host_rate_mbps", "between 1 and 100000"]),
+    ("experiment rate true", "[defaults]\nhost_rate_mbps = true\n", ["host_rate_mbps", "True"]),
+    ("experiment no sizes", "[defaults]\nsizes = []\n", ["sizes", "1 to 64 sizes"]),
+    ("experiment a size twice", '[defaults]\nsizes = ["1M", "1M"]\n', ["sizes", "given twice"]),
+    ("experiment a sweep of billions", '[defaults]\nsizes = "1:4G:1.00000001"\n', ["sizes", "64 sizes"]),
+    ("experiment a size true", "[defaults]\nsizes = [true]\n", ["sizes", "True"]),
+    ("experiment mtu a fraction", "[defaults]\nmtu = 1500.5\n", ["mtu", "1500.5"]),
+    ("experiment link events text", '[defaults]\nlink_events = "x"\n', ["link_events", "'x'"]),
+    ("experiment link events a number", "[defaults]\nlink_events = [1]\n", ["link_events", "1"]),
+    ("experiment workload a number", "[defaults]\nworkload = 5\n", ["workload", "expected text"]),
+    ("experiment name climbs out", 'name = "../../x"\n[defaults]\n', ["case.toml", "name", "'../../x'"]),
+    ("experiment name absolute", 'name = "/tmp/x"\n[defaults]\n', ["name", "no /"]),
+    ("experiment name hidden", 'name = ".x"\n[defaults]\n', ["name", "leading dot"]),
+    ("experiment name a number", "name = 5\n[defaults]\n", ["name", "5"]),
+    ("experiment yes as text", 'yes = "sure"\n[defaults]\n', ["yes must be true or false"]),
+    ("experiment yes in defaults", "[defaults]\nyes = true\n", ["unknown key", "yes"]),
+    ("experiment stride with an algorithm", '[defaults]\ncollective = "stride"\nalgorithm = "halving-doubling"\n',
+     ["run 1", "algorithm", "stride"]),
+    ("experiment second run bad", "[[runs]]\nmtu = 1500\n[[runs]]\nmtu = \"1_500\"\n", ["run 2", "mtu", "1_500"]),
+]
+
+WORKLOAD_CASES = [
+    ("workload not UTF-8", '[[job]]\nname = "caf\u00e9"\n'.encode("latin-1"), ["workload", "line 2", "not UTF-8"]),
+    ("workload empty", "", ["workload", "[[job]]"]),
+    ("workload nested too deep", DEEP, ["workload", "nested too deep"]),
+    ("workload job name a list", '[[job]]\nname = ["a"]\nops = [{op = "compute", ms = 1}]\n', ["job 1", "name"]),
+    ("workload no ops", '[[job]]\nname = "a"\nops = []\n', ["job 'a'", "ops is empty"]),
+    ("workload unknown op", '[[job]]\nops = [{op = "jump"}]\n', ["op 1", "'jump'"]),
+    ("workload bytes a float", '[[job]]\nops = [{op = "allreduce", bytes = 1.5e6}]\n', ["bytes", "whole byte count"]),
+    ("workload iterations a float", '[[job]]\niterations = 2.0\nops = [{op = "compute", ms = 1}]\n',
+     ["iterations", "2.0"]),
+    ("workload tp not dividing", '[[job]]\nranks = 6\ntp = 4\nops = [{op = "compute", ms = 1}]\n', ["tp x pp"]),
+    ("workload unknown placement", '[[job]]\nplacement = "spiral"\nops = [{op = "compute", ms = 1}]\n',
+     ["placement", "'spiral'"]),
+    ("workload speed 0", '[hosts]\nbgh0 = 0\n[[job]]\nops = [{op = "compute", ms = 1}]\n', ["[hosts]", "speed"]),
+    ("workload share_hosts text", 'share_hosts = "yes"\n[[job]]\nops = [{op = "compute", ms = 1}]\n',
+     ["share_hosts", "true or false"]),
+    ("workload wait for nothing", '[[job]]\nops = [{op = "wait", tag = "g"}]\n', ["wait", "'g'"]),
+    ("workload matrix not square", '[[job]]\nops = [{op = "all-to-all", matrix = [[1, 2]]}]\n', ["matrix", "square"]),
+    ("workload template unknown", '[[job]]\ntemplate = "nosuch"\n', ["template", "nosuch"]),
+    ("workload two jobs one name", '[[job]]\nname = "a"\nops = [{op = "compute", ms = 1}]\n' * 2, ["'a'", "twice"]),
+    ("workload unknown top key", 'jobs = 1\n[[job]]\nops = [{op = "compute", ms = 1}]\n', ["unknown key", "jobs"]),
+]
+
+CAL_POINT = {"datapath": "user", "mtu": 9000, "offload": "off", "raw_mbps": 5000.0, "faithful_mbps": 4000.0,
+             "link_rate_mbps": 300.0}
+
+
+def calibration_doc(**point) -> str:
+    return json.dumps({"machine": "m", "measured": "d", "points": [{**CAL_POINT, **point}]})
+
+
+CALIBRATION_CASES = [
+    ("calibration not JSON", "{points: 1", ["case.json", "unreadable", "bigraph-emu calibrate"]),
+    ("calibration not UTF-8", b'{"machine": "caf\xe9"}', ["case.json", "unreadable"]),
+    ("calibration nested too deep", "[" * 50_000 + "]" * 50_000, ["case.json", "unreadable"]),
+    ("calibration a list", "[]", ["case.json", "unreadable"]),
+    ("calibration without points", '{"machine": "m", "measured": "d"}', ["case.json", "points"]),
+    ("calibration points text", '{"machine": "m", "measured": "d", "points": "x"}', ["case.json", "unreadable"]),
+    ("calibration faithful negative", calibration_doc(faithful_mbps=-1), ["faithful_mbps", ">= 0"]),
+    ("calibration faithful text", calibration_doc(faithful_mbps="4000"), ["faithful_mbps", "'4000'"]),
+    ("calibration raw 0", calibration_doc(raw_mbps=0), ["raw_mbps", "> 0"]),
+    ("calibration link rate missing", calibration_doc(link_rate_mbps=None), ["link_rate_mbps"]),
+    ("calibration mtu text", calibration_doc(mtu="9000"), ["mtu", "whole number"]),
+    ("calibration unknown field", calibration_doc(colour="red"), ["case.json", "colour"]),
+    ("calibration faithful infinite", calibration_doc(faithful_mbps=1e999), ["faithful_mbps", "finite"]),
+]
+
+OTHER_COMMAND_CASES = [
+    ("model jitter above 10", ["model", "--jitter", "11"], ["--jitter", "between 0 and 10"]),
+    ("model jitter nan", ["model", "--jitter", "nan"], ["--jitter", "nan"]),
+    ("model topology twice a parameter", ["model", "-t", "fattree:k=4,k=6"], ["topology", "k is given twice"]),
+    ("model queue names the flag", ["model", "--queue", "1.5"], ["--queue (host_queue_packets)"]),
+    ("topo path to no host", ["topo", "--path", "bgh0", "bgh99"], ["--path", "bgh99"]),
+    ("topo path to itself", ["topo", "--path", "bgh0", "bgh0"], ["--path", "both bgh0"]),
+    ("topo full-width topology", ["topo", "-t", "fattree:k=\uff14"], ["topology", "ASCII"]),
+    ("calibrate mtu underscore", ["calibrate", "--mtu", "1_500"], ["--mtu", "integers"]),
+    ("calibrate mtu full-width", ["calibrate", "--mtu", "\uff19\uff10\uff10\uff10"], ["--mtu", "integers"]),
+    ("compare a long run without --yes", ["compare", "-n", "1000", "-b", "4G", "--vary", "policy=shortest,ecmp"],
+     ["--yes"]),
+    ("compare stride with an algorithm", ["compare", "-c", "stride", "--vary", "algorithm=ring,halving-doubling"],
+     ["--vary algorithm=halving-doubling", "stride"]),
+    ("cli empty output folder", ["cli", "--out", ""], ["--out", "empty"]),
+]
+
+
+def write_case(folder, name: str, content) -> str:
+    path = os.path.join(folder, name)
+    with open(path, "wb") as f:
+        f.write(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+@pytest.mark.parametrize("case, content, words", TOML_CASES, ids=[c[0] for c in TOML_CASES])
+def test_bad_experiment_files(capsys, folders, case, content, words):
+    path = write_case(folders["dir"], "case.toml", content)
+    assert_refused(capsys, ["run", "--experiment", path], words, folders)
+
+
+@pytest.mark.parametrize("case, content, words", WORKLOAD_CASES, ids=[c[0] for c in WORKLOAD_CASES])
+def test_bad_workload_files(capsys, folders, case, content, words):
+    path = write_case(folders["dir"], "case.toml", content)
+    assert_refused(capsys, ["run", "--workload", path], words, folders)
+
+
+@pytest.mark.parametrize("case, content, words", CALIBRATION_CASES, ids=[c[0] for c in CALIBRATION_CASES])
+def test_bad_calibration_files(capsys, monkeypatch, folders, case, content, words):
+    from emulator import capacity
+    path = write_case(folders["dir"], "case.json", content)
+    monkeypatch.setenv(capacity.ENV_FILE, path)
+    assert_refused(capsys, ["run", "-t", "bigraph:m=1,n=2"], words, folders)
+
+
+@pytest.mark.parametrize("case, argv, words", OTHER_COMMAND_CASES, ids=[c[0] for c in OTHER_COMMAND_CASES])
+def test_other_commands_refuse_bad_input(capsys, monkeypatch, folders, case, argv, words):
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)   # calibrate: the input is checked before root
+    assert_refused(capsys, argv, words, folders)
+    assert "needs root" not in capsys.readouterr().err
+
+
+# --- results folders given to `report` -------------------------------------------------------------
+
+def good_folder(folder: str) -> None:
+    """A results folder as `run` leaves it (two runs on one fabric), written by the
+    emulator's own writers from made-up agent records."""
+    import dataclasses
+    from emulator.plan import plan_run
+    from emulator.results import CallRecord, write_call
+    from emulator.spec import make_run
+    plans = [plan_run(make_run({"topology": "bigraph:m=1,n=4", "algorithm": a, "sizes": "8K:16K:2",
+                                "repetitions": 1, "warmup": 1})) for a in ("ring", "halving-doubling")]
+    os.makedirs(folder)
+    with open(os.path.join(folder, "spec.json"), "w") as f:
+        json.dump({"name": "t", "runs": [dataclasses.asdict(p.spec) for p in plans]}, f)
+    plans[-1].fabric.save(os.path.join(folder, "fabric.json"))
+    for plan in plans:
+        for call in plan.calls:
+            steps = [[{"start": 0.1 * k, "end": 0.1 * (k + 1), "sent": sum(t.nbytes for t in s.sends),
+                       "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(rank)]
+                     for rank in plan.schedules[call.size_bytes].steps]
+            links = [{"call": call.index, "t_s": t, "link": f"bgs0:{port}>x", "kind": "switch", "rate_mbps": 50,
+                      "tx_bytes": 1000, "tx_packets": 1, "util": 0.5, "backlog_bytes": 0, "drops": 0}
+                     for t in (0.1, 0.2) for port in (1, 2)]
+            write_call(folder, plan, call, CallRecord(steps, {}, links, []), "user")
+
+
+def _rows(data: bytes) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(data.decode())))
+
+
+def _csv(rows) -> bytes:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue().encode()
+
+
+def edit_cell(name: str, column: str, value: str, row: int = 0):
+    """(file, change): the cell of `column` in data row `row` set to `value`."""
+    def change(data: bytes) -> bytes:
+        rows = _rows(data)
+        rows[row + 1][rows[0].index(column)] = value
+        return _csv(rows)
+    return name, change
+
+
+def drop_column(name: str, column: str):
+    def change(data: bytes) -> bytes:
+        rows = _rows(data)
+        i = rows[0].index(column)
+        return _csv([r[:i] + r[i + 1:] for r in rows])
+    return name, change
+
+
+def header_only(name: str):
+    return name, lambda data: data.split(b"\n", 1)[0] + b"\n"
+
+
+def cut_in_half(name: str):
+    return name, lambda data: data[:len(data) // 2]
+
+
+def line_changed(name: str, line: int, how):
+    def change(data: bytes) -> bytes:
+        end = b"\r\n" if b"\r\n" in data else b"\n"   # the csv module ends lines with \r\n
+        lines = data.split(end)
+        lines[line - 1] = how(lines[line - 1])
+        return end.join(lines)
+    return name, change
+
+
+def jobs_only(**cells):
+    """A workload folder: no collectives.csv, and a jobs.csv of one row with `cells`
+    changed (None: no row; "short": a row of four fields)."""
+    from emulator.jobs import JOB_COLUMNS
+    row = {**{c: "0" for c in JOB_COLUMNS}, "topology": "t", "policy": "p", "algorithm": "ring", "job": "a",
+           "ranks": "2", "placement": "naive", "fidelity": "ok", "label": "", **cells}
+    rows = [JOB_COLUMNS] + ([] if "none" in cells else [["t", "p", "ring", "a"]] if "short" in cells
+                            else [[row[c] for c in JOB_COLUMNS]])
+    return [("collectives.csv", None), ("jobs.csv", _csv(rows))]
+
+
+RANDOM = bytes((i * 7919 + 13) % 256 for i in range(3000))   # the same 'random' bytes every time
+FABRIC = "fabric.json"
+TWO_SWITCHES = {"topology": "t", "switches": [{"name": "s", "dpid": 1, "tier": "leaf", "index": 0}],
+                "hosts": [{"name": "h", "index": 0, "ip": "1", "mac": "m", "switch": "s", "port": 1}]}
+
+# (case, changes [(file, content, a function of the old content, or None: deleted)], words, extra argv)
+REPORT_CASES = [
+    ("collectives cut in half", [cut_in_half("collectives.csv")], ["collectives.csv", "line"]),
+    ("collectives wrong header", [line_changed("collectives.csv", 1, lambda _: b"a,b,c")],
+     ["collectives.csv", "no column", "topology"]),
+    ("collectives empty", [("collectives.csv", b"")], ["collectives.csv", "empty"]),
+    ("collectives header only", [header_only("collectives.csv")], ["collectives.csv", "no rows"]),
+    ("collectives extra field", [line_changed("collectives.csv", 3, lambda l: l + b",x")],
+     ["collectives.csv", "line 3", "more than the header"]),
+    ("collectives a field short", [line_changed("collectives.csv", 2, lambda l: l.rsplit(b",", 1)[0])],
+     ["collectives.csv", "line 2", "fewer than the header"]),
+    ("collectives text for a time", [edit_cell("collectives.csv", "time_s", "abc")],
+     ["collectives.csv", "line 2", "time_s", "'abc'"]),
+    ("collectives random bytes", [("collectives.csv", RANDOM)], ["collectives.csv"]),
+    ("collectives not UTF-8", [line_changed("collectives.csv", 3, lambda l: l.replace(b"naive", b"na\xefve"))],
+     ["collectives.csv", "line 3", "not UTF-8"]),
+    ("collectives size a fraction", [edit_cell("collectives.csv", "size_bytes", "1.5", 1)],
+     ["collectives.csv", "line 3", "size_bytes", "whole number"]),
+    ("collectives ranks 0", [edit_cell("collectives.csv", "ranks", "0")], ["collectives.csv", "ranks", ">= 1"]),
+    ("collectives time 0", [edit_cell("collectives.csv", "time_s", "0")], ["time_s", "> 0"]),
+    ("collectives time inf", [edit_cell("collectives.csv", "time_s", "inf")], ["time_s", "'inf'"]),
+    ("collectives model blank", [edit_cell("collectives.csv", "model_time_s", "")], ["model_time_s"]),
+    ("collectives unknown collective", [edit_cell("collectives.csv", "collective", "gossip")],
+     ["collective", "'gossip'", "one of"]),
+    ("collectives bytes_ok maybe", [edit_cell("collectives.csv", "bytes_ok", "maybe")], ["bytes_ok", "True or False"]),
+    ("collectives mtu text", [edit_cell("collectives.csv", "mtu", "jumbo")], ["mtu", "'jumbo'"]),
+    ("collectives rate negative", [edit_cell("collectives.csv", "host_rate_mbps", "-5")], ["host_rate_mbps"]),
+    ("collectives counter text", [edit_cell("collectives.csv", "queue_drops", "many")], ["queue_drops", "blank"]),
+    ("collectives header without label", [drop_column("collectives.csv", "label")], ["no column label"]),
+    ("collectives blank column name", [line_changed("collectives.csv", 1, lambda l: l + b",")],
+     ["collectives.csv"]),
+    ("collectives missing", [("collectives.csv", None)], ["no collectives.csv or jobs.csv"]),
+    ("links cut in half", [cut_in_half("links.csv")], ["links.csv", "line"]),
+    ("links without util", [drop_column("links.csv", "util")], ["links.csv", "no column util"]),
+    ("links text for a time", [edit_cell("links.csv", "t_s", "soon", 2)], ["links.csv", "line 4", "t_s"]),
+    ("links extra field", [line_changed("links.csv", 2, lambda l: l + b",1,2")], ["links.csv", "line 2"]),
+    ("links random bytes", [("links.csv", RANDOM)], ["links.csv"]),
+    ("links call a fraction", [edit_cell("links.csv", "call", "0.5")], ["links.csv", "call", "whole number"]),
+    ("links util text", [edit_cell("links.csv", "util", "high")], ["links.csv", "util", "'high'"]),
+    ("steps without rank", [drop_column("steps.csv", "rank")], ["steps.csv", "no column rank"]),
+    ("steps text for a start", [edit_cell("steps.csv", "start_s", "later")], ["steps.csv", "line 2", "start_s"]),
+    ("steps random bytes", [("steps.csv", RANDOM)], ["steps.csv"]),
+    ("steps cut in half", [cut_in_half("steps.csv")], ["steps.csv", "line"]),
+    ("steps repetition text", [edit_cell("steps.csv", "repetition", "x")], ["steps.csv", "repetition"]),
+    ("steps empty header", [("steps.csv", b"\n\n")], ["steps.csv", "empty"]),
+    ("jobs header only", jobs_only(none=True), ["jobs.csv", "no rows"]),
+    ("jobs text for a time", jobs_only(time_s="x"), ["jobs.csv", "line 2", "time_s", "'x'"]),
+    ("jobs ranks 0", jobs_only(ranks="0"), ["jobs.csv", "line 2", "ranks", ">= 1"]),
+    ("jobs a field short", jobs_only(short=True), ["jobs.csv", "line 2", "fewer than the header"]),
+    ("ops damaged", [("ops.csv", b"job,repetition,rank,kind,start_s,end_s\na,0,0,compute,soon,1\n")],
+     ["ops.csv", "line 2", "start_s"]),
+    ("link_jobs damaged", [("link_jobs.csv", b"link,job,bytes\nl,a,lots\n")], ["link_jobs.csv", "bytes"]),
+    ("spec a list", [("spec.json", b"[]")], ["spec.json", "runs"]),
+    ("spec runs empty", [("spec.json", b'{"runs": []}')], ["spec.json", "runs"]),
+    ("spec runs of numbers", [("spec.json", b'{"runs": [1]}')], ["spec.json", "run tables"]),
+    ("spec runs text", [("spec.json", b'{"runs": "x"}')], ["spec.json", "runs"]),
+    ("spec unknown key", [("spec.json", b'{"runs": [{"bogus": 1}]}')], ["spec.json: run 1", "bogus"]),
+    ("spec wrong type", [("spec.json", b'{"runs": [{"repetitions": "many"}]}')], ["spec.json: run 1", "repetitions"]),
+    ("spec not JSON", [("spec.json", b"{runs")], ["spec.json", "not JSON"]),
+    ("spec not UTF-8", [("spec.json", b'{"name": "\xff"}')], ["spec.json", "not JSON"]),
+    ("spec nested too deep", [("spec.json", b"[" * 50_000 + b"]" * 50_000)], ["spec.json", "not JSON"]),
+    ("spec missing", [("spec.json", None)], ["spec.json", "cannot read"]),
+    ("fabric a list", [(FABRIC, b"[]")], ["fabric.json", "not a fabric"]),
+    ("fabric empty table", [(FABRIC, b"{}")], ["fabric.json", "not a fabric"]),
+    ("fabric not JSON", [(FABRIC, b"{")], ["fabric.json", "not JSON"]),
+    ("fabric dpid text", [(FABRIC, json.dumps({**TWO_SWITCHES, "links": [], "switches": [
+        {"name": "s", "dpid": "x", "tier": "leaf", "index": 0}]}).encode())], ["fabric.json", "dpid"]),
+    ("fabric cable to no node", [(FABRIC, json.dumps({**TWO_SWITCHES, "links": [
+        {"a": "h", "a_port": 0, "b": "nowhere", "b_port": 1, "rate_mbps": 1, "queue_packets": 1,
+         "kind": "host"}]}).encode())], ["fabric.json", "'nowhere'", "no switch or node"]),
+    ("fabric port cabled twice", [(FABRIC, json.dumps({**TWO_SWITCHES, "links": [
+        {"a": "h", "a_port": 0, "b": "s", "b_port": 1, "rate_mbps": 1, "queue_packets": 1, "kind": "host"}] * 2
+    }).encode())], ["fabric.json", "cabled twice"]),
+    ("fabric unknown field", [(FABRIC, json.dumps({**TWO_SWITCHES, "links": [], "hosts": [
+        {"name": "h", "colour": 1}]}).encode())], ["fabric.json", "colour"]),
+    ("plot with one folder", [], ["--plot", "several folders"], ["{folder}", "--plot", "{dir}/x.png"]),
+    ("plot of a format matplotlib lacks", [], ["--plot", ".png, .pdf, .svg"],
+     ["{folder}", "{other}", "--plot", "{dir}/x.txt"]),
+    ("plot into a missing folder", [], ["--plot", "no folder"], ["{folder}", "{other}", "--plot", "{dir}/no/x.png"]),
+    ("second folder damaged", [], ["other", "collectives.csv", "no rows"], ["{folder}", "{other}"]),
+    ("folder missing", [], ["nowhere", "no such results folder"], ["{dir}/nowhere"]),
+    ("folder is a file", [], ["case.toml", "no such results folder"], ["{dir}/case.toml"]),
+]
+REPORT_CASES = [case if len(case) == 4 else (*case, ["{folder}"]) for case in REPORT_CASES]
+
+
+@pytest.fixture(scope="module")
+def results_folder(tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("good") / "res")
+    good_folder(folder)
+    return folder
+
+
+def snapshot(folder: str) -> dict:
+    """Every file under `folder` with its bytes: what `report` must leave as it was."""
+    files = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            with open(os.path.join(root, name), "rb") as f:
+                files[os.path.relpath(os.path.join(root, name), folder)] = f.read()
+    return files
+
+
+def test_the_good_results_folder_reports(capsys, tmp_path, results_folder):
+    """The control: the folder the bad cases damage is reported without complaint."""
+    shutil.copytree(results_folder, tmp_path / "res")
+    assert cli.main(["report", str(tmp_path / "res")]) == 0, capsys.readouterr().err
+    assert (tmp_path / "res" / "summary.txt").read_text().count("bigraph:m=1,n=4") == 4
+
+
+def test_a_workload_folder_as_run_writes_it_reports(capsys, tmp_path):
+    """The checks take what the emulator's writers write for jobs too (jobs.csv, ops.csv, link_jobs.csv)."""
+    import dataclasses
+    from emulator.plan import plan_run
+    from emulator.results import CallRecord, write_call
+    from emulator.spec import make_run
+    workload = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
+    plan = plan_run(make_run({"workload": workload, "repetitions": 1, "warmup": 1}))
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (folder / "spec.json").write_text(json.dumps({"name": "t", "runs": [dataclasses.asdict(plan.spec)]}))
+    ends = plan.predictions[0].step_end_s
+    steps = [[{"start": ends[r][k - 1] if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
+               "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
+             for r in range(plan.ranks)]
+    for call in plan.calls:
+        write_call(str(folder), plan, call, CallRecord(steps, {}), "user")
+    assert cli.main(["report", str(folder)]) == 0, capsys.readouterr().err
+    assert {"jobs.png", "job_links.png", "summary.txt", "link_jobs.csv"} <= set(os.listdir(folder))
+
+
+@pytest.mark.parametrize("case, changes, words, argv", REPORT_CASES, ids=[c[0] for c in REPORT_CASES])
+def test_report_refuses_a_damaged_folder_and_changes_nothing(capsys, tmp_path, results_folder, case, changes,
+                                                             words, argv):
+    folder, other = tmp_path / "res", tmp_path / "other"
+    shutil.copytree(results_folder, folder)
+    shutil.copytree(results_folder, other)
+    write_case(str(tmp_path), "case.toml", "")
+    for name, change in changes:
+        path = folder / name
+        if change is None:
+            path.unlink()
+        else:
+            path.write_bytes(change(path.read_bytes() if path.exists() else b"") if callable(change) else change)
+    if case == "second folder damaged":
+        (other / "collectives.csv").write_bytes(header_only("")[1]((other / "collectives.csv").read_bytes()))
+    summary = folder / "summary.txt"
+    summary.write_text("an earlier summary\n")   # report must not overwrite it
+    before, before_other = snapshot(str(folder)), snapshot(str(other))
+    rc = cli.main(["report", *(a.format(folder=folder, dir=tmp_path, other=other) for a in argv)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.startswith("bigraph-emu: error: ") and "Traceback" not in err
+    for word in words:
+        assert word in err, f"{word!r} not in {err!r}"
+    assert snapshot(str(folder)) == before and snapshot(str(other)) == before_other, "report changed a file"
+    assert sorted(os.listdir(tmp_path)) == ["case.toml", "other", "res"], "report created a file"

@@ -106,6 +106,30 @@ def test_unreadable_file_names_itself(tmp_path):
         capacity.load(str(bad))
 
 
+def point_file(tmp_path, **changes) -> str:
+    record = {"datapath": "user", "mtu": 9000, "offload": "off", "raw_mbps": 5000.0, "faithful_mbps": 4000.0,
+              "link_rate_mbps": 300.0, **changes}
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"machine": "m", "measured": "d", "points": [record]}))
+    return str(path)
+
+
+@pytest.mark.parametrize("changes", [{"faithful_mbps": -1}, {"faithful_mbps": "4000"}, {"raw_mbps": 0},
+                                     {"link_rate_mbps": None}, {"faithful_mbps": True}, {"mtu": "9000"},
+                                     {"datapath": 1}, {"raw_mbps": float("nan")}])
+def test_a_point_with_a_figure_that_is_no_figure_is_refused(tmp_path, changes):
+    with pytest.raises(ValueError, match="calibration.json is unreadable"):
+        capacity.load(point_file(tmp_path, **changes))
+
+
+def test_a_faithful_figure_of_zero_loads_and_every_run_is_told_it_does_not_fit(tmp_path):
+    """A calibration that found no faithful load is a result, not a file error."""
+    zero = capacity.load(point_file(tmp_path, faithful_mbps=0))
+    check = capacity.assess(plan_run(make_run({"sizes": ["1M"]})), zero, "user")
+    assert check.fits is False and check.fraction == float("inf")
+    assert "WARNING" in check.describe(50) and check.to_dict()["fraction"] is None
+
+
 def test_environment_names_another_file(tmp_path, monkeypatch):
     monkeypatch.setenv(capacity.ENV_FILE, str(tmp_path / "c.json"))
     assert capacity.calibration_path() == str(tmp_path / "c.json")

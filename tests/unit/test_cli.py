@@ -70,9 +70,13 @@ def test_model_hd_hdrm_table(capsys):
     assert len(hs) == 1
     assert "allreduce halving-doubling" in hs[0] and "mapping hdrm" in hs[0]
     assert "bigraph:m=4,n=8 (32 ranks)" in hs[0]
-    assert "size" in out and "busbw(Mb/s)" in out and "max flows on a link, per step" in out
+    lines = out.splitlines()
+    assert lines[1].split()[1:] == ["size", "time", "algbw", "busbw", "max", "flows", "on", "a", "link,", "per", "step"]
+    assert lines[2].split() == ["#", "(B)", "(ms)", "(Mb/s)", "(Mb/s)"]          # nccl-tests' units row
+    assert lines[-1].startswith("# Avg bus bandwidth    : ")
     rows = table_rows(out)
     assert [int(r[0]) for r in rows] == [M, 2 * M]
+    assert float(lines[-1].split(":")[1]) == pytest.approx(sum(float(r[3]) for r in rows) / 2, abs=0.01)
     for r in rows:
         assert len(r) == 4 + 10                 # 10 steps of halving-doubling on 32 ranks
         size, time_ms, algbw, busbw, flows = r[0], r[1], r[2], r[3], r[4:]
@@ -334,7 +338,7 @@ def test_report_rebuilds_files(capsys, tmp_path):
     assert cli.main(["report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     summary = (tmp_path / "summary.txt").read_text()
-    assert len(summary.splitlines()) == 1 + 2 * 2       # header + 2 runs x 2 sizes
+    assert len(summary.splitlines()) == 2 + 2 * 2       # header, units + 2 runs x 2 sizes
     assert "halving-doubling" in summary and "ring" in summary
     assert summary.strip() in out                        # two runs: the summary is printed
     assert (tmp_path / "busbw.png").read_bytes()[:4] == b"\x89PNG"
@@ -388,8 +392,9 @@ def test_print_table_uses_median(capsys):
             for t in (0.1, 0.3, 0.2)]
     pipeline.print_table(rows)
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("#") and "meas/model" in out[0]
-    assert out[1].split() == ["1048576", "200.0", "41.94", "73.40", "200.0", "1.00"]
+    assert out[0].startswith("#") and "meas/model" in out[0] and out[1].split()[1:3] == ["(B)", "(ms)"]
+    assert out[2].split() == ["1048576", "200.0", "41.94", "73.40", "200.0", "1.00"]
+    assert out[3] == "# Avg bus bandwidth    : 73.4003"
 
 
 def test_demo_compares_naive_and_hdrm_on_one_fabric():
@@ -446,7 +451,7 @@ def test_top_level_help_lists_commands(capsys):
 def test_run_compare_model_share_flags():
     sub = cli._parser()._subparsers._group_actions[0].choices
     flags = {name: {s for a in sub[name]._actions for s in a.option_strings} for name in ("run", "model", "compare")}
-    assert flags["run"] <= flags["model"] | {"--out"}
+    assert flags["run"] <= flags["model"] | {"--out", "--web", "--web-host", "--web-port"}   # model shows no run
     assert flags["compare"] == flags["run"] | {"--vary"}
 
 
@@ -625,26 +630,17 @@ def test_report_several_folders_calls_report_compare(capsys, tmp_path, monkeypat
     calls = []
     monkeypatch.setattr(report, "compare", lambda fs: calls.append(("compare", list(fs))) or "DF", raising=False)
     monkeypatch.setattr(report, "format_compare", lambda df: "TABLE " + df, raising=False)
-    monkeypatch.setattr(report, "plot_compare", lambda df, path: calls.append(("plot", path)), raising=False)
+    def plot_compare(df, path):   # writes a temporary file that replaces the plot when it is whole
+        calls.append(("plot", path))
+        open(path, "w").close()
+    monkeypatch.setattr(report, "plot_compare", plot_compare, raising=False)
     plot = str(tmp_path / "cmp.png")
     assert cli.main(["report", *folders, "--plot", plot]) == 0
     out = capsys.readouterr().out
     assert "TABLE DF" in out and plot in out
-    assert calls == [("compare", folders), ("plot", plot)]
+    assert calls == [("compare", folders), ("plot", str(tmp_path / "cmp.partial.png"))] and os.path.exists(plot)
     assert cli.main(["report", *folders]) == 0          # default plot path: beside the folders
-    assert calls[-1][1].startswith(str(tmp_path / "compare-")) and calls[-1][1].endswith(".png")
-
-
-def test_report_several_folders_without_report_compare(capsys, tmp_path, monkeypatch):
-    from emulator import report
-    for name in ("compare", "format_compare", "plot_compare"):
-        monkeypatch.delattr(report, name, raising=False)
-    for name in ("a", "b"):
-        (tmp_path / name).mkdir()
-        fake_run_folder(str(tmp_path / name), [make_run({"topology": "bigraph:m=1,n=4", "sizes": "8K",
-                                                         "repetitions": 1, "warmup": 0})])
-    assert cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
-    assert "emulator.report.compare" in capsys.readouterr().err
+    assert calls[-1][1].startswith(str(tmp_path / "compare-")) and calls[-1][1].endswith(".partial.png")
 
 
 def test_report_reads_new_keys_back(capsys, tmp_path, monkeypatch):
@@ -705,3 +701,100 @@ def test_progress_line_estimates_from_the_share_of_work_done():
     # one call of four done, but it was a tenth of the predicted work: 90 s left after 10 s
     assert pipeline.progress_line(1, 4, 10.0, "hdrm 8M", work_done=0.1).endswith("~90 s left")
     assert pipeline.progress_line(1, 4, 10.0, "hdrm 8M").endswith("~30 s left")
+
+
+# --- errors name what the user typed (issue 17) ---------------------------------------------
+
+@pytest.mark.parametrize("argv, start", [
+    (["--queue", "1.5"], "--queue (host_queue_packets): "),
+    (["--switch-queue", "1.5"], "--switch-queue (switch_queue_packets): "),
+    (["--bw", "x"], "--bw (host_rate_mbps): "),
+    (["-b", "1", "-e", "4G", "-f", "1.00000001"], "-b/-e/-f (sizes): "),
+    (["-n", "2.0"], "-n/--repetitions (repetitions): "),
+])
+def test_an_error_names_the_flag_typed(capsys, argv, start):
+    assert cli.main(["model", *argv]) == 2
+    assert capsys.readouterr().err.startswith("bigraph-emu: error: " + start)
+
+
+def test_an_error_in_an_experiment_names_the_flag_that_overrode_it(capsys, tmp_path):
+    path = tmp_path / "e.toml"
+    path.write_text("[defaults]\nrepetitions = 2\n")
+    assert cli.main(["model", "--experiment", str(path), "--queue", "0"]) == 2
+    assert f"{path}: run 1: --queue (host_queue_packets): must be" in capsys.readouterr().err
+
+
+def test_an_error_does_not_echo_a_huge_input_whole(capsys):
+    assert cli.main(["model", "-t", "bigraph:m=" + "9" * 100_000]) == 2
+    err = capsys.readouterr().err
+    assert len(err) < 1000 and "characters cut" in err and err.startswith("bigraph-emu: error: -t/--topology")
+
+
+def test_a_closed_output_pipe_is_no_failure_of_model():
+    """`bigraph-emu model ... | head -1`: no 'Broken pipe', exit 0."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "model", "-b", "1M"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()   # before it writes its first line
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0 and err == "", err
+
+
+def test_blame_flag_leaves_messages_about_other_keys_alone():
+    assert cli.blame_flag("ranks: too many", {"topology": "-t"}) == "ranks: too many"
+    assert cli.blame_flag("f.toml: run 2: mtu: 1", {"mtu": "--mtu"}) == "f.toml: run 2: --mtu (mtu): 1"
+
+
+# --- a run the model predicts to be long asks first (issue 17) ----------------------------
+
+@pytest.fixture
+def non_root_userspace(monkeypatch, no_network):
+    """A non-root user on a machine without the kernel datapath (no modprobe, no ovs-vsctl)."""
+    from emulator.net import dataplane
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(dataplane, "_module_loaded", lambda name: False)
+    monkeypatch.setattr(dataplane, "_try_modprobe", lambda name: False)
+
+
+def test_a_run_longer_than_an_hour_stops_before_the_root_check(capsys, tmp_path, non_root_userspace):
+    out = tmp_path / "out"
+    assert cli.main(["run", "-n", "1000", "-b", "4G", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "# the model predicts" in captured.out and "--yes" in captured.err
+    assert "needs root" not in captured.err and not out.exists()
+
+
+def test_yes_lets_a_long_run_go_on_to_the_root_check(capsys, tmp_path, non_root_userspace):
+    assert cli.main(["run", "-n", "1000", "-b", "4G", "--yes", "--out", str(tmp_path / "out")]) == 2
+    assert "needs root" in capsys.readouterr().err
+
+
+def test_yes_in_the_experiment_file(capsys, tmp_path, non_root_userspace):
+    path = tmp_path / "long.toml"
+    path.write_text('yes = true\n[defaults]\nrepetitions = 1000\nsizes = ["4G"]\n')
+    assert cli.main(["run", "--experiment", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "needs root" in capsys.readouterr().err
+    path.write_text('yes = "sure"\n[defaults]\n')
+    assert cli.main(["run", "--experiment", str(path)]) == 2
+    assert "yes must be true or false" in capsys.readouterr().err
+
+
+def test_every_run_prints_its_predicted_total_first(capsys, tmp_path, non_root_userspace):
+    """A short run: the total (the model's calls, warm-ups included) and then the root check."""
+    from emulator.plan import plan_run
+    spec = make_run({"sizes": ["1M"]})
+    want = pipeline._duration(sum(plan_run(spec).predictions[c.size_bytes].time_s for c in plan_run(spec).calls))
+    assert cli.main(["run", "-b", "1M", "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert f"# the model predicts {want} of calls (3 calls" in captured.out and "needs root" in captured.err
+
+
+def test_announce_duration_limit_is_the_one_constant(capsys):
+    from emulator.plan import plan_run
+    plan = plan_run(make_run({"sizes": ["1M"], "repetitions": 1, "warmup": 0}))
+    total = plan.predictions[1 << 20].time_s
+    pipeline.announce_duration([plan], yes=False)                       # well below an hour
+    with pytest.raises(SpecError, match="more than"):
+        pipeline.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=False)
+    pipeline.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=True)

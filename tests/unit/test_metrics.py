@@ -157,6 +157,21 @@ def test_table_row_aligned_with_header():
     # the size column ends where the header's "size" ends
     row = table_row(1048576, 0.314, 26.72, 46.75, 0.3)
     assert len(row) == len(table_row(1, 1.0, 1.0, 1.0, 1.0))
-    assert row.index("1048576") + len("1048576") == TABLE_HEADER.index("size") + len("size")
-    for col in ("size", "time(ms)", "algbw(Mb/s)", "busbw(Mb/s)", "model(ms)", "meas/model"):
-        assert col in TABLE_HEADER
+    names, units = TABLE_HEADER.splitlines()
+    assert row.index("1048576") + len("1048576") == names.index("size") + len("size") == units.index("(B)") + 3
+    for name, unit in (("time", "(ms)"), ("algbw", "(Mb/s)"), ("busbw", "(Mb/s)"), ("model", "(ms)")):
+        end = names.index(f" {name} " if name != "model" else " model ") + len(name) + 1
+        assert units[:end].endswith(unit), (name, unit)   # each unit right under its name
+    assert names.endswith("meas/model") and len(names) == len(row)
+
+
+def test_sweep_with_a_factor_below_2_never_repeats_a_size():
+    """-b 1 -e 16 -f 1.1: 1, 1.1, 1.21, ... round to 1 several times; each size comes once."""
+    sizes = size_sweep(1, 16, 1.1)
+    assert sizes == sorted(set(sizes)) and sizes[:4] == [1, 2, 3, 4] and sizes[-1] <= 16
+
+
+def test_sweep_longer_than_the_limit_is_refused_before_it_is_built():
+    with pytest.raises(ValueError, match="must be 1 to 64 sizes.*2.22e\\+09"):
+        size_sweep(1, 1 << 32, 1.00000001, 64)
+    assert len(size_sweep(1, 1 << 32, 2, 64)) == 33

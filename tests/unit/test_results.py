@@ -157,7 +157,7 @@ def test_append_csv_header_once(tmp_path, plan, records):
     with open(path) as f:
         lines = f.read().splitlines()
     assert lines[0] == ",".join(COLLECTIVE_COLUMNS)
-    assert sum(1 for line in lines if line.startswith("topology,")) == 1
+    assert sum(1 for line in lines if line.startswith("run,topology,")) == 1
     assert len(lines) == 1 + len(rows)
     with open(path) as f:
         back = list(csv.DictReader(f))
@@ -236,10 +236,13 @@ def test_format_summary(collectives_csv):
     s = summary(path)
     text = format_summary(s)
     lines = text.splitlines()
-    assert len(lines) == 1 + len(s)
-    for col in ("topology", "policy", "algorithm", "mapping", "size", "time(ms)", "busbw", "model", "meas/model"):
+    assert len(lines) == 2 + len(s)
+    for col in ("topology", "policy", "algorithm", "mapping", "size", "time", "busbw", "model", "meas/model"):
         assert col in lines[0]
-    for line, r in zip(lines[1:], s.itertuples()):
+    for name, unit in (("size", "(B)"), ("time", "(ms)"), ("busbw", "(Mb/s)"), ("model", "(Mb/s)")):
+        end = lines[0].index(f" {name} ") + len(name) + 1
+        assert lines[1][:end].endswith(unit), (name, unit)   # right under its name
+    for line, r in zip(lines[2:], s.itertuples()):
         fields = line.split()
         assert fields[:5] == ["bigraph:m=2,n=4", "shortest", "ring", "naive", str(r.size_bytes)]
         assert fields[5] == f"{r.time_s * 1e3:.1f}"
@@ -334,3 +337,40 @@ def test_retransmissions_the_receivers_saw_twice_are_not_called_losses():
     assert fidelity(1.3, {"tcp_retrans": 6, "tcp_spurious": 5}).endswith("(packet losses)")
     assert fidelity(1.3, {"tcp_retrans": 5}).endswith("(packet losses)")   # folders from before the column
     assert fidelity(1.05, {"tcp_retrans": 5, "tcp_spurious": 5}) == "ok"
+
+
+# --- every table joinable (issue 17) ---------------------------------------------------------
+
+def test_runs_that_differ_only_in_connections_never_merge_and_every_table_names_its_run(tmp_path):
+    """Two runs of one experiment, the same but for connections: collectives.csv
+    keeps them apart in the summary, and steps.csv and links.csv rows carry the run index and label."""
+    import dataclasses
+    from emulator.results import SPEC_KEYS, write_call
+    plans = [dataclasses.replace(plan_run(make_run({"topology": "bigraph:m=1,n=4", "sizes": ["8K"], "repetitions": 1,
+                                                    "warmup": 0, "connections": c, "label": "x"})), run=i)
+             for i, c in enumerate((1, 2))]
+    for plan in plans:
+        for call in plan.calls:
+            steps = [[{"start": 0.0, "end": 0.1 * (k + 1), "sent": sum(t.nbytes for t in s.sends),
+                       "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(rank)]
+                     for rank in plan.schedules[call.size_bytes].steps]
+            link = {"call": call.index, "t_s": 0.1, "link": "bgs0:1>bgs2", "kind": "switch", "rate_mbps": 50,
+                    "tx_bytes": 1, "tx_packets": 1, "util": 0.1, "backlog_bytes": 0, "drops": 0}
+            write_call(str(tmp_path), plan, call, CallRecord(steps, {}, [link], []), "user")
+    rows = list(csv.DictReader(open(tmp_path / "collectives.csv")))
+    assert [(r["run"], r["connections"], r["label"]) for r in rows] == [("0", "1", "x"), ("1", "2", "x")]
+    assert set(SPEC_KEYS) <= set(rows[0])
+    assert len(summary(str(tmp_path / "collectives.csv"))) == 2          # not one merged row
+    for name in ("steps.csv", "links.csv"):
+        runs = {(r["run"], r["label"]) for r in csv.DictReader(open(tmp_path / name))}
+        assert runs == {("0", "x"), ("1", "x")}, name
+
+
+def test_a_folder_written_before_the_spec_keys_existed_is_summarised_with_the_defaults(tmp_path, plan, records):
+    from emulator.results import SPEC_KEYS
+    rows = [{k: v for k, v in r.items() if k not in SPEC_KEYS and k != "run"}
+            for r in collective_rows(plan, wrap(records), "user")]
+    path = str(tmp_path / "collectives.csv")
+    append_csv(path, [c for c in COLLECTIVE_COLUMNS if c not in SPEC_KEYS and c != "run"], rows)
+    s = summary(path)
+    assert len(s) == len(plan.spec.sizes) and (s.connections == 1).all()

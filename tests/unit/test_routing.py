@@ -63,7 +63,7 @@ def test_every_path_is_valid_and_shortest(name, policy):
     assert set(table) == {s.name for s in f.switches}
     for s in f.switches:
         assert set(table[s.name]) == {h.name for h in f.hosts}
-        for dst, port in table[s.name].items():
+        for port in table[s.name].values():
             assert port in f.ports(s.name)
     hops = {s.name: bfs_switch_hops(f, s.name) for s in f.switches}
     for src, dst, p in all_paths(f, table):
@@ -347,7 +347,10 @@ def test_bigraph_policy_by_hand_m2_n4():
     bgs2, bgs3 with c = src slot * 2 + dst slot; bgs1 -> bgs0 starts at bgs3."""
     f = bigraph(2, 4)      # upper bgs0 (bgh0,1), bgs1 (bgh2,3); lower bgs2 (bgh4,5), bgs3 (bgh6,7)
     table = routing.forwarding_table(f, "bigraph")
-    sp = lambda s, d: routing.switch_path(f, table, s, d)
+
+    def sp(s, d):
+        return routing.switch_path(f, table, s, d)
+
     assert sp("bgh0", "bgh2") == ["bgs0", "bgs2", "bgs1"]
     assert sp("bgh0", "bgh3") == ["bgs0", "bgs3", "bgs1"]
     assert sp("bgh1", "bgh2") == ["bgs0", "bgs2", "bgs1"]
@@ -364,7 +367,10 @@ def test_bigraph_policy_by_hand_m2_n8():
     transversal cell), L(0,2) = (0+2)/2 mod 3 = 1, L(0,3) = (2*0+1)/2 mod 3 = 2."""
     f = bigraph(2, 8)      # upper bgs0..3 (bgh0..7), lower bgs4..7
     table = routing.forwarding_table(f, "bigraph")
-    sp = lambda s, d: routing.switch_path(f, table, s, d)
+
+    def sp(s, d):
+        return routing.switch_path(f, table, s, d)
+
     assert sp("bgh0", "bgh2") == ["bgs0", "bgs7", "bgs1"]    # middle 3 + c 0
     assert sp("bgh1", "bgh3") == ["bgs0", "bgs6", "bgs1"]    # (3 + 3) mod 4 = 2
     assert sp("bgh0", "bgh4") == ["bgs0", "bgs5", "bgs2"]    # 1 + 0
@@ -497,7 +503,10 @@ def test_traffic_aware_by_hand_leafspine():
     f = leafspine(2, 2, 2)
     demands = {("bgh1", "bgh3"): 5, ("bgh0", "bgh3"): 1, ("bgh0", "bgh2"): 10, ("bgh2", "bgh2"): 7}
     table = routing.forwarding_table(f, "traffic-aware", demands=demands)
-    sp = lambda s, d: routing.switch_path(f, table, s, d)
+
+    def sp(s, d):
+        return routing.switch_path(f, table, s, d)
+
     assert sp("bgh0", "bgh2") == ["bgs0", "bgs2", "bgs1"]
     assert sp("bgh1", "bgh3") == ["bgs0", "bgs3", "bgs1"]
     assert sp("bgh0", "bgh3") == ["bgs0", "bgs3", "bgs1"]

@@ -3,6 +3,8 @@
 datapath choice (emulator/net/dataplane.py). Nothing here touches the kernel."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from controller import routing
@@ -97,7 +99,7 @@ def test_one_rule_per_host_on_other_fabrics(fabric, policy):
 
 def test_flow_rule_is_frozen():
     r = FlowRule(ROUTE_PRIORITY, "198.18.0.1", 1)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         r.out_port = 2
 
 

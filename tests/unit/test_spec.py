@@ -10,7 +10,6 @@ import pytest
 from emulator.net import capabilities
 from emulator.spec import (FIELDS, LinkOverride, MAX_SIZE_BYTES, LinkEvent, RunSpec, SpecError, load_experiment, make_run,
                            parse_link_event, validate)
-from emulator import spec as spec_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 M = 1 << 20
@@ -351,9 +350,36 @@ def test_experiment_without_runs_is_one_run_of_defaults(tmp_path):
     assert exp.runs[0] == dataclasses.replace(RunSpec(), collective="broadcast")
 
 
-def test_empty_file_is_one_default_run(tmp_path):
-    exp = load_experiment(write(tmp_path, ""))
-    assert exp.runs == [RunSpec()]
+@pytest.mark.parametrize("text, words", [("", ["empty"]), ("# only a comment\n", ["empty"]),
+                                         ("runs = []\n", ["runs = []", "no run"])])
+def test_an_experiment_that_asks_for_nothing_is_refused(tmp_path, text, words):
+    """An empty file or `runs = []` is a mistake, not a request for the defaults."""
+    with pytest.raises(SpecError) as e:
+        load_experiment(write(tmp_path, text))
+    assert all(w in str(e.value) for w in words), e.value
+
+
+def test_defaults_alone_are_one_run(tmp_path):
+    exp = load_experiment(write(tmp_path, '[defaults]\ncollective = "broadcast"\n'))
+    assert exp.runs == [dataclasses.replace(RunSpec(), collective="broadcast")]
+
+
+@pytest.mark.parametrize("name", ["../../x", "/tmp/x", ".hidden", "a/b", "", "x" * 65, ["a"]])
+def test_an_experiment_name_never_becomes_a_path(tmp_path, name):
+    import json
+    with pytest.raises(SpecError, match="name"):
+        load_experiment(write(tmp_path, f"name = {json.dumps(name)}\n[defaults]\n"))
+
+
+def test_a_file_name_is_made_safe_as_the_default_name(tmp_path):
+    assert load_experiment(write(tmp_path, "[defaults]\n", name="my sweep (2).toml")).name == "my-sweep--2-"
+
+
+def test_a_file_that_is_not_utf8_names_its_line(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('[defaults]\nlabel = "caf\u00e9"\n'.encode("latin-1"))
+    with pytest.raises(SpecError, match="latin1.toml: line 2: not UTF-8"):
+        load_experiment(str(path))
 
 
 def test_experiment_name_defaults_to_file_name(tmp_path):

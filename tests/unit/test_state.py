@@ -1,8 +1,6 @@
 """Unit tests of the controller's routing state (controller/state.py)."""
 from __future__ import annotations
 
-import pytest
-
 from controller.routing import path, switch_path
 from controller.rules import FlowRule
 from controller.state import RouteState, link_loads, rule_changes

@@ -24,7 +24,10 @@ def test_the_image_key_follows_its_inputs_and_its_flavour(tmp_path, monkeypatch)
     assert stage.image_key(stage.FLAVOURS["12"]) == twelve
     assert stage.image_key(stage.FLAVOURS["13"]) != twelve
     (tmp_path / "vm" / "provision.sh").write_text("changed")
-    assert stage.image_key(stage.FLAVOURS["12"]) != twelve
+    changed = stage.image_key(stage.FLAVOURS["12"])
+    assert changed != twelve
+    monkeypatch.setattr(stage, "BASE_PACKAGES", stage.BASE_PACKAGES + ",vim")   # the recipe counts too
+    assert stage.image_key(stage.FLAVOURS["12"]) != changed
 
 
 def test_the_vm_has_no_network_and_shares_the_checkout_read_only():
