@@ -23,8 +23,11 @@ import itertools
 import random
 import zlib
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from emulator.fabric import HOST_PORT, Fabric, Switch
 from emulator.schedule import Schedule
@@ -40,18 +43,19 @@ class Policy:
     uses_seed: bool = False          # its choices are random (seeded)
     adapts: bool = False             # the controller moves pairs from measured counters while traffic runs
     fabric_kind: str | None = None   # routes only fabrics of this kind
+    hops: str | None = None          # chooses only among equal-cost next hops, by this rule (_choose)
 
 
 _POLICY_LIST = (
     Policy("shortest", "shortest paths; among equal-cost next hops the lowest-numbered port "
                        "(one fixed middle switch per switch pair)",
-           lambda fabric, demands, seed: _hop_table(fabric, "shortest")),
+           lambda fabric, demands, seed: _hop_table(fabric, "shortest"), hops="shortest"),
     Policy("spread", "shortest paths; equal-cost next hops chosen by destination host "
                      "(dst index mod choices), spreading destinations over middle switches",
-           lambda fabric, demands, seed: _hop_table(fabric, "spread")),
+           lambda fabric, demands, seed: _hop_table(fabric, "spread"), hops="spread"),
     Policy("ecmp", "shortest paths; every (source, destination) pair hashed onto one of the equal-cost "
                    "next hops at every switch, as flow-hashing ECMP does, collisions included",
-           lambda fabric, demands, seed: _hop_table(fabric, "ecmp")),
+           lambda fabric, demands, seed: _hop_table(fabric, "ecmp"), hops="ecmp"),
     Policy("bigraph", "EFLOPS BiGraph routing: the direct link across the parts; same-part pairs spread "
                       "over the other part's switches so every middle and every link carries an equal share",
            lambda fabric, demands, seed: _bigraph_table(fabric), fabric_kind="bigraph"),
@@ -63,7 +67,7 @@ _POLICY_LIST = (
            lambda fabric, demands, seed: _traffic_aware_table(fabric, demands), needs_demands=True),
     Policy("adaptive", "Hedera-style: starts as ecmp; the controller moves pairs off links above "
                        "90% load onto the least-loaded shortest path (controller/adaptive.py)",
-           lambda fabric, demands, seed: _hop_table(fabric, "ecmp"), adapts=True),
+           lambda fabric, demands, seed: _hop_table(fabric, "ecmp"), adapts=True, hops="ecmp"),
 )
 POLICIES: dict[str, Policy] = {p.name: p for p in _POLICY_LIST}
 
@@ -149,6 +153,95 @@ def _digit_weights(closer: dict[str, list[int]], hops: dict[str, int]) -> dict[i
         weight[d] = w
         w *= most[d]
     return weight
+
+
+class HopTable(Mapping):
+    """The table `_hop_table` builds, entry for entry, each worked out when
+    first asked for: at 16,000 hosts the full table is 32 million entries
+    (minutes and gigabytes), while a collective asks for a few per flow.
+    Hop counts to a destination switch come from a breadth-first search
+    over arrays of the switch-switch ports, done once per switch asked about."""
+
+    def __init__(self, fabric: Fabric, policy: str):
+        self.fabric, self.policy = fabric, policy
+        self.names = [s.name for s in fabric.switches]
+        self.number = {name: i for i, name in enumerate(self.names)}
+        edges = np.array([(self.number[s], port, self.number[nb]) for s in self.names
+                          for port, nb in fabric.switch_neighbours(s)], dtype=np.int64).reshape(-1, 3)
+        self.src, self.port, self.dst = edges.T   # grouped by switch, in port order
+        self.first = np.searchsorted(self.src, np.arange(len(self.names) + 1))
+        self.targets: dict[int, tuple] = {}
+        self.choices: dict[tuple[str, str], tuple[list[int], int]] = {}   # (switch, dst's switch) -> ports, weight
+
+    def __getitem__(self, switch: str) -> "Mapping":
+        if switch not in self.number:
+            raise KeyError(switch)
+        return _HopRow(self, switch)
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def entry(self, switch: str, dst: str):
+        host = self.fabric.host(dst)
+        if switch == host.switch:
+            return host.port
+        key = (switch, host.switch)
+        if key not in self.choices:
+            hops, closer, weight = self._target(self.number[host.switch])
+            s = self.number[switch]
+            lo, hi = self.first[s], self.first[s + 1]
+            self.choices[key] = self.port[lo:hi][closer[lo:hi]].tolist(), weight[int(hops[s])]
+        ports, weight = self.choices[key]
+        return _choose(self.policy, ports, host.index, weight)
+
+    def _target(self, target: int) -> tuple:
+        """Hops of every switch to `target`, which ports lead one hop closer,
+        and the digit weights of "spread" (`_digit_weights`)."""
+        if target not in self.targets:
+            hops = np.full(len(self.names), -1, dtype=np.int64)
+            hops[target], d = 0, 0
+            while True:
+                reach = (hops[self.dst] == d) & (hops[self.src] < 0)
+                if not reach.any():
+                    break
+                hops[self.src[reach]] = d = d + 1
+            if (hops < 0).any():
+                raise ValueError(f"{self.fabric.topology}: switch {self.names[int(np.argmin(hops))]} cannot reach "
+                                 f"{self.names[target]}")
+            closer = hops[self.dst] == hops[self.src] - 1
+            choices = np.bincount(self.src[closer], minlength=len(self.names))
+            weight, w = {}, 1
+            for dist in range(int(hops.max()), 0, -1):
+                weight[dist] = w
+                w *= max(1, int(choices[hops == dist].max()))
+            self.targets[target] = hops, closer, weight
+        return self.targets[target]
+
+
+class _HopRow(Mapping):
+    """One switch's entries of a HopTable, by destination host."""
+
+    def __init__(self, table: HopTable, switch: str):
+        self.table, self.switch = table, switch
+
+    def __getitem__(self, dst: str):
+        return self.table.entry(self.switch, dst)
+
+    def __iter__(self):
+        return (h.name for h in self.table.fabric.hosts)
+
+    def __len__(self) -> int:
+        return len(self.table.fabric.hosts)
+
+
+def model_table(fabric: Fabric, policy: str = "shortest", seed: int = 1) -> "ForwardingTable":
+    """forwarding_table as the flow model reads it: a next-hop policy's
+    entries worked out on demand (HopTable), the others' all at once."""
+    hops = policy_record(policy).hops
+    return HopTable(fabric, hops) if hops else forwarding_table(fabric, policy, None, seed)
 
 
 # --- following a table ------------------------------------------------------------

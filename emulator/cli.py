@@ -15,8 +15,10 @@ code 2 and a message naming the key. `COMMAND --help` lists each one's flags.
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import itertools
+import json
 import os
 import re
 import sys
@@ -124,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("--jitter", type=float, default=0.0, metavar="AMP",
                             help="also predict with every flow up to AMP longer at random (e.g. 0.1), "
                                  "to see how sensitive the collective is to slow flows")
+            sp.add_argument("--method", choices=("auto", "exact", "lockstep"), default="auto",
+                            help="exact: simulate every flow; lockstep: ring and halving-doubling round by "
+                                 "round, all ranks together (said in the output); auto (default): lock-step "
+                                 "past 32768 flows")
+            sp.add_argument("--json", action="store_true", help="print the predictions as JSON, for scripts")
     sp = sub.add_parser("cli", help="fabric and controller up, then Mininet's CLI (needs root)",
                         description="Bring the fabric and controller up, then Mininet's interactive CLI "
                                     "(ping, iperf3, ...); 'exit' tears everything down.")
@@ -251,29 +258,89 @@ def _experiment_flags(args, experiment: Experiment) -> Experiment:
 # --- model and topo (no root) ------------------------------------------------------------
 
 def cmd_model(args) -> int:
-    from emulator.plan import plan_run
+    """Predict every run; --out FOLDER gets every step's end and busiest link
+    in model_steps.csv, --json prints the predictions as one JSON document."""
     if not 0 <= args.jitter <= 10:
         raise SpecError(f"--jitter: must be between 0 and 10 (a fraction of each flow), got {args.jitter}")
-    for spec in _experiment(args, check_kernel=False).runs:
-        plan = plan_run(spec)
-        print(pipeline.describe(spec, plan.ranks) + " (model)")
-        if plan.is_workload:
-            pipeline.print_jobs(jobs.model_rows(plan), measured=False)
-            continue
-        print(MODEL_HEADER)
-        busbw = []
-        for size in spec.sizes:
-            pred = plan.predictions[size]
-            t = pred.time_s
-            busbw.append(busbw_mbps(spec.collective, plan.ranks, size, t))
-            print(model_row(size, t, algbw_mbps(size, t), busbw[-1], pred.max_flows_per_step))
-            if args.jitter:
-                print(f"#   with flows up to {args.jitter:.0%} longer at random: {_jitter_ratios(plan, size, args.jitter)}")
-        print(avg_busbw_line(busbw))
+    runs, steps = [], []
+    for index, spec in enumerate(_experiment(args, check_kernel=False).runs):
+        run = _model_run(spec, args, quiet=args.json)
+        runs.append(run)
+        steps += [{"run": index, **row} for row in run.pop("steps", [])]
+    if args.out:
+        _write_model_steps(args.out, steps)
+    if args.json:
+        print(json.dumps(runs, indent=1))
     return 0
 
 
-def _jitter_ratios(plan, size: int, amplitude: float, seeds: int = 3) -> str:
+def _model_run(spec, args, quiet: bool) -> dict:
+    """One run's predictions as data (printed as a table unless quiet)."""
+    from emulator.plan import model_sweep, plan_run
+    say = (lambda *a: None) if quiet else print
+    if spec.workload or args.jitter:   # step objects: jobs, or flows to jitter
+        plan = plan_run(spec)
+        hosts, predictions = plan.hosts, plan.predictions
+    else:
+        hosts, predictions = model_sweep(spec, args.method, _ModelProgress())
+    say(pipeline.describe(spec, len(hosts)) + " (model)")
+    run = {"run": pipeline.describe(spec, len(hosts)).lstrip("# "), "ranks": len(hosts)}
+    if spec.workload:
+        run["jobs"] = jobs.model_rows(plan)
+        if not quiet:
+            pipeline.print_jobs(run["jobs"], measured=False)
+        return run
+    say(MODEL_HEADER)
+    run["sizes"], run["steps"] = [], []
+    for size in spec.sizes:
+        pred = predictions[size]
+        t = pred.time_s
+        row = {"size_bytes": size, "time_s": t, "algbw_mbps": algbw_mbps(size, t),
+               "busbw_mbps": busbw_mbps(spec.collective, len(hosts), size, t),
+               "approximation": pred.approximation,
+               "max_flows_per_step": dict(sorted(collections.Counter(pred.max_flows_per_step).items()))}
+        say(model_row(size, t, row["algbw_mbps"], row["busbw_mbps"], pred.max_flows_per_step))
+        if pred.approximation:
+            say(f"#   approximated: {pred.approximation}")
+        if args.jitter:
+            row["jitter_ratios"] = _jitter_ratios(plan, size, args.jitter)
+            say(f"#   with flows up to {args.jitter:.0%} longer at random: "
+                + " ".join(f"{r:.2f}x" for r in row["jitter_ratios"]))
+        run["sizes"].append(row)
+        run["steps"] += [{"size_bytes": size, "step": k, "end_s": end, "max_flows": flows} for k, (end, flows)
+                         in enumerate(zip(pred.step_index_end_s(), pred.max_flows_per_step))]
+    say(avg_busbw_line(row["busbw_mbps"] for row in run["sizes"]))
+    return run
+
+
+def _write_model_steps(folder: str, rows: list[dict]) -> None:
+    import csv
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model_steps.csv")
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, ["run", "size_bytes", "step", "end_s", "max_flows"])
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"# every step: {path}", file=sys.stderr)
+
+
+class _ModelProgress:
+    """Progress of a long model run on stderr: nothing for the first few
+    seconds, then a line every few seconds."""
+    QUIET_S = 3.0
+
+    def __init__(self):
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, size: int, fraction: float) -> None:
+        now = time.monotonic()
+        if now - self.start >= self.QUIET_S and now - self.last >= self.QUIET_S:
+            self.last = now
+            print(f"# model: {size} bytes, {fraction:.0%} of steps started after {now - self.start:.0f} s",
+                  file=sys.stderr, flush=True)
+
+
+def _jitter_ratios(plan, size: int, amplitude: float, seeds: int = 3) -> list[float]:
     """Predicted time with jittered flows over the plain prediction, per seed."""
     from emulator.model import predict
     from emulator.schedule import jittered
@@ -281,7 +348,7 @@ def _jitter_ratios(plan, size: int, amplitude: float, seeds: int = 3) -> str:
     ratios = [predict(plan.fabric, plan.table, jittered(plan.schedules[size], amplitude, seed), plan.hosts,
                       plan.spec.model_alpha_us * 1e-6, payload_efficiency(plan.spec.mtu)).time_s / plain
               for seed in range(seeds)]
-    return " ".join(f"{r:.2f}x" for r in ratios)
+    return ratios
 
 
 def _names(names: list[str], limit: int = 16) -> str:

@@ -1,6 +1,7 @@
 """Bandwidth arithmetic and the nccl-tests style table (pure)."""
 from __future__ import annotations
 
+import collections
 import math
 
 from emulator.inputs import shorten, to_float
@@ -101,7 +102,19 @@ MODEL_HEADER = header(SWEEP_COLUMNS + (("   max flows on a link, per step", "", 
 
 def model_row(size_bytes: int, time_s: float, algbw: float, busbw: float, flows_per_step: list[int]) -> str:
     return (f"{size_bytes:12d}  {time_s * 1e3:10.1f}  {algbw:12.2f}  {busbw:12.2f}   "
-            + " ".join(map(str, flows_per_step)))
+            + flows_summary(flows_per_step))
+
+
+SHOWN_STEPS = 16   # past this many steps a model row gives the histogram, not every step
+
+
+def flows_summary(flows_per_step: list[int]) -> str:
+    """The busiest link's flows per step: each step's for a few steps; for
+    many, how many steps had each count ('2046 steps: 1 in 2040, 2 in 6')."""
+    if len(flows_per_step) <= SHOWN_STEPS:
+        return " ".join(map(str, flows_per_step))
+    counts = sorted(collections.Counter(flows_per_step).items())
+    return f"{len(flows_per_step)} steps: " + ", ".join(f"{n} in {steps}" for n, steps in counts)
 
 
 def table_row(size_bytes: int, time_s: float, algbw: float, busbw: float, model_s: float | None) -> str:

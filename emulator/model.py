@@ -28,6 +28,7 @@ import numpy as np
 
 from controller.routing import ForwardingTable, path
 from emulator.fabric import Fabric
+from emulator.flat import Flat, flat_schedule, flatten, lockstep_rounds
 from emulator.schedule import Schedule
 
 # Events within this fraction of the current time count as simultaneous.
@@ -44,6 +45,17 @@ class Prediction:
     max_flows_per_step: list[int]                  # busiest link's flows, per step index
     peak_switch_mbps: float = 0.0                  # most wire Mbit/s in flight at once, counted once per
                                                    # switch each flow crosses: the forwarding work asked of OVS
+    approximation: str = ""                        # what the prediction approximates ("": exact)
+
+    def step_index_end_s(self) -> list[float]:
+        """When the last rank ended its k-th step, for every k."""
+        if isinstance(self.step_end_s, _EveryRank):
+            return list(self.step_end_s[0])
+        ends: list[float] = []
+        for rank in self.step_end_s:
+            ends += [0.0] * (len(rank) - len(ends))
+            ends[:len(rank)] = np.maximum(ends[:len(rank)], rank).tolist()
+        return ends
 
 
 # --- flows from a schedule --------------------------------------------------
@@ -72,50 +84,43 @@ class _Flows:
         return len(self.links)
 
 
-def _directed_links(fabric: Fabric) -> tuple[list[Link], np.ndarray, np.ndarray]:
-    """Directed links, their rates and delays (s), plus the pad link."""
-    links, rates, delays = [], [], []
-    for link in fabric.links:
-        for end in link.ends():
-            links.append(end)
-            rates.append(link.rate_mbps)
-            delays.append(link.delay_ms / 1e3)
-    return links, np.array(rates + [math.inf]), np.array(delays + [0.0])
+class _Router:
+    """A fabric's directed links (plus a last, infinite pad link) and the
+    routes over them as link ids, each host pair's looked up once."""
+
+    def __init__(self, fabric: Fabric, table: ForwardingTable):
+        self.fabric, self.table = fabric, table
+        self.links: list[Link] = [end for link in fabric.links for end in link.ends()]
+        self.capacity = np.array([link.rate_mbps for link in fabric.links for _ in (0, 1)] + [math.inf])
+        self.delay_s = np.array([link.delay_ms / 1e3 for link in fabric.links for _ in (0, 1)] + [0.0])
+        self.index = {link: i for i, link in enumerate(self.links)}
+        self.known: dict[tuple[str, str], list[int]] = {}
+
+    def route(self, src: str, dst: str) -> list[int]:
+        if (src, dst) not in self.known:   # a host to itself: loopback, no link
+            self.known[(src, dst)] = [] if src == dst else [self.index[hop] for hop in
+                                                             path(self.fabric, self.table, src, dst)]
+        return self.known[(src, dst)]
+
+    def routes(self, hosts, pairs) -> np.ndarray:
+        """Directed link ids of every (src rank, dst rank) pair, padded."""
+        routes = [self.route(hosts[a], hosts[b]) for a, b in pairs]
+        width = max(map(len, routes), default=1) or 1
+        out = np.full((len(routes), width), len(self.links), dtype=np.int64)
+        for i, r in enumerate(routes):
+            out[i, :len(r)] = r
+        return out
 
 
-def _routes(fabric, table, hosts, pairs, index) -> np.ndarray:
-    """Directed link ids of every (src rank, dst rank) pair, padded."""
-    routes = []
-    for a, b in pairs:
-        same = hosts[a] == hosts[b]   # stays in the host: loopback, no link
-        routes.append([] if same else [index[hop] for hop in path(fabric, table, hosts[a], hosts[b])])
-    width = max((len(r) for r in routes), default=1) or 1
-    out = np.full((len(routes), width), len(index), dtype=np.int64)
-    for i, r in enumerate(routes):
-        out[i, :len(r)] = r
-    return out
-
-
-def _transfers(schedule: Schedule, side: str):
-    """(step_base, first, peer, nbytes) of every rank's sends or recvs, in
-    rank then step order; the transfers of step id s are first[s]..first[s+1]-1."""
-    step_base, first, peer, nbytes = [0], [], [], []
-    for steps in schedule.steps:
-        step_base.append(step_base[-1] + len(steps))
-        for step in steps:
-            first.append(len(peer))
-            for t in getattr(step, side):
-                peer.append(t.peer)
-                nbytes.append(t.nbytes)
-    first.append(len(peer))
-    if len(schedule.steps) != schedule.ranks or any(not 0 <= r < schedule.ranks for r in set(peer)):
-        raise ValueError(f"schedule of {schedule.ranks} ranks names ranks outside 0..{schedule.ranks - 1}")
-    return (np.array(step_base, dtype=np.int64), np.array(first, dtype=np.int64),
-            np.array(peer, dtype=np.int64), np.array(nbytes, dtype=np.int64))
+def _check_peers(flat: Flat) -> None:
+    ranks = flat.ranks
+    for side in (flat.sends, flat.recvs):
+        if side.peer.size and not (0 <= side.peer.min() and side.peer.max() < ranks):
+            raise ValueError(f"schedule of {ranks} ranks names ranks outside 0..{ranks - 1}")
 
 
 def _owner(step_base: np.ndarray, first: np.ndarray):
-    """Step id and rank of every transfer of a `_transfers` listing."""
+    """Step id and rank of every transfer of a `Transfers` listing."""
     step = np.repeat(np.arange(len(first) - 1), np.diff(first))
     rank = np.repeat(np.arange(len(step_base) - 1), np.diff(step_base))
     return step, rank[step]
@@ -138,13 +143,13 @@ def _check_matching(send_key, recv_key, send_bytes, recv_bytes, ranks) -> None:
                      f"which receives {got.get(key, 0)}")
 
 
-def _match_receives(schedule: Schedule, src, dst, send_bytes) -> np.ndarray:
+def _match_receives(flat: Flat, src, dst, send_bytes) -> np.ndarray:
     """Receiver step id of every flow: the n-th transfer a sends to b is the
     n-th transfer b receives from a. A stable sort by (src, dst) keeps each
     side in step order, so equal positions of the two sorts are matches."""
-    step_base, first, peer, nbytes = _transfers(schedule, "recvs")
-    recv_step, receiver = _owner(step_base, first)
-    p = schedule.ranks
+    peer, nbytes = flat.recvs.peer, flat.recvs.nbytes
+    recv_step, receiver = _owner(flat.step_base, flat.recvs.first)
+    p = flat.ranks
     by_send = np.argsort(src * p + dst, kind="stable")
     by_recv = np.argsort(peer * p + receiver, kind="stable")
     _check_matching((src * p + dst)[by_send], (peer * p + receiver)[by_recv],
@@ -154,33 +159,31 @@ def _match_receives(schedule: Schedule, src, dst, send_bytes) -> np.ndarray:
     return matched
 
 
-def _flows(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) -> _Flows:
-    if len(hosts) != schedule.ranks:
-        raise ValueError(f"{len(hosts)} hosts given for {schedule.ranks} ranks")
+def _flows(router: _Router, flat: Flat, hosts) -> _Flows:
+    if len(hosts) != flat.ranks:
+        raise ValueError(f"{len(hosts)} hosts given for {flat.ranks} ranks")
     for name in set(hosts):
         try:
-            fabric.host(name)
+            router.fabric.host(name)
         except KeyError:
-            raise ValueError(f"host {name!r} is not in {fabric.topology}") from None
-    links, capacity, delay = _directed_links(fabric)
-    step_base, first, dst, nbytes = _transfers(schedule, "sends")
+            raise ValueError(f"host {name!r} is not in {router.fabric.topology}") from None
+    _check_peers(flat)
+    step_base, first, dst, nbytes = flat.step_base, flat.sends.first, flat.sends.peer, flat.sends.nbytes
     send_step, src = _owner(step_base, first)
-    recv_step = _match_receives(schedule, src, dst, nbytes)
-    pairs, pair_of = np.unique(src * schedule.ranks + dst, return_inverse=True)
-    index = {link: i for i, link in enumerate(links)}
-    pair_route = _routes(fabric, table, hosts, [divmod(int(k), schedule.ranks) for k in pairs], index)
-    route = pair_route[pair_of.ravel()]
+    recv_step = _match_receives(flat, src, dst, nbytes)
+    pairs, pair_of = np.unique(src * flat.ranks + dst, return_inverse=True)
+    route = router.routes(hosts, [divmod(int(k), flat.ranks) for k in pairs])[pair_of.ravel()]
     return _Flows(
-        links=links, capacity_mbps=capacity, step_base=step_base, first=first,
+        links=router.links, capacity_mbps=router.capacity, step_base=step_base, first=first,
         step_index=send_step - step_base[src], send_step=send_step, recv_step=recv_step,
         nbytes=nbytes.astype(np.float64), route=route,
-        on_wire=(nbytes > 0) & (route[:, 0] != len(links)), delay_s=delay[route].sum(axis=1))
+        on_wire=(nbytes > 0) & (route[:, 0] != len(router.links)), delay_s=router.delay_s[route].sum(axis=1))
 
 
 # --- static per-step link loads --------------------------------------------
 
-def _step_count(schedule: Schedule) -> int:
-    return max((len(s) for s in schedule.steps), default=0)
+def _step_count(flat: Flat) -> int:
+    return int(np.diff(flat.step_base).max(initial=0))
 
 
 def _step_link_counts(flows: _Flows, steps: int):
@@ -203,14 +206,16 @@ def link_loads_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedu
     Counts flows that carry bytes between two different hosts; host NIC
     links are included (the source NIC is (host, 0), the last switch's port
     is the destination's downlink)."""
-    flows = _flows(fabric, table, schedule, hosts)
+    flat = as_flat(schedule)
+    flows = _flows(_Router(fabric, table), flat, hosts)
     return [{flows.links[i]: int(counts[i]) for i in np.flatnonzero(counts)}
-            for _, counts in _step_link_counts(flows, _step_count(schedule))]
+            for _, counts in _step_link_counts(flows, _step_count(flat))]
 
 
 def max_flows_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) -> list[int]:
     """For each step index k, the most flows of step k on any one directed link."""
-    return _max_per_step(_flows(fabric, table, schedule, hosts), _step_count(schedule))
+    flat = as_flat(schedule)
+    return _max_per_step(_flows(_Router(fabric, table), flat, hosts), _step_count(flat))
 
 
 # --- max-min fair rates -----------------------------------------------------
@@ -243,6 +248,25 @@ def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return rate
 
 
+def _rerate_after_drains(route: np.ndarray, rates: np.ndarray, capacity: np.ndarray, drained: float) -> np.ndarray:
+    """Max-min rates once flows of rates >= `drained` have left (and none
+    came): the flows slower than `drained` keep theirs, only the others
+    are filled again, on what the slower ones leave of every link.
+
+    Exact: progressive filling freezes flows in rising order of rate, and
+    every link a drained flow crosses fills at its rate or later; without
+    it those links fill later still, the others at the same level, so
+    every flow frozen below `drained` is frozen as before."""
+    keep = rates < drained * (1 - 1e-9)   # ties at `drained` are filled again, to be safe
+    if keep.all():
+        return rates
+    left = capacity - np.bincount(route[keep].ravel(), weights=np.repeat(rates[keep], route.shape[1]),
+                                  minlength=capacity.size)
+    out = rates.copy()
+    out[~keep] = max_min_rates(route[~keep], np.maximum(left, 0.0))
+    return out
+
+
 # --- event-driven simulation ------------------------------------------------
 
 class _Simulation:
@@ -269,6 +293,9 @@ class _Simulation:
         self.active = np.zeros(0, dtype=np.int64)
         self.rates = np.zeros(0)
         self.stale = False
+        # Since the last re-rating: did flows start, and the lowest rate of the flows that drained.
+        self.started_flows = False
+        self.drained_rate = math.inf
         self.max_flows = np.zeros(len(self.capacity), dtype=np.int64)
         self.switch_hops = (flows.route != flows.pad).sum(axis=1) - 1   # links of a path minus one
         self.wire_mbps = 8 / 1e6 / efficiency
@@ -279,10 +306,14 @@ class _Simulation:
         self.sequence = 0
         self.t = 0.0
 
-    def run(self) -> None:
-        self._start(np.flatnonzero(self.waiting == 0))
+    def run(self, progress=None) -> None:
+        self._finish(self._start(np.flatnonzero(self.waiting == 0)))   # empty first steps end at once
+        rounds = 0
         while self.active.size or self.events:
             self._advance()
+            rounds += 1
+            if progress and rounds % 256 == 0:
+                progress(np.count_nonzero(self.started) / self.started.size)
 
     def _at(self, t: float, ids: np.ndarray, compute: bool) -> None:
         heapq.heappush(self.events, (t, self.sequence, compute, ids))
@@ -338,13 +369,18 @@ class _Simulation:
             return
         gone = self.active[done]
         self.left[gone] = 0.0
-        self.active = self.active[~done]
+        self.drained_rate = min(self.drained_rate, float(self.rates[done].min()))
+        self.active, self.rates = self.active[~done], self.rates[~done]
         self.stale = True
         self._deliver(gone)
 
     def _rerate(self) -> None:
         route = self.f.route[self.active]
-        self.rates = max_min_rates(route, self.capacity)
+        if self.started_flows:
+            self.rates = max_min_rates(route, self.capacity)
+        else:
+            self.rates = _rerate_after_drains(route, self.rates, self.capacity, self.drained_rate)
+        self.started_flows, self.drained_rate = False, math.inf
         np.maximum(self.max_flows, np.bincount(route.ravel(), minlength=len(self.capacity)), out=self.max_flows)
         load = float(self.rates @ self.switch_hops[self.active]) * self.wire_mbps
         self.peak_switch_mbps = max(self.peak_switch_mbps, load)
@@ -389,7 +425,7 @@ class _Simulation:
         wire = self.f.on_wire[ids]
         if wire.any():
             self.active = np.concatenate((self.active, ids[wire]))
-            self.stale = True
+            self.stale = self.started_flows = True
         if not wire.all():
             self._deliver(ids[~wire])
 
@@ -405,31 +441,19 @@ class _Dependencies:
     compute_s: np.ndarray    # per step
 
 
-def _dependencies(schedule: Schedule, step_base: np.ndarray) -> _Dependencies:
-    nsteps = int(step_base[-1])
-    compute = np.array([s.compute_s for steps in schedule.steps for s in steps] or [0.0], dtype=float)[:nsteps]
-    simple = all(s.channel == 0 and not s.after for steps in schedule.steps for s in steps)
-    if simple:   # one chain per rank (a plain collective): vectorised
+def _dependencies(flat: Flat) -> _Dependencies:
+    nsteps, step_base = flat.steps, flat.step_base
+    if flat.waits is None:   # one chain per rank (a plain collective)
         ids = np.arange(nsteps)
         chained = np.ones(nsteps, dtype=bool)
         chained[step_base[:-1][np.diff(step_base) > 0]] = False   # first step of a rank
         src, dst = ids[chained] - 1, ids[chained]
     else:
-        src, dst = [], []
-        for rank, steps in enumerate(schedule.steps):
-            base, last = int(step_base[rank]), {}
-            for k, step in enumerate(steps):
-                waits = set(step.after) | ({last[step.channel]} if step.channel in last else set())
-                if any(not 0 <= j < k for j in waits):
-                    raise ValueError(f"rank {rank} step {k} waits for a step that is not before it: {step.after}")
-                src += [base + j for j in sorted(waits)]
-                dst += [base + k] * len(waits)
-                last[step.channel] = k
-        src, dst = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+        src, dst = flat.waits
     order = np.argsort(src, kind="stable")
     return _Dependencies(count=np.bincount(dst, minlength=nsteps),
                          first=np.searchsorted(src[order], np.arange(nsteps + 1)),
-                         dependents=dst[order], compute_s=compute)
+                         dependents=dst[order], compute_s=flat.compute_s)
 
 
 def _ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -440,30 +464,53 @@ def _ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
 
 # --- public entry points ----------------------------------------------------
 
-def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts,
-            alpha_s: float = 0.0, efficiency: float = 1.0) -> Prediction:
+def as_flat(schedule: Schedule | Flat) -> Flat:
+    return schedule if isinstance(schedule, Flat) else flatten(schedule)
+
+
+def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, hosts,
+            alpha_s: float = 0.0, efficiency: float = 1.0, progress=None) -> Prediction:
     """Predict every step's end time of `schedule` with rank r on host hosts[r].
 
     alpha_s: per-message latency (s). efficiency: payload fraction of every
-    link's wire rate (0 < efficiency <= 1)."""
+    link's wire rate (0 < efficiency <= 1). progress: called now and then
+    with the fraction of steps started."""
+    _check_model(alpha_s, efficiency)
+    return _predict(_Router(fabric, table), as_flat(schedule), hosts, alpha_s, efficiency, progress)
+
+
+def _check_model(alpha_s: float, efficiency: float) -> None:
     if not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     if not alpha_s >= 0:
         raise ValueError(f"alpha_s must be >= 0, got {alpha_s}")
-    flows = _flows(fabric, table, schedule, hosts)
-    sim = _Simulation(flows, _dependencies(schedule, flows.step_base), alpha_s, efficiency)
-    sim.run()
-    if np.isnan(sim.step_end).any():
-        stuck = int(sim.step_rank[np.flatnonzero(np.isnan(sim.step_end))[0]])
-        raise RuntimeError(f"schedule deadlocks: rank {stuck} never finishes its steps")
+
+
+def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress) -> Prediction:
+    flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, progress)
     ends = sim.step_end.tolist()
     base = flows.step_base.tolist()
     return Prediction(
         time_s=max(ends, default=0.0),
-        step_end_s=tuple(tuple(ends[base[r]:base[r + 1]]) for r in range(schedule.ranks)),
-        link_max_flows={flows.links[i]: int(n) for i, n in enumerate(sim.max_flows[:flows.pad]) if n},
-        max_flows_per_step=_max_per_step(flows, _step_count(schedule)),
+        step_end_s=tuple(tuple(ends[base[r]:base[r + 1]]) for r in range(flat.ranks)),
+        link_max_flows=_link_max_flows(router, sim.max_flows),
+        max_flows_per_step=_max_per_step(flows, _step_count(flat)),
         peak_switch_mbps=sim.peak_switch_mbps)
+
+
+def _simulate(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress):
+    flows = _flows(router, flat, hosts)
+    sim = _Simulation(flows, _dependencies(flat), alpha_s, efficiency)
+    sim.run(progress)
+    if np.isnan(sim.step_end).any():
+        stuck = int(sim.step_rank[np.flatnonzero(np.isnan(sim.step_end))[0]])
+        raise RuntimeError(f"schedule deadlocks: rank {stuck} never finishes its steps")
+    return flows, sim
+
+
+def _link_max_flows(router: _Router, max_flows: np.ndarray) -> dict[Link, int]:
+    used = np.flatnonzero(max_flows[:len(router.links)])
+    return {router.links[i]: n for i, n in zip(used.tolist(), max_flows[used].tolist())}
 
 
 def alpha_beta_time(collective: str, algorithm: str, ranks: int, size_bytes: float,
@@ -485,3 +532,65 @@ def alpha_beta_time(collective: str, algorithm: str, ranks: int, size_bytes: flo
         raise ValueError(f"no alpha-beta formula for collective {collective!r}")
     beta = 8 / (rate_mbps * 1e6)   # seconds per byte
     return phases * (steps * alpha_s + (p - 1) / p * size_bytes * beta)
+
+
+# --- lock-step: a collective round by round --------------------------------------
+
+LOCKSTEP = "lock-step: every rank starts step k when all have ended step k-1"
+
+
+class _EveryRank(tuple):
+    """step_end_s of a lock-step prediction: every rank's step ends are the
+    rounds' ends (one tuple shared, not one per rank)."""
+
+    def __new__(cls, ends: tuple, ranks: int):
+        return super().__new__(cls, (ends,) * ranks)
+
+
+def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
+                     alpha_s: float = 0.0, efficiency: float = 1.0, note: str = "", progress=None) -> Prediction:
+    """Predict a collective given as lock-step rounds (flat.lockstep_rounds):
+    each distinct round is simulated exactly once, by itself, and rounds
+    follow each other. Ranks that drift apart in the exact simulation are
+    held together here; where they stay together (uncongested, symmetric)
+    this is the exact prediction at the cost of one round per pattern."""
+    _check_model(alpha_s, efficiency)
+    router = _Router(fabric, table)   # shared: rounds often reuse pairs (halving, then doubling)
+    t, ends, per_step, peak = 0.0, [], [], 0.0
+    link_max = np.zeros(len(router.capacity), dtype=np.int64)
+    for i, (flat, repeats) in enumerate(rounds):
+        if progress:
+            progress(i / len(rounds))
+        flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, None)
+        took = float(sim.step_end.max(initial=0.0))
+        ends += [t + took * (k + 1) for k in range(repeats)]
+        t = ends[-1]
+        per_step += _max_per_step(flows, 1) * repeats
+        np.maximum(link_max, sim.max_flows, out=link_max)
+        peak = max(peak, sim.peak_switch_mbps)
+    return Prediction(time_s=t, step_end_s=_EveryRank(tuple(ends), len(hosts)),
+                      link_max_flows=_link_max_flows(router, link_max), max_flows_per_step=per_step,
+                      peak_switch_mbps=peak,
+                      approximation="; ".join(filter(None, (LOCKSTEP, note))))
+
+
+# Past this many flows (sends) the exact simulation takes seconds, and far
+# longer where ranks drift apart: "auto" predicts in lock-step rounds there.
+EXACT_FLOWS = 1 << 15
+METHODS = ("auto", "exact", "lockstep")
+
+
+def predict_collective(fabric: Fabric, table: ForwardingTable, collective: str, algorithm: str, hosts,
+                       size_bytes: int, alpha_s: float = 0.0, efficiency: float = 1.0, method: str = "auto",
+                       progress=None) -> Prediction:
+    """One collective call, built as arrays. method "exact": the event
+    simulation; "lockstep": round by round (predict_lockstep) where the
+    collective has rounds (ring, power-of-two halving-doubling), else exact;
+    "auto": lock-step past EXACT_FLOWS flows."""
+    if method not in METHODS:
+        raise ValueError(f"unknown model method {method!r}; choose one of: {', '.join(METHODS)}")
+    rounds = None if method == "exact" else lockstep_rounds(collective, algorithm, len(hosts), size_bytes)
+    if rounds and (method == "lockstep" or sum(r.sends.peer.size * n for r, n in rounds[0]) > EXACT_FLOWS):
+        return predict_lockstep(fabric, table, rounds[0], hosts, alpha_s, efficiency, rounds[1], progress)
+    return predict(fabric, table, flat_schedule(collective, algorithm, len(hosts), size_bytes), hosts,
+                   alpha_s, efficiency, progress)

@@ -12,11 +12,11 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
-from controller.routing import POLICIES, ForwardingTable, demands_from_schedule, forwarding_table
+from controller.routing import POLICIES, ForwardingTable, demands_from_schedule, forwarding_table, model_table
 from emulator.fabric import Fabric
 from emulator.mapping import hosts_for_ranks
 from emulator.metrics import payload_efficiency
-from emulator.model import Prediction, predict
+from emulator.model import Prediction, predict, predict_collective
 from emulator.program import Compiled, compile_workload, job_alone
 from emulator.schedule import Schedule, over_connections
 from emulator.spec import RunSpec, SpecError, load_workload
@@ -77,6 +77,28 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
             sched, job_hosts = job_alone(programs[WORKLOAD_KEY], index)
             alone.append(model(over_connections(sched, spec.connections), job_hosts))
     return RunPlan(spec, fabric, table, hosts, calls, schedules, predictions, programs, alone)
+
+
+def model_sweep(spec: RunSpec, method: str = "auto", progress=None) -> tuple[list[str], dict[int, Prediction]]:
+    """Hosts and the model's prediction of every size of a sweep (a spec
+    without a workload file), as plan_run predicts them but without the
+    step objects the agents need (model.predict_collective; `method` says
+    whether lock-step rounds may stand in for the exact simulation).
+    Several connections per pair and policies that route the demands
+    need the step objects: plan_run, exact."""
+    if spec.connections > 1 or POLICIES[spec.policy].needs_demands:
+        plan = plan_run(spec)
+        return plan.hosts, plan.predictions
+    try:
+        fabric = spec.fabric()
+        hosts = hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed)
+        table = model_table(fabric, spec.policy, spec.seed)
+        return hosts, {size: predict_collective(fabric, table, spec.collective, spec.algorithm, hosts, size,
+                                                spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu), method,
+                                                progress and functools.partial(progress, size))
+                       for size in spec.sizes}
+    except ValueError as e:
+        raise SpecError(str(e)) from None
 
 
 def _model(fabric: Fabric, table: ForwardingTable, spec: RunSpec):

@@ -227,6 +227,13 @@ def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int)
 
     `algorithm` matters for allreduce, reduce-scatter and allgather; the
     other collectives have one algorithm each and ignore it."""
+    check_collective(collective, algorithm, ranks, size_bytes)
+    steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes)) for r in range(ranks))
+    return Schedule(collective, algorithm, ranks, size_bytes, steps)
+
+
+def check_collective(collective: str, algorithm: str, ranks: int, size_bytes: int) -> None:
+    """ValueError unless `build_schedule` can build this collective."""
     if collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r}; choose one of: {', '.join(COLLECTIVES)}")
     if algorithm not in ALGORITHMS:
@@ -239,8 +246,6 @@ def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int)
     if algorithm == "halving-doubling" and collective in ("reduce-scatter", "allgather") and not power_of_two:
         raise ValueError(f"halving-doubling {collective} needs a power-of-two rank count, got {ranks} "
                          "(allreduce handles any count with pre/post steps; or use algorithm ring)")
-    steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes)) for r in range(ranks))
-    return Schedule(collective, algorithm, ranks, size_bytes, steps)
 
 
 def over_connections(schedule: Schedule, connections: int) -> Schedule:

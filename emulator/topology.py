@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from emulator.fabric import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Host, Link, Switch, host_address
 from emulator.inputs import shorten, to_int
 
-MAX_HOSTS = 100_000
+MAX_HOSTS = 1 << 17   # 131,072: the flow model's largest case (the emulator stops far below)
 MAX_LINKS = 1_000_000
 
 

@@ -93,6 +93,42 @@ def test_model_naive_hd_collides(capsys):
     assert len(rows) == 1 and max(int(f) for f in rows[0][4:]) > 1
 
 
+def test_model_many_steps_print_a_histogram_and_go_to_the_csv(capsys, tmp_path):
+    out_dir = tmp_path / "m"
+    argv = ["model", "-t", "bigraph:m=4,n=8", "-a", "ring", "-m", "naive", "-b", "1M", "-e", "2M", "--out", str(out_dir)]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    rows = table_rows(out)
+    assert [r[4:] for r in rows] == [["62", "steps:", "1", "in", "62"]] * 2   # 2 x 31 ring steps, one flow each
+    import csv
+    with open(out_dir / "model_steps.csv") as f:
+        steps = list(csv.DictReader(f))
+    assert len(steps) == 2 * 62 and {s["size_bytes"] for s in steps} == {str(M), str(2 * M)}
+    last = [float(s["end_s"]) for s in steps if s["size_bytes"] == str(M)][-1]
+    assert last * 1e3 == pytest.approx(float(rows[0][1]), abs=0.1)      # the last step ends the call
+
+
+def test_model_json_and_lockstep_said(capsys):
+    argv = ["model", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-m", "hdrm", "-b", "1M", "--json"]
+    assert cli.main(argv + ["--method", "lockstep"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert run["ranks"] == 32
+    (size,) = run["sizes"]
+    assert size["size_bytes"] == M and "lock-step" in size["approximation"]
+    assert size["max_flows_per_step"] == {"1": 10}
+    assert cli.main(argv + ["--method", "exact"]) == 0
+    (exact,) = json.loads(capsys.readouterr().out)[0]["sizes"]
+    assert exact["approximation"] == "" and exact["time_s"] == pytest.approx(size["time_s"], rel=1e-9)
+
+
+def test_model_progress_goes_to_stderr(capsys, monkeypatch):
+    monkeypatch.setattr(cli._ModelProgress, "QUIET_S", 0.0)
+    argv = ["model", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-b", "1M", "--method", "lockstep"]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "of steps started" in err and "of steps started" not in out
+
+
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_model_every_collective(capsys, collective):
     rc = cli.main(["model", "-c", collective, "-b", "64K", "-e", "128K"])

@@ -13,6 +13,7 @@ from emulator.schedule import Schedule, Step, Transfer, build_schedule
 from emulator.topology import LinkProfile, bigraph, build
 
 MiB = 2 ** 20
+M = MiB
 S = 16 * MiB
 ALPHA = 5e-4
 
@@ -282,3 +283,99 @@ def test_a_step_may_only_wait_for_earlier_steps():
     sched = Schedule("custom", "custom", 2, 0, ((Step(after=(1,)), Step()), ()))
     with pytest.raises(ValueError, match="waits for a step that is not before it"):
         predict(fabric, table, sched, hosts)
+
+
+# --- lock-step rounds ----------------------------------------------------------
+
+@pytest.mark.parametrize("topology, policy, mapping, algorithm", [
+    ("bigraph:m=4,n=8", "shortest", "hdrm", "halving-doubling"),
+    ("bigraph:m=4,n=8", "shortest", "naive", "ring"),
+    ("fattree:k=4", "ecmp", "naive", "ring"),
+])
+def test_lockstep_is_exact_where_ranks_stay_together(topology, policy, mapping, algorithm):
+    from emulator.flat import flat_schedule, lockstep_rounds
+    from emulator.model import LOCKSTEP, predict_lockstep
+    fabric, table, _, hosts = setup(topology, policy, mapping, algorithm)
+    exact = predict(fabric, table, flat_schedule("allreduce", algorithm, len(hosts), S), hosts, ALPHA)
+    rounds, note = lockstep_rounds("allreduce", algorithm, len(hosts), S)
+    approx = predict_lockstep(fabric, table, rounds, hosts, ALPHA, note=note)
+    assert approx.time_s == pytest.approx(exact.time_s, rel=1e-9)
+    for mine, theirs in zip(approx.step_end_s, exact.step_end_s):
+        assert mine == pytest.approx(theirs, rel=1e-9)
+    assert approx.max_flows_per_step == exact.max_flows_per_step
+    assert approx.link_max_flows == exact.link_max_flows
+    assert approx.approximation == LOCKSTEP and exact.approximation == ""
+
+
+@pytest.mark.parametrize("algorithm, mapping", [("ring", "random"), ("halving-doubling", "naive")])
+def test_a_sweep_without_step_objects_predicts_as_plan_run(algorithm, mapping):
+    from emulator.plan import model_sweep, plan_run
+    from emulator.spec import RunSpec
+    spec = RunSpec(topology="fattree:k=4", algorithm=algorithm, mapping=mapping, policy="ecmp", sizes=(M, 3 * M),
+                   repetitions=1, warmup=0, model_alpha_us=300)
+    hosts, got = model_sweep(spec, "exact")
+    plan = plan_run(spec)
+    assert hosts == plan.hosts
+    for size in spec.sizes:
+        assert got[size].time_s == pytest.approx(plan.predictions[size].time_s, rel=1e-12)
+        assert got[size].step_end_s == plan.predictions[size].step_end_s
+
+
+def test_progress_is_told_the_share_of_steps_started():
+    fabric, table, sched, hosts = setup("bigraph:m=8,n=16", "shortest", "random", "ring", size=M)
+    seen = []
+    predict(fabric, table, sched, hosts, ALPHA, progress=seen.append)
+    assert seen and seen == sorted(seen) and 0 < seen[0] and seen[-1] <= 1
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rerating_after_drains_equals_filling_again(seed):
+    from emulator.model import _rerate_after_drains
+    rng = np.random.default_rng(seed)
+    links, flows, width = 12, 40, 3
+    capacity = np.append(rng.choice([10.0, 25.0, 40.0], links), math.inf)
+    route = rng.integers(0, links + 1, (flows, width))   # link id `links` is the infinite pad
+    rates = max_min_rates(route, capacity)
+    gone = rng.random(flows) < rng.choice([0.05, 0.3, 0.7])
+    if not gone.any():
+        gone[rng.integers(flows)] = True
+    again = max_min_rates(route[~gone], capacity)
+    got = _rerate_after_drains(route[~gone], rates[~gone], capacity, rates[gone].min())
+    np.testing.assert_allclose(got, again, rtol=1e-9)
+
+
+def test_incremental_rerating_changes_nothing_but_merges_at_the_tolerance(monkeypatch):
+    """Ranks drift apart (random mapping): with events merged only when all
+    but equal, re-rating after drains predicts what filling again does."""
+    import emulator.model as model
+    fabric, table, sched, hosts = setup("fattree:k=4", "ecmp", "random", "ring", size=M)
+    monkeypatch.setattr(model, "REL_TOL", 1e-12)
+    incremental = predict(fabric, table, sched, hosts, ALPHA)
+    monkeypatch.setattr(model, "_rerate_after_drains", lambda route, rates, capacity, drained:
+                        max_min_rates(route, capacity))
+    again = predict(fabric, table, sched, hosts, ALPHA)
+    assert incremental.time_s == pytest.approx(again.time_s, rel=1e-12)
+    for mine, theirs in zip(incremental.step_end_s, again.step_end_s):
+        assert mine == pytest.approx(theirs, rel=1e-12)
+
+
+@pytest.mark.parametrize("ranks", [6, 12, 13])
+def test_lockstep_halving_doubling_on_any_rank_count_is_exact_where_uncongested(ranks):
+    """Pre and post steps pair the first ranks off; on a fabric with room
+    for every flow the lock-step rounds predict what the exact run does."""
+    from emulator.model import predict_collective
+    fabric = build("bigraph:m=5,n=4")
+    table = forwarding_table(fabric, "ecmp")
+    hosts = hosts_for_ranks(fabric, "naive")[:ranks]
+    exact, approx = (predict_collective(fabric, table, "allreduce", "halving-doubling", hosts, S, ALPHA, method=m)
+                     for m in ("exact", "lockstep"))
+    assert approx.approximation and not exact.approximation
+    assert approx.time_s == pytest.approx(exact.time_s, rel=1e-9)
+
+
+def test_an_empty_first_step_ends_at_once():
+    fabric, table, hosts = two_switches(m=1)
+    sched = schedule([([], []), ([(1, S)], [])], [([], [(0, S)])])
+    pred = predict(fabric, table, sched, hosts)
+    assert pred.step_end_s[0][0] == 0.0
+    assert pred.time_s == pytest.approx(S / bytes_per_s(100), rel=1e-9)

@@ -644,3 +644,20 @@ def test_table_from_switch_paths_reproduces_every_route():
         paths = routing.pair_paths(fabric, table)
         rebuilt = routing.table_from_switch_paths(fabric, paths)
         assert routing.pair_paths(fabric, rebuilt) == paths
+
+
+@pytest.mark.parametrize("topology", ["bigraph:m=2,n=6", "fattree:k=4", "fattree:k=6", "leafspine:leaves=4,spines=3,hosts=2"])
+@pytest.mark.parametrize("policy", ["shortest", "spread", "ecmp", "adaptive"])
+def test_the_model_table_holds_the_full_tables_entries(topology, policy):
+    from emulator.topology import build
+    fabric = build(topology)
+    full = routing.forwarding_table(fabric, policy)
+    lazy = routing.model_table(fabric, policy)
+    assert isinstance(lazy, routing.HopTable)
+    for switch, row in full.items():
+        assert {dst: lazy[switch][dst] for dst in row} == row
+
+
+def test_the_model_table_of_other_policies_is_the_full_table():
+    fabric = bigraph(2, 4)
+    assert routing.model_table(fabric, "bigraph") == routing.forwarding_table(fabric, "bigraph")

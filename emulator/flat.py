@@ -1,0 +1,189 @@
+"""Schedules as arrays (pure): what the flow model reads.
+
+A `Schedule` holds a Python object per step per rank, which is what the
+agents replay; a 1024-rank ring has two million of them. The model needs
+only numbers, so it reads a `Flat`: every rank's steps numbered rank by
+rank (step ids), and their sends and receives in contiguous arrays.
+`flatten` converts any schedule; `flat_schedule` builds the ring and
+power-of-two halving-doubling collectives straight into arrays, the same
+numbers `build_schedule` gives.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from emulator import schedule as sch
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """The transfers of step id s are peer[first[s]:first[s+1]] (and nbytes)."""
+    first: np.ndarray
+    peer: np.ndarray
+    nbytes: np.ndarray
+
+
+@dataclass(frozen=True)
+class Flat:
+    ranks: int
+    step_base: np.ndarray        # rank r's steps are step ids step_base[r]..step_base[r+1]-1
+    sends: Transfers
+    recvs: Transfers
+    compute_s: np.ndarray        # per step id
+    waits: tuple[np.ndarray, np.ndarray] | None   # (step, the later step that waits for it);
+                                                  # None: one chain per rank, each step after the one before
+
+    @property
+    def steps(self) -> int:
+        return int(self.step_base[-1])
+
+
+def _ints(values) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+def flatten(schedule: sch.Schedule) -> Flat:
+    """Any schedule as arrays, in one pass over its steps."""
+    step_base, compute, simple = [0], [], True
+    lists = {side: ([], [], []) for side in ("sends", "recvs")}   # first, peer, nbytes
+    for steps in schedule.steps:
+        step_base.append(step_base[-1] + len(steps))
+        for step in steps:
+            compute.append(step.compute_s)
+            simple = simple and step.channel == 0 and not step.after
+            for side, transfers in (("sends", step.sends), ("recvs", step.recvs)):
+                first, peer, nbytes = lists[side]
+                first.append(len(peer))
+                for t in transfers:
+                    peer.append(t.peer)
+                    nbytes.append(t.nbytes)
+    if len(schedule.steps) != schedule.ranks:
+        raise ValueError(f"schedule of {schedule.ranks} ranks lists steps of {len(schedule.steps)}")
+    sides = {}
+    for side, (first, peer, nbytes) in lists.items():
+        first.append(len(peer))
+        sides[side] = Transfers(_ints(first), _ints(peer), _ints(nbytes))
+    base = _ints(step_base)
+    return Flat(schedule.ranks, base, sides["sends"], sides["recvs"], np.array(compute, dtype=float),
+                None if simple else _waits(schedule, base))
+
+
+def _waits(schedule: sch.Schedule, step_base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(earlier step id, later step id) for every wait: the step before on
+    the same channel and every `after` step."""
+    src, dst = [], []
+    for rank, steps in enumerate(schedule.steps):
+        base, last = int(step_base[rank]), {}
+        for k, step in enumerate(steps):
+            waits = set(step.after) | ({last[step.channel]} if step.channel in last else set())
+            if any(not 0 <= j < k for j in waits):
+                raise ValueError(f"rank {rank} step {k} waits for a step that is not before it: {step.after}")
+            src += [base + j for j in sorted(waits)]
+            dst += [base + k] * len(waits)
+            last[step.channel] = k
+    return _ints(src), _ints(dst)
+
+
+# --- collectives straight into arrays ---------------------------------------------
+
+def flat_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Flat:
+    """flatten(build_schedule(...)) without the step objects, where it can."""
+    sch.check_collective(collective, algorithm, ranks, size_bytes)
+    halving = collective in ("allreduce", "reduce-scatter")
+    doubling = collective in ("allreduce", "allgather")
+    if halving or doubling:
+        if algorithm == "ring":
+            return _ring(ranks, size_bytes, halving, doubling)
+        if ranks & (ranks - 1) == 0:
+            return _halving_doubling(ranks, size_bytes, halving, doubling)
+    return flatten(sch.build_schedule(collective, algorithm, ranks, size_bytes))
+
+
+def _one_each(ranks: int, per_rank: int, send_peer, send_bytes, recv_peer, recv_bytes) -> Flat:
+    """A schedule whose every step sends one transfer and receives one,
+    the arrays given step id by step id."""
+    n = ranks * per_rank
+    first = np.arange(n + 1, dtype=np.int64)
+    return Flat(ranks, np.arange(ranks + 1, dtype=np.int64) * per_rank,
+                Transfers(first, send_peer, send_bytes), Transfers(first, recv_peer, recv_bytes),
+                np.zeros(n), None)
+
+
+def _ring(p: int, size: int, halving: bool, doubling: bool) -> Flat:
+    """schedule._ring_phase for every rank and phase: step k of a phase sends
+    chunk (rank+shift-k) to rank+1 and receives chunk (rank+shift-k-1) from
+    rank-1 (shift 0 reduce-scatter, 1 allgather)."""
+    sizes = _ints(sch.chunks(size, p))
+    shifts = [s for s, on in ((0, halving), (1, doubling)) if on]
+    per_rank = len(shifts) * (p - 1)
+    rank = np.repeat(np.arange(p), per_rank)
+    k = np.tile(np.arange(p - 1), p * len(shifts))
+    shift = np.tile(np.repeat(shifts, p - 1), p)
+    chunk = rank + shift - k
+    return _one_each(p, per_rank, (rank + 1) % p, sizes[chunk % p], (rank - 1) % p, sizes[(chunk - 1) % p])
+
+
+def _hd_columns(p: int, size: int, halving: bool, doubling: bool):
+    """schedule._hd_core on p = 2^d ranks for every rank at once: per step,
+    in step order, (peer, bytes sent, bytes received) arrays over ranks."""
+    d = p.bit_length() - 1
+    rank = np.arange(p)
+    lo, hi = np.zeros(p, dtype=np.int64), np.full(p, size, dtype=np.int64)
+    halves = []
+    for k in range(d):
+        mid = (lo + hi) // 2
+        keep_low = (rank >> k) & 1 == 0
+        give, keep = np.where(keep_low, hi - mid, mid - lo), np.where(keep_low, mid - lo, hi - mid)
+        halves.append((rank ^ (1 << k), give, keep))
+        lo, hi = np.where(keep_low, lo, mid), np.where(keep_low, mid, hi)
+    # doubling: the same partners in reverse, each side sending what it kept
+    return (halves if halving else []) + ([(peer, keep, give) for peer, give, keep in reversed(halves)]
+                                          if doubling else [])
+
+
+def _halving_doubling(p: int, size: int, halving: bool, doubling: bool) -> Flat:
+    peer, send, recv = (np.stack(c, axis=1).ravel() for c in zip(*_hd_columns(p, size, halving, doubling)))
+    return _one_each(p, len(peer) // p, peer, send, peer, recv)
+
+
+# --- lock-step rounds --------------------------------------------------------------
+
+def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int):
+    """The collective as rounds all ranks run in lock-step: ([(one step per
+    rank as a Flat, how many times it repeats)], what is approximated beyond
+    the lock-step), or None where no round form is known. Round k holds
+    every rank's step k, except that ranks sitting the core of a
+    halving-doubling out (p not a power of two) sit its rounds out."""
+    sch.check_collective(collective, algorithm, ranks, size_bytes)
+    halving = collective in ("allreduce", "reduce-scatter")
+    doubling = collective in ("allreduce", "allgather")
+    if not (halving or doubling):
+        return None
+    rank = np.arange(ranks)
+    if algorithm == "ring":   # every step the same pattern: one round, repeated
+        chunk = -(-size_bytes // ranks)
+        repeats = (halving + doubling) * (ranks - 1)
+        note = "" if size_bytes % ranks == 0 else f"ring chunks taken as {chunk} bytes (at most 1 byte more each)"
+        return [(_round(ranks, rank, (rank + 1) % ranks, np.full(ranks, chunk)), repeats)], note
+    # schedule._halving_doubling: the first 2*extra ranks pair up, the odd one of each pair in the core
+    core = 1 << (ranks.bit_length() - 1)
+    extra = ranks - core
+    virtual = np.arange(core)
+    real = np.where(virtual < extra, 2 * virtual + 1, virtual + extra)
+    rounds = [_round(ranks, real, real[peer], send) for peer, send, _ in _hd_columns(core, size_bytes, halving, doubling)]
+    if extra:
+        evens = 2 * np.arange(extra)
+        whole = np.full(extra, size_bytes)
+        rounds = [_round(ranks, evens, evens + 1, whole)] + rounds + [_round(ranks, evens + 1, evens, whole)]
+    return [(r, 1) for r in rounds], ""
+
+
+def _round(ranks: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> Flat:
+    """One step per rank, holding the transfers src[i] -> dst[i] of nbytes[i]."""
+    steps = np.arange(ranks + 1)
+    by_src, by_dst = np.argsort(src, kind="stable"), np.argsort(dst, kind="stable")
+    nbytes = np.asarray(nbytes, dtype=np.int64)
+    return Flat(ranks, steps, Transfers(np.searchsorted(src[by_src], steps), dst[by_src], nbytes[by_src]),
+                Transfers(np.searchsorted(dst[by_dst], steps), src[by_dst], nbytes[by_dst]), np.zeros(ranks), None)

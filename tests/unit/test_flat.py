@@ -1,0 +1,74 @@
+"""Schedules as arrays: built straight into arrays, they hold the numbers
+flattening the step objects gives."""
+import numpy as np
+import pytest
+
+from emulator.flat import flat_schedule, flatten, lockstep_rounds
+from emulator.schedule import Schedule, Step, build_schedule
+
+
+def assert_same_flat(a, b):
+    assert a.ranks == b.ranks
+    np.testing.assert_array_equal(a.step_base, b.step_base)
+    for side in ("sends", "recvs"):
+        for name in ("first", "peer", "nbytes"):
+            np.testing.assert_array_equal(getattr(getattr(a, side), name), getattr(getattr(b, side), name))
+    np.testing.assert_array_equal(a.compute_s, b.compute_s)
+    assert (a.waits is None) == (b.waits is None)
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce-scatter", "allgather"])
+@pytest.mark.parametrize("algorithm", ["ring", "halving-doubling"])
+@pytest.mark.parametrize("ranks", [2, 8, 32])
+def test_collectives_in_arrays_are_their_flattened_steps(collective, algorithm, ranks):
+    size = 1000 * ranks + 7   # uneven chunks
+    assert_same_flat(flat_schedule(collective, algorithm, ranks, size),
+                     flatten(build_schedule(collective, algorithm, ranks, size)))
+
+
+@pytest.mark.parametrize("collective, algorithm, ranks", [("allreduce", "halving-doubling", 6),
+                                                          ("all-to-all", "ring", 5), ("broadcast", "ring", 4)])
+def test_other_collectives_fall_back_to_flattening(collective, algorithm, ranks):
+    assert_same_flat(flat_schedule(collective, algorithm, ranks, 999),
+                     flatten(build_schedule(collective, algorithm, ranks, 999)))
+
+
+def test_bad_collectives_are_refused_as_build_schedule_refuses_them():
+    with pytest.raises(ValueError, match="power-of-two"):
+        flat_schedule("allgather", "halving-doubling", 6, 100)
+    with pytest.raises(ValueError, match="at least 2 ranks"):
+        flat_schedule("allreduce", "ring", 1, 100)
+
+
+def test_waits_list_the_channel_order_and_after():
+    steps = ((Step(compute_s=1.0), Step(channel=1, after=(0,)), Step(after=(1,))),)
+    flat = flatten(Schedule("x", "", 1, 0, steps))
+    src, dst = flat.waits
+    assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 1), (0, 2), (1, 2)]
+    np.testing.assert_array_equal(flat.compute_s, [1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce-scatter", "allgather"])
+@pytest.mark.parametrize("algorithm, size", [("ring", 64 * 32), ("halving-doubling", 64 * 32 + 5)])
+def test_lockstep_rounds_are_the_steps_of_every_rank(collective, algorithm, size):
+    """Round i (repeats expanded) holds every rank's step i."""
+    ranks = 32
+    flat = flat_schedule(collective, algorithm, ranks, size)
+    rounds, note = lockstep_rounds(collective, algorithm, ranks, size)
+    expanded = [r for r, repeats in rounds for _ in range(repeats)]
+    per_rank = len(expanded)
+    assert note == "" and flat.steps == ranks * per_rank
+    for side in ("sends", "recvs"):
+        whole = getattr(flat, side)
+        for name in ("peer", "nbytes"):
+            by_step = getattr(whole, name).reshape(ranks, per_rank)
+            for i, r in enumerate(expanded):
+                np.testing.assert_array_equal(getattr(getattr(r, side), name), by_step[:, i])
+
+
+def test_lockstep_ring_rounds_say_they_round_uneven_chunks_up():
+    rounds, note = lockstep_rounds("allreduce", "ring", 8, 8 * 100 + 3)
+    assert "101 bytes" in note
+    assert set(rounds[0][0].sends.nbytes.tolist()) == {101}
+    assert lockstep_rounds("all-to-all", "ring", 8, 800) is None
+    assert len(lockstep_rounds("allreduce", "halving-doubling", 6, 800)[0]) == 2 + 2 * 2   # pre, core, post
