@@ -36,13 +36,17 @@ def parse_size(text) -> int:
     else:
         t = str(text).strip().upper().removesuffix("B")
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-        try:
-            exact = to_float(t[:-1] if scale > 1 else t) * scale
-        except ValueError:
-            raise bad from None
-        if not math.isfinite(exact) or exact != int(exact):
-            raise bad
-        value = int(exact)
+        number = t[:-1] if scale > 1 else t
+        if number.isascii() and number.isdigit():   # exactly, however large: a float rounds past 2**53
+            value = int(number) * scale
+        else:
+            try:
+                exact = to_float(number) * scale
+            except ValueError:
+                raise bad from None
+            if not math.isfinite(exact) or exact != int(exact):
+                raise bad
+            value = int(exact)
     if value < 1:
         raise ValueError(f"size {shorten(repr(text))} must be at least 1 byte")
     return value

@@ -175,3 +175,7 @@ def test_sweep_longer_than_the_limit_is_refused_before_it_is_built():
     with pytest.raises(ValueError, match="must be 1 to 64 sizes.*2.22e\\+09"):
         size_sweep(1, 1 << 32, 1.00000001, 64)
     assert len(size_sweep(1, 1 << 32, 2, 64)) == 33
+
+
+def test_a_whole_size_as_text_is_exact_past_float_precision():
+    assert parse_size("9007199254740993") == 9007199254740993 == parse_size(9007199254740993)
