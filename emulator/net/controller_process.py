@@ -27,8 +27,10 @@ class ControllerProcess:
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = 20.0) -> None:
-        """Start the controller and return once it listens."""
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start the controller and return once it listens. Python and
+        os-ken load slowly on a loaded machine: a restart during traffic in a
+        software-emulated VM took over 20 s; a dead process fails at once."""
         if os.path.exists(self.ready_file):
             os.remove(self.ready_file)
         log = open(self.log_path, "a")
