@@ -320,7 +320,7 @@ def stage(flavour: Flavour, command: str, out: str, timeout_s: float, accel: str
         finally:   # also when interrupted: what the VM wrote so far comes out
             if os.path.exists(out):
                 shutil.rmtree(out)
-            shutil.copytree(vm_out, out)
+            shutil.copytree(vm_out, out, symlinks=True)   # pytest leaves links to guest paths
         return _outcome(status, out, time.monotonic() - t0, timeout_s)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
