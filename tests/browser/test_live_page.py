@@ -2,7 +2,7 @@
 FakeEmulation (synthetic counters every 100 ms) in place of the network,
 feeding a real server; the page must draw the fabric, change links from
 sample to sample while a call runs, show the ranks and fill the call table.
-tests/emulation/test_web.py does the same during a real run."""
+tests/emulation/test_web_page.py does the same during a real run."""
 from __future__ import annotations
 
 import threading
