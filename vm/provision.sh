@@ -125,8 +125,11 @@ make_venv() {
         say "creating virtual environment $VENV"
         /usr/bin/python3 -m venv --system-site-packages "$VENV"
     fi
+    # The stamp holds what it was installed from, by content: a fresh clone
+    # or a copy gives setup.cfg a new time, not new dependencies.
     stamp="$VENV/.bigraph-installed"
-    if [ -f "$stamp" ] && [ "$stamp" -nt "$PROJECT_DIR/setup.cfg" ] \
+    wanted=$(cat "$PROJECT_DIR/setup.cfg" "$PROJECT_DIR/pyproject.toml" | sha256sum | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] \
         && "$VENV/bin/python" -c "import emulator, controller, os_ken, mininet.net" 2>/dev/null; then
         say "project already installed in $VENV"
         return
@@ -137,7 +140,7 @@ make_venv() {
         echo "provision: the installed environment cannot import Mininet or os-ken (see the error above)" >&2
         exit 1
     fi
-    touch "$stamp"
+    echo "$wanted" > "$stamp"
 }
 
 install_packages
