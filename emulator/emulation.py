@@ -73,6 +73,7 @@ class Emulation:
                 raise EmulationError(f"{e}; Open vSwitch's controller connections: "
                                      + ", ".join(f"{s} {state}" for s, state in seen.items())) from None
             self._verify(ready["rules"])   # the pings make OVS create its send socket
+            self.network.start_loss()
         self.log(f"# {self.fabric.topology}: {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
                  f"routes '{self.spec.policy}' installed, read back from OVS and followed by probe packets; "
                  f"all {len(self.fabric.hosts)} hosts reach each other")

@@ -21,7 +21,8 @@ demo() {
 emulation_tests() {
     # --basetemp: a failed test's folder (controller.log, results) comes back out
     cd /root && BIGRAPH_REQUIRE_EMULATION=1 "$PY" -m pytest -p no:cacheprovider -q -rs \
-        --basetemp="$OUT/pytest" --junitxml="$OUT/junit.xml" "$P/tests/emulation"
+        --basetemp="$OUT/pytest" --junitxml="$OUT/junit.xml" "$P/tests/emulation" \
+        --ignore="$P/tests/emulation/test_web_page.py"   # Chromium under software emulation misses its samples; the host's CI runs it
 }
 
 stage() {

@@ -20,7 +20,7 @@ from mininet.link import Link
 from emulator.fabric import ADDRESS_BASE, PREFIX_LEN, Fabric
 from emulator.net import processes
 from emulator.net.dataplane import Dataplane
-from emulator.net.shaping import segment_bytes, tc_batch, tc_commands
+from emulator.net.shaping import loss_commands, segment_bytes, tc_batch, tc_commands
 
 
 TSQ_FRAMES = 2
@@ -75,7 +75,7 @@ class EmulatedFabric:
                 gso = f" gso_max_size {segment}" if self.dataplane.tso and not self.fabric.is_switch(node) else ""
                 ip_lines.setdefault(node, []).append(f"link set dev {intf} mtu {self.mtu}{gso}")
                 tc_lines.setdefault(node, []).extend(tc_batch(tc_commands(
-                    intf, link.rate_mbps, link.queue_packets, self.mtu, link.delay_ms, link.loss_pct,
+                    intf, link.rate_mbps, link.queue_packets, self.mtu, link.delay_ms, 0.0,   # loss: start_loss
                     self.dataplane.tso)))
         switches = [s.name for s in self.fabric.switches]
         scripts = {"": _batch("ip", [line for n in switches for line in ip_lines.get(n, [])])
@@ -84,6 +84,19 @@ class EmulatedFabric:
             scripts[h.name] = (_batch("ip", ip_lines[h.name]) + self._offload_lines(h.name)
                                + _batch("tc", tc_lines[h.name]) + self._host_lines(h.name, segment))
         self._run_scripts(scripts)
+
+    def start_loss(self) -> None:
+        """netem loss on the links that have it, after the verification,
+        whose every ping and probe packet must arrive."""
+        lines = {}
+        for link in (l for l in self.fabric.links if l.loss_pct):
+            for node, port in link.ends():
+                where = "" if self.fabric.is_switch(node) else node   # switch ports: the root namespace
+                lines.setdefault(where, []).extend(tc_batch(loss_commands(
+                    self.net[node].intfs[port].name, link.queue_packets, self.mtu, link.delay_ms, link.loss_pct,
+                    self.dataplane.tso)))
+        if lines:
+            self._run_scripts({where: _batch("tc", batch) for where, batch in lines.items()})
 
     def _offload_lines(self, name: str) -> str:
         if self.dataplane.tso:

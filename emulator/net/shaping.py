@@ -47,6 +47,15 @@ def tc_commands(dev: str, rate_mbps: float, queue_packets: int, mtu: int,
     ]
 
 
+def loss_commands(dev: str, queue_packets: int, mtu: int, delay_ms: float, loss_pct: float,
+                  tso: bool = False) -> list[list[str]]:
+    """The queue of tc_commands again, now with its netem loss: set once the
+    fabric is verified, since the verification's pings and probes must all
+    arrive."""
+    return [["tc", "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:",
+             *_queue(queue_packets, mtu, delay_ms, loss_pct, tso)]]
+
+
 def _queue(queue_packets: int, mtu: int, delay_ms: float, loss_pct: float, tso: bool) -> list[str]:
     if not delay_ms and not loss_pct:
         return ["bfifo", "limit", str(queue_packets * (mtu + 14))] if tso else ["pfifo", "limit", str(queue_packets)]

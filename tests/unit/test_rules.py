@@ -351,3 +351,7 @@ def test_tc_commands_put_netem_in_the_fifos_place_for_delay_or_loss():
     netem = shaping.tc_commands("x", 12, 30, 9000, delay_ms=2.5, loss_pct=0.1)[2]
     assert netem[-7:] == ["netem", "limit", "30", "delay", "2.5ms", "loss", "0.1%"]
     assert shaping.tc_commands("x", 12, 30, 9000, loss_pct=1)[2][-7:-5] == ["netem", "limit"]
+    # the loss comes later, replacing the same queue (a pfifo when there is no delay)
+    (later,) = shaping.loss_commands("x", 30, 9000, 0.0, 10.0)
+    assert later[:9] == ["tc", "qdisc", "replace", "dev", "x", "parent", "1:1", "handle", "10:"]
+    assert later[9:] == ["netem", "limit", "30", "delay", "0.0ms", "loss", "10.0%"]
