@@ -247,6 +247,12 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
+def placed(topology: str, policy: str, mapping: str):
+    """A case's fabric, routes and rank hosts."""
+    fabric = build(topology)
+    return fabric, forwarding_table(fabric, policy), hosts_for_ranks(fabric, mapping)
+
+
 def before_after(size: int) -> None:
     """The reference model (5049187) against today's, exact and default."""
     sys.path.insert(0, os.path.join(REPO, "tests", "unit"))
@@ -257,9 +263,7 @@ def before_after(size: int) -> None:
     print(f"{'topology':18} {'algorithm':17} {'mapping':7} {'policy':8} {'ranks':>5} {'reference':>9} "
           f"{'exact':>7} {'x':>6} {'auto':>7} {'x':>6}  rel. difference exact, auto")
     for topology, algorithm, mapping, policy in BEFORE_AFTER:
-        fabric = build(topology)
-        table = forwarding_table(fabric, policy)
-        hosts = hosts_for_ranks(fabric, mapping)
+        fabric, table, hosts = placed(topology, policy, mapping)
         ref_s, ref = timed(lambda: reference_model.predict(
             fabric, table, build_schedule("allreduce", algorithm, len(hosts), size), hosts, 5e-4))
         runs = [timed(lambda m=m: predict_collective(fabric, table, "allreduce", algorithm, hosts, size, 5e-4,
@@ -276,9 +280,7 @@ def lockstep_error(size: int) -> None:
     print(f"{'topology':38} {'algorithm':17} {'mapping':7} {'policy':8} {'exact':>7} {'lockstep':>8} "
           f"{'exact(s)':>9} {'lock(s)':>8} {'error':>9}")
     for topology, algorithm, mapping, policy in LOCKSTEP_ERROR:
-        fabric = build(topology)
-        table = forwarding_table(fabric, policy)
-        hosts = hosts_for_ranks(fabric, mapping)
+        fabric, table, hosts = placed(topology, policy, mapping)
         (ex_s, ex), (lk_s, lk) = (timed(lambda m=m: predict_collective(
             fabric, table, "allreduce", algorithm, hosts, size, 5e-4, method=m)) for m in ("exact", "lockstep"))
         print(f"{topology:38} {algorithm:17} {mapping:7} {policy:8} {ex.time_s:6.2f}s {lk.time_s:7.2f}s "
