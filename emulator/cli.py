@@ -4,6 +4,7 @@
   bigraph-emu run [flags]            one run from flags, or --experiment FILE (root)
   bigraph-emu compare --vary K=A,B   one run per value of a key, one table at the end (root)
   bigraph-emu cli [flags]            fabric and controller up, then Mininet's CLI (root)
+  bigraph-emu exec [flags] -- CMD    your program once per rank on the emulated hosts (root)
   bigraph-emu topo [flags]           describe a fabric; --path SRC DST shows a route
   bigraph-emu model [flags]          the flow model only: no root, no network
   bigraph-emu report FOLDER...       summary, plot and link loads; several folders: compared
@@ -27,6 +28,7 @@ import time
 from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
 from emulator import jobs, pipeline
+from emulator.execute import DEFAULT_TIMEOUT_S, NOT_FOR_EXEC
 from emulator.inputs import shorten, to_int
 from emulator.metrics import MODEL_HEADER, algbw_mbps, avg_busbw_line, busbw_mbps, model_row, payload_efficiency
 from emulator.schedule import ALGORITHMS, COLLECTIVES
@@ -86,8 +88,10 @@ MAX_COMPARE_RUNS = 64
 
 # --- parsing --------------------------------------------------------------------------
 
-def _add_spec_flags(sp: argparse.ArgumentParser, sizes: bool = True) -> None:
+def _add_spec_flags(sp: argparse.ArgumentParser, sizes: bool = True, skip: tuple[str, ...] = ()) -> None:
     for flags, key, helptext in FLAGS:
+        if key in skip:
+            continue
         sp.add_argument(*flags, dest=key, help=helptext, metavar=METAVARS.get(key, key.split("_")[0].upper()),
                         action="append" if key in ("link_events", "link_overrides") else "store")
     sp.add_argument("--bw", metavar="MBPS", help="host and switch link rate at once, Mbit/s; 'auto': as fast as "
@@ -136,6 +140,21 @@ def _parser() -> argparse.ArgumentParser:
                                     "(ping, iperf3, ...); 'exit' tears everything down.")
     _add_spec_flags(sp, sizes=False)
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
+    sp = sub.add_parser("exec", help="your own program once per rank on the emulated hosts (needs root)",
+                        description="Bring the fabric and controller up as 'run' does, start CMD once per rank "
+                                    "inside that rank's host (rank order of the mapping), wait for every rank, "
+                                    "tear down. Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
+                                    "MASTER_PORT, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, BIGRAPH_HOSTFILE, and "
+                                    "a folder of its own (cwd, TMPDIR, stdout, stderr) in the results.",
+                        epilog="example: bigraph-emu exec -t bigraph:m=2,n=4 -m hdrm -- python3 "
+                               "experiments/real-clients/torch_allreduce.py -b 1M -e 4M")
+    _add_spec_flags(sp, sizes=False, skip=NOT_FOR_EXEC)
+    sp.add_argument("--mpi", action="store_true", help="run CMD under MPICH's mpiexec, started in rank 0's host, "
+                                                       "one rank per host (its launcher enters each host)")
+    sp.add_argument("--timeout", metavar="S", help=f"stop every rank after S seconds (default {DEFAULT_TIMEOUT_S:g})")
+    sp.add_argument("--out", metavar="FOLDER", help=out_help)
+    _add_web_flags(sp, "shows the links and each rank's state live, then the results until Ctrl-C")
+    sp.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program and its arguments")
     sp = sub.add_parser("topo", help="describe a fabric and its routes (no root)",
                         description="Switches per tier, hosts, links and rates of a fabric; with --path, "
                                     "the route a policy gives between two hosts. Policies: " + _policies())
@@ -490,6 +509,29 @@ def cmd_cli(args) -> int:
     return pipeline.interactive(plan, out)
 
 
+def cmd_exec(args) -> int:
+    """Validate, then (as root) the fabric up and the program on it."""
+    from emulator import execute
+    from emulator.inputs import to_float
+    command = args.program[1:] if args.program[:1] == ["--"] else args.program
+    try:
+        timeout = None if args.timeout is None else to_float(args.timeout)
+    except ValueError:
+        raise SpecError(f"--timeout: {args.timeout!r} is not a number of seconds") from None
+    web = web_address(args)
+    job = execute.prepare(_flag_values(args), command, args.mpi, timeout, args.out, args.experiment)
+    _needs_root(args.command)
+    with pipeline.web_view(web) as page:
+        if page:
+            page.folder = job.out + pipeline.PARTIAL
+        code = execute.execute(job, page)
+        if page:
+            page.folder = job.out
+            print(f"# the program has finished; {page.url} shows its results until Ctrl-C", flush=True)
+            page.serve_until_interrupted()
+    return code
+
+
 # --- report and clean ---------------------------------------------------------------------
 
 def _results_folder(folder: str) -> list[RunSpec]:
@@ -498,8 +540,8 @@ def _results_folder(folder: str) -> list[RunSpec]:
     if not os.path.isdir(folder):
         raise SpecError(f"{folder}: no such results folder")
     runs = read_runs(folder)
-    if not any(os.path.exists(os.path.join(folder, name)) for name in ("collectives.csv", "jobs.csv")):
-        raise SpecError(f"{folder} has no collectives.csv or jobs.csv: its run measured nothing")
+    if not any(os.path.exists(os.path.join(folder, name)) for name in ("collectives.csv", "jobs.csv", "ranks.csv")):
+        raise SpecError(f"{folder} has no collectives.csv, jobs.csv or ranks.csv: its run measured nothing")
     specs = []
     for i, run in enumerate(runs):
         try:
@@ -525,9 +567,25 @@ def cmd_report(args) -> int:
     if web:
         return _serve_folder(args.folder[0], web)
     if len(args.folder) > 1:
+        programs = [f for f in args.folder if _is_program_folder(f)]
+        if programs:
+            raise SpecError(f"{programs[0]}: a program's results (bigraph-emu exec) have no calls to compare; "
+                            "report it alone")
         return _compare_folders(args.folder, args.plot)
+    if _is_program_folder(args.folder[0]):   # exec's: its summary stays, its plots are redrawn
+        from emulator.report import write_plots
+        write_plots(args.folder[0])
+        with open(os.path.join(args.folder[0], "summary.txt")) as f:
+            print(f.read(), end="")
+        return 0
     pipeline.write_reports(args.folder[0], [plan_run(spec) for spec in specs[0]])
     return 0
+
+
+def _is_program_folder(folder: str) -> bool:
+    """A folder `exec` wrote: a program's ranks, no collectives or jobs."""
+    return os.path.exists(os.path.join(folder, "ranks.csv")) and not any(
+        os.path.exists(os.path.join(folder, name)) for name in ("collectives.csv", "jobs.csv"))
 
 
 def _serve_folder(folder: str, web: tuple[str, int]) -> int:
@@ -621,7 +679,8 @@ def _needs_root(command: str) -> None:
                         "'bigraph-emu model' and 'bigraph-emu topo' run without it")
 
 
-COMMANDS = {"calibrate": cmd_calibrate, "demo": cmd_demo, "run": cmd_run, "compare": cmd_compare, "cli": cmd_cli, "topo": cmd_topo,
+COMMANDS = {"calibrate": cmd_calibrate, "demo": cmd_demo, "run": cmd_run, "compare": cmd_compare, "cli": cmd_cli,
+            "exec": cmd_exec, "topo": cmd_topo,
             "model": cmd_model, "report": cmd_report, "clean": cmd_clean, "cleanup": cmd_clean}
 
 

@@ -272,23 +272,30 @@ def interactive(plan, out: str) -> int:
 # --- what a run prints --------------------------------------------------------------------
 
 def describe(spec: RunSpec, ranks: int) -> str:
-    netem = (f", netem {spec.link_delay_ms:g} ms / {spec.link_loss_pct:g}% loss"
-             if spec.link_delay_ms or spec.link_loss_pct else "")
-    overrides = f", links {' '.join(map(str, spec.link_overrides))}" if spec.link_overrides else ""
     if spec.workload:
         return (f"# workload {spec.workload} (where it leaves them open: {spec.algorithm}, mapping {spec.mapping}), "
                 f"policy {spec.policy}, {spec.topology} ({ranks} ranks), links {spec.host_rate_mbps:g} Mbit/s host / "
-                f"{spec.switch_rate_mbps:g} Mbit/s switch{netem}{overrides}, MTU {spec.mtu}"
+                f"{spec.switch_rate_mbps:g} Mbit/s switch{_link_extras(spec)}, MTU {spec.mtu}"
                 + (f", {spec.label}" if spec.label else ""))
-    extra = netem + overrides
+    extra = ""
     if spec.connections > 1:
         extra += f", {spec.connections} connections per peer"
     if spec.link_events:
         extra += ", link events " + " ".join(map(str, spec.link_events))
-    return (f"# {spec.collective} {spec.algorithm}, mapping {spec.mapping}, policy {spec.policy}, "
-            f"{spec.topology} ({ranks} ranks), links {spec.host_rate_mbps:g} Mbit/s host / "
-            f"{spec.switch_rate_mbps:g} Mbit/s switch, queues {spec.host_queue_packets}/"
-            f"{spec.switch_queue_packets} packets, MTU {spec.mtu}{extra}")
+    return f"# {spec.collective} {spec.algorithm}, {describe_fabric_run(spec, ranks)}{extra}"
+
+
+def describe_fabric_run(spec: RunSpec, ranks: int) -> str:
+    """Mapping, policy, fabric and its links: what every run says of itself."""
+    return (f"mapping {spec.mapping}, policy {spec.policy}, {spec.topology} ({ranks} ranks), links "
+            f"{spec.host_rate_mbps:g} Mbit/s host / {spec.switch_rate_mbps:g} Mbit/s switch, queues "
+            f"{spec.host_queue_packets}/{spec.switch_queue_packets} packets, MTU {spec.mtu}{_link_extras(spec)}")
+
+
+def _link_extras(spec: RunSpec) -> str:
+    netem = (f", netem {spec.link_delay_ms:g} ms / {spec.link_loss_pct:g}% loss"
+             if spec.link_delay_ms or spec.link_loss_pct else "")
+    return netem + (f", links {' '.join(map(str, spec.link_overrides))}" if spec.link_overrides else "")
 
 
 def print_table(rows: list[dict]) -> None:

@@ -51,6 +51,10 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] == "Z" else fields[19]
 
 
+def alive(pid: int) -> bool:
+    return _start_time(pid) is not None
+
+
 def record(*pids_started: int) -> None:
     """Remember processes we started, with their start times (guards against
     killing an unrelated process that later reuses an id)."""

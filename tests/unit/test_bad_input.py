@@ -612,7 +612,7 @@ REPORT_CASES = [
     ("collectives header without label", [drop_column("collectives.csv", "label")], ["no column label"]),
     ("collectives blank column name", [line_changed("collectives.csv", 1, lambda l: l + b",")],
      ["collectives.csv"]),
-    ("collectives missing", [("collectives.csv", None)], ["no collectives.csv or jobs.csv"]),
+    ("collectives missing", [("collectives.csv", None)], ["no collectives.csv, jobs.csv or ranks.csv"]),
     ("links cut in half", [cut_in_half("links.csv")], ["links.csv", "line"]),
     ("links without util", [drop_column("links.csv", "util")], ["links.csv", "no column util"]),
     ("links text for a time", [edit_cell("links.csv", "t_s", "soon", 2)], ["links.csv", "line 4", "t_s"]),

@@ -131,10 +131,13 @@ function showRanks(ranks) {
   $("ranks").replaceChildren(...ranks.map((r) => {
     const div = document.createElement("div");
     div.className = "rank";
-    const what = r.job ? `${r.job}: ${r.op}` : `step ${r.done}/${r.total}`;
+    // a program's rank (exec) has a state; an agent's, steps done of its schedule
+    const what = r.state ? r.state : r.job ? `${r.job}: ${r.op}` : `step ${r.done}/${r.total}`;
+    const share = r.state ? (r.state.startsWith("exited") ? 1 : 0) : r.total ? r.done / r.total : 0;
     div.innerHTML = `<span></span><span class="bar"><div></div></span><span></span>`;
     div.children[0].textContent = `rank ${r.rank} ${r.host}`;
-    div.children[1].firstChild.style.width = `${r.total ? 100 * r.done / r.total : 0}%`;
+    div.children[1].firstChild.style.width = `${100 * share}%`;
+    if (r.state && r.state.startsWith("exited") && r.state !== "exited 0") div.classList.add("fail");
     div.children[2].textContent = what;
     return div;
   }));

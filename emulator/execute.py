@@ -1,0 +1,252 @@
+"""`bigraph-emu exec`: a user's own program on the emulated fabric.
+
+  prepare   every check before the network: the fabric, the mapping's
+            ranks (one per host), the program (and mpiexec) found, the
+            results folder
+  execute   bring-up as for `run` (Emulation: routes verified), then the
+            program once per rank in its host (or mpiexec in rank 0's),
+            the links sampled all along; then ranks.csv, links.csv,
+            machine.csv, summary.txt and the plots, and OUT.partial renamed
+  teardown  every process the program started, then the fabric, also
+            after a failure, a timeout, Ctrl-C or a hang-up
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+
+from controller.routing import POLICIES
+from emulator import ranks as R
+from emulator.spec import RunSpec, SpecError, make_run
+
+# run keys that mean nothing to a program whose traffic is its own
+NOT_FOR_EXEC = ("collective", "algorithm", "sizes", "repetitions", "warmup", "connections", "link_events",
+                "model_alpha_us", "workload")
+PLAN_KEYS = {"collective": "allreduce", "algorithm": "ring", "sizes": "64K", "repetitions": 1, "warmup": 0}
+DEFAULT_TIMEOUT_S = 600.0
+SUMMARY_TAIL_LINES = 20   # of rank 0's stdout, printed at the end
+
+
+@dataclasses.dataclass
+class Job:
+    """What `exec` was asked to do, checked."""
+    plan: object           # RunPlan: the fabric, its routes and the ranks' hosts
+    command: list[str]
+    mpi: bool
+    timeout_s: float
+    out: str               # the results folder (absolute: every rank changes directory)
+    mpiexec: str = ""
+
+
+def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None, out: str | None,
+            experiment_file: str | None = None) -> Job:
+    """Every error before the network, as a SpecError naming it."""
+    from emulator import pipeline
+    from emulator.spec import load_experiment
+    spec = (load_experiment(experiment_file, values).runs[0] if experiment_file else make_run(values))
+    defaults = RunSpec()
+    given = [k for k in NOT_FOR_EXEC if k in values or getattr(spec, k) != getattr(defaults, k)]
+    if given:
+        raise SpecError(f"{given[0]}: exec runs your program, whose traffic is its own; "
+                        f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no meaning here")
+    if POLICIES[spec.policy].needs_demands:
+        raise SpecError(f"policy: {spec.policy} routes a workload's demands, known before it runs; a program's "
+                        "are not: choose another policy")
+    spec = make_run({**{k: v for k, v in dataclasses.asdict(spec).items() if k not in PLAN_KEYS}, **PLAN_KEYS},
+                    check_kernel=True)
+    plan = pipeline.plan_emulated(spec)
+    try:
+        R.check_one_rank_per_host(plan.hosts)
+    except ValueError as e:
+        raise SpecError(f"ranks: {e}") from None
+    if not command:
+        raise SpecError("exec: give the program after '--', e.g. bigraph-emu exec -t bigraph:m=2,n=4 -- "
+                        "python3 my_allreduce.py")
+    if shutil.which(command[0]) is None:
+        raise SpecError(f"exec: {command[0]!r} is not a program on this machine (not found on PATH, "
+                        "not an executable file)")
+    timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+    if not 0 < timeout_s <= 7 * 24 * 3600:
+        raise SpecError(f"--timeout: {timeout_s:g} s; give seconds, more than 0 and at most a week")
+    mpiexec = _mpiexec() if mpi else ""
+    folder = os.path.abspath(pipeline.results_dir(out, "exec"))
+    return Job(plan, list(command), mpi, timeout_s, folder, mpiexec)
+
+
+def _mpiexec() -> str:
+    """MPICH's mpiexec beside this Python (pip's mpich), else on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = beside if os.access(beside, os.X_OK) else shutil.which("mpiexec")
+    if not found:
+        raise SpecError("--mpi: no mpiexec found: install the real clients (vm/provision.sh --clients, or "
+                        "pip install '.[clients]')")
+    return found
+
+
+def execute(job: Job, page=None) -> int:
+    """Bring-up, the program, the results; 0 if every rank exited 0.
+    `page`: the web view (pipeline.web_view), shown the links and each
+    rank's state as it goes, then the summary and the plots."""
+    from emulator.emulation import Emulation
+    from emulator.net.monitor import LinkMonitor
+    from emulator.net.programs import Program
+    from emulator.pipeline import PARTIAL, describe_fabric_run
+    work = job.out + PARTIAL
+    os.makedirs(work)
+    if os.path.isdir(job.out):
+        os.rmdir(job.out)   # empty (checked before): the finished folder takes its place
+    _write_spec(work, job)
+    print(describe_exec(job) + "\n# " + describe_fabric_run(job.plan.spec, job.plan.ranks), flush=True)
+    try:
+        with Emulation(job.plan, work) as emu:
+            slots = R.slots(job.plan.fabric, job.plan.hosts)
+            hostfile = os.path.join(work, "hostfile")
+            with open(hostfile, "w") as f:
+                f.write(R.hostfile_text(slots))
+            web = ExecWeb(page, job, emu, slots) if page else None
+            with Program(emu.network, slots, work) as program, \
+                    LinkMonitor(emu.links, job.plan.spec.monitor_interval_ms / 1e3, web and web.on_sample) as monitor:
+                _start(job, program, slots, work, hostfile, emu)
+                print(f"# {len(slots)} ranks started; outputs in {work}/{R.RANKS_FOLDER}/<rank>/", flush=True)
+                stopped = program.wait(job.timeout_s, web and web.on_poll)
+            exits = program.exits()
+            code, text = _write_results(job, work, slots, exits, program.t0, monitor.samples, emu, stopped)
+            if web:
+                web.finished(exits, program.t0, text, work)
+    except BaseException:
+        print(f"# the program did not finish; what was measured is in {work}/", file=sys.stderr)
+        raise
+    os.rename(work, job.out)
+    print(f"# results: {job.out}/ ranks.csv, links.csv, machine.csv, summary.txt, heatmap.png, fabric.png, "
+          f"routes.json; every rank's stdout and stderr in {R.RANKS_FOLDER}/")
+    return code
+
+
+def describe_exec(job: Job) -> str:
+    how = f"under mpiexec ({job.mpiexec})" if job.mpi else "once per rank"
+    return f"# exec {R.describe_command(job.command)}: {job.plan.ranks} ranks {how}, timeout {job.timeout_s:g} s"
+
+
+def _write_spec(work: str, job: Job) -> None:
+    spec = {k: v for k, v in dataclasses.asdict(job.plan.spec).items()}
+    with open(os.path.join(work, "spec.json"), "w") as f:
+        json.dump({"name": "exec", "runs": [spec], "command": job.command, "mpi": job.mpi,
+                   "timeout_s": job.timeout_s}, f, indent=1)
+
+
+def _start(job: Job, program, slots, work: str, hostfile: str, emu) -> None:
+    if not job.mpi:
+        program.start_ranks(job.command, hostfile)
+        return
+    launcher = os.path.join(work, "launcher.sh")
+    pids = {s.address: emu.network.host(s.host).pid for s in slots}
+    with open(launcher, "w") as f:
+        f.write(R.launcher_script(pids))
+    os.chmod(launcher, 0o755)
+    program.start_mpi(R.mpiexec_argv(job.mpiexec, launcher, slots, sys.executable, work, hostfile, job.command))
+
+
+def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, stopped: str) -> int:
+    """ranks.csv, links.csv, machine.csv, summary.txt and the plots; the
+    exit code (0 when every rank exited 0 by itself) and the summary."""
+    from emulator import linkstats
+    from emulator.net import counters
+    from emulator.report import write_plots
+    from emulator.results import append_csv, fidelity
+    spec = job.plan.spec
+    run_keys = {"run": 0, "topology": job.plan.fabric.topology, "policy": spec.policy, "mapping": spec.mapping,
+                "label": spec.label}
+    append_csv(os.path.join(work, "ranks.csv"), R.RANK_COLUMNS, R.rank_rows(0, slots, exits, t0, spec.label))
+    links = linkstats.link_rows(0, emu.links, samples, t0)
+    machine = linkstats.machine_rows(0, samples, t0, counters.TICKS)
+    append_csv(os.path.join(work, "links.csv"), list(run_keys) + linkstats.LINK_COLUMNS,
+               [{**run_keys, **r} for r in links])
+    append_csv(os.path.join(work, "machine.csv"), list(run_keys) + linkstats.MACHINE_COLUMNS,
+               [{**run_keys, **r} for r in machine])
+    duration = samples[-1].t - samples[0].t
+    figures = {**linkstats.machine_totals(samples[0], samples[-1], counters.TICKS),
+               **linkstats.call_figures(links, duration, spec.mtu)}
+    failed = R.failures(work, exits)
+    verdict = fidelity(1.0, figures)   # no model: the machine kept up, saturated links ran at their rate
+    text = summary_text(job, slots, exits, t0, figures, verdict, stopped, failed)
+    with open(os.path.join(work, "summary.txt"), "w") as f:
+        f.write(text + "\n")
+    write_plots(work)
+    print(_stdout_tail(work, 0))
+    print(text)
+    return (0 if not failed and not stopped else 1), text
+
+
+def summary_text(job: Job, slots, exits, t0: float, figures: dict, verdict: str, stopped: str,
+                 failed: list[str]) -> str:
+    from emulator.pipeline import describe_fabric_run
+    lines = [describe_exec(job), "# " + describe_fabric_run(job.plan.spec, job.plan.ranks),
+             "#  rank  host      address      exit   start(s)    end(s)"]
+    for s, e in zip(slots, exits):
+        code = "-" if e.exit_code is None else str(e.exit_code)
+        times = [f"{t - t0:9.3f}" if t is not None else f"{'-':>9}" for t in (e.start_s, e.end_s)]
+        lines.append(f"  {s.rank:5d}  {s.host:8}  {s.address:11}  {code:>4}  {times[0]}  {times[1]}")
+    ends = [e.end_s for e in exits if e.end_s is not None]
+    if ends and len(ends) == len(exits):
+        lines.append(f"# the program took {max(ends) - t0:.3f} s (start to the last rank's end)")
+    lines.append(f"# switch links over the whole program: the busiest carried {figures['max_link_util']:.0%} of its "
+                 f"rate, the mean {figures['mean_link_util']:.0%}; CPU idle {1 - figures['cpu_busy']:.0%}; "
+                 f"queue drops {figures['queue_drops']}; fidelity (no model: the machine and the links) {verdict}")
+    if stopped:
+        lines.append(f"# FAILED: stopped ({'after the timeout of ' + format(job.timeout_s, 'g') + ' s' if stopped == 'timeout' else stopped})")
+    lines += [f"# FAILED: {line}" for line in failed]
+    return "\n".join(lines)
+
+
+def _stdout_tail(work: str, rank: int) -> str:
+    path = os.path.join(R.rank_dir(work, rank), "stdout")
+    try:
+        with open(path, errors="replace") as f:
+            tail = f.readlines()[-SUMMARY_TAIL_LINES:]
+    except OSError:
+        tail = []
+    if not tail:
+        return f"# rank {rank} wrote nothing to its stdout"
+    return f"# rank {rank}'s stdout (last {len(tail)} lines of {R.RANKS_FOLDER}/{rank}/stdout):\n" + "".join(tail)
+
+
+class ExecWeb:
+    """What the web page shows of a program: the links of every sample, each
+    rank's state (running, exited and its code), then one line for the
+    program, the summary and the plots."""
+
+    def __init__(self, page, job: Job, emu, slots):
+        from emulator.web.view import fabric_message
+        self.page, self.job, self.emu, self.slots = page, job, emu, slots
+        self.states = [{"rank": s.rank, "host": s.host, "state": "starting"} for s in slots]
+        self.t0 = time.monotonic()
+        page.publish(fabric_message(job.plan.fabric))
+
+    def on_sample(self, samples) -> None:
+        from emulator import linkstats
+        from emulator.web.view import link_values
+        if len(samples) < 2:
+            return
+        rows = linkstats.link_rows(0, self.emu.links, samples[-2:], samples[0].t)
+        self.page.publish({"type": "sample", "label": describe_exec(self.job).lstrip("# "),
+                           "t_s": round(samples[-1].t - self.t0, 3), "links": link_values(rows),
+                           "ranks": list(self.states)})
+
+    def on_poll(self, exits) -> None:
+        self.states = [{**state, "state": "running" if e.exit_code is None else f"exited {e.exit_code}"}
+                       for state, e in zip(self.states, exits)]
+
+    def finished(self, exits, t0: float, summary: str, work: str) -> None:
+        from emulator.web.view import call_row, end_message, plots_of
+        self.on_poll(exits)
+        ends = [e.end_s for e in exits if e.end_s is not None]
+        took = f"{max(ends) - t0:.2f} s" if ends else "-"
+        verdict = "ok" if all(e.exit_code == 0 for e in exits) else "FAIL: " + ", ".join(
+            f"rank {e.rank} {'running' if e.exit_code is None else 'exit ' + str(e.exit_code)}"
+            for e in exits if e.exit_code != 0)
+        self.page.publish(call_row(0, 0, f"program {R.describe_command(self.job.command)}"[:80], took, "-", verdict))
+        self.page.publish(end_message(summary, plots_of(os.listdir(work))))

@@ -1,0 +1,94 @@
+"""`bigraph-emu exec`: real programs on the emulated hosts, one per rank,
+with the environment torch.distributed and MPI need, ended with everything
+they started; real Mininet, OVS, os-ken and TCP."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from emulator.net import processes
+
+pytestmark = pytest.mark.emulation
+
+FABRIC = ["-t", "bigraph:m=2,n=4", "--bw", "50"]
+
+# what a rank sees: its environment, folder, addresses and routes; then it
+# leaves a daemon behind (teardown must end it) and a file in its TMPDIR
+PROBE = r"""
+import json, os, subprocess, sys
+run = lambda *a: subprocess.run(a, capture_output=True, text=True).stdout
+daemon = subprocess.Popen(["sleep", "300"], start_new_session=True, stdout=subprocess.DEVNULL)
+open(os.path.join(os.environ["TMPDIR"], "scratch"), "w").write("x")
+json.dump({"env": dict(os.environ), "cwd": os.getcwd(), "daemon": daemon.pid,
+           "addresses": run("ip", "-o", "-4", "addr"), "routes": run("ip", "route"),
+           "hostfile": open(os.environ["BIGRAPH_HOSTFILE"]).read()}, open("probe.json", "w"))
+print("rank", os.environ["RANK"], "done")
+"""
+
+
+def exec_cli(tmp_path, *args, timeout=300):
+    out = tmp_path / "res"
+    done = subprocess.run([sys.executable, "-m", "emulator.cli", "exec", *FABRIC, "--out", str(out), *args],
+                          capture_output=True, text=True, timeout=timeout)
+    return done, out
+
+
+def read_ranks(out) -> list[dict]:
+    with open(out / "ranks.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def shared_folders() -> dict:
+    return {d: set(os.listdir(d)) for d in ("/tmp", "/dev/shm")}
+
+
+def test_every_rank_gets_its_environment_hostfile_and_folder(tmp_path, clean_machine):
+    before = shared_folders()
+    done, out = exec_cli(tmp_path, "-m", "hdrm", "--", sys.executable, "-c", PROBE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ranks = read_ranks(out)
+    assert [r["rank"] for r in ranks] == [str(i) for i in range(8)] and all(r["exit_code"] == "0" for r in ranks)
+    hostfile = (out / "hostfile").read_text()
+    assert hostfile.split() == [r["address"] for r in ranks]
+    for r in ranks:
+        folder = out / "ranks" / r["rank"]
+        probe = json.loads((folder / "probe.json").read_text())
+        env = probe["env"]
+        assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == (r["rank"], "8", "0")
+        assert env["MASTER_ADDR"] == ranks[0]["address"] and env["MASTER_PORT"].isdigit()
+        assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == f"{r['host']}-eth0"
+        assert probe["hostfile"] == hostfile and env["BIGRAPH_HOSTFILE"] == str(out.with_suffix(".partial") / "hostfile")
+        assert os.path.realpath(probe["cwd"]).endswith(f"res.partial/ranks/{r['rank']}")
+        assert env["TMPDIR"] == probe["cwd"] and (folder / "scratch").exists()
+        # the host holds its one fabric address, reached through the interface named, and no other route:
+        # nothing it sends leaves the fabric, and the controller (the machine's loopback) is out of reach
+        assert f"{r['host']}-eth0    inet {r['address']}/" in probe["addresses"]
+        assert [line.split()[0] for line in probe["routes"].splitlines()] == ["198.18.0.0/16"]
+        assert (folder / "stdout").read_text() == f"rank {r['rank']} done\n"
+        assert not processes.alive(probe["daemon"]), "the daemon a rank left was not ended"
+    summary = (out / "summary.txt").read_text()
+    assert "mapping hdrm" in summary and "the program took" in summary
+    for name in ("links.csv", "machine.csv", "routes.json", "heatmap.png", "fabric.png", "spec.json"):
+        assert (out / name).exists(), name
+    assert shared_folders() == before, "the run left files in /tmp or /dev/shm"
+
+
+def test_a_failing_rank_fails_the_run_with_its_code_and_stderr(tmp_path, clean_machine):
+    script = "import os, sys, time\nif os.environ['RANK'] == '1':\n    sys.exit('rank one gives up')\ntime.sleep(60)"
+    done, out = exec_cli(tmp_path, "--ranks", "4", "--", sys.executable, "-c", script)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "rank 1 exited with code 1" in done.stdout and "rank one gives up" in done.stdout
+    ranks = read_ranks(out)
+    assert ranks[1]["exit_code"] == "1"
+    assert all(r["exit_code"] != "0" for r in ranks)   # the others were stopped, not left to sleep a minute
+    assert "rank one gives up" in (out / "ranks" / "1" / "stderr").read_text()
+
+
+def test_a_program_past_its_timeout_is_stopped(tmp_path, clean_machine):
+    done, out = exec_cli(tmp_path, "--ranks", "2", "--timeout", "3", "--", "sleep", "120", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "after the timeout of 3 s" in done.stdout
+    assert [r["exit_code"] for r in read_ranks(out)] == ["143", "143"]   # SIGTERM, passed on to sleep

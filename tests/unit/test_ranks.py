@@ -1,0 +1,135 @@
+"""The ranks of `bigraph-emu exec` (pure): slots, environment, hostfile,
+mpiexec's command line and launcher, and what the ranks left; and
+emulator.rank, the wrapper every rank runs under (no root)."""
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from emulator import execute, ranks as R
+from emulator.spec import SpecError, make_run
+
+
+def eight():
+    spec = make_run({"topology": "bigraph:m=2,n=4", "mapping": "hdrm"}, check_kernel=False)
+    from emulator.plan import plan_run
+    plan = plan_run(spec)
+    return R.slots(plan.fabric, plan.hosts)
+
+
+def test_slots_follow_the_mapping_and_name_the_fabric_interface():
+    slots = eight()
+    assert [s.rank for s in slots] == list(range(8))
+    assert len({s.host for s in slots}) == 8 and slots[3].interface == f"{slots[3].host}-eth0"
+    assert R.hostfile_text(slots).splitlines() == [s.address for s in slots]
+
+
+def test_every_rank_gets_what_torch_env_init_needs():
+    slots = eight()
+    env = R.rank_env(slots, 5, "/r/hostfile", "/r/ranks/5")
+    assert env["RANK"] == "5" and env["WORLD_SIZE"] == "8" and env["LOCAL_RANK"] == "0"
+    assert env["MASTER_ADDR"] == slots[0].address and env["MASTER_PORT"] == str(R.MASTER_PORT)
+    assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == slots[5].interface
+    assert env["BIGRAPH_HOSTFILE"] == "/r/hostfile" and env["TMPDIR"] == "/r/ranks/5"
+
+
+def test_one_rank_per_host():
+    with pytest.raises(ValueError, match="bgh1"):
+        R.check_one_rank_per_host(["bgh0", "bgh1", "bgh1"])
+    R.check_one_rank_per_host(["bgh0", "bgh1"])
+
+
+def test_mpiexec_runs_one_block_per_rank_on_its_host_in_rank_order():
+    slots = eight()[:3]
+    argv = R.mpiexec_argv("/v/mpiexec", "/r/launcher.sh", slots, "/v/python", "/r", "/r/hostfile", ["prog", "-x"])
+    assert argv[:7] == ["/v/mpiexec", "-launcher", "ssh", "-launcher-exec", "/r/launcher.sh", "-localhost",
+                        slots[0].address]
+    blocks = " ".join(argv[7:]).split(" : ")
+    assert len(blocks) == 3
+    for slot, block in zip(slots, blocks):
+        assert block.startswith(f"-n 1 -host {slot.address} ")
+        assert f"-env RANK {slot.rank} " in block and f"-env FI_TCP_IFACE {slot.interface} " in block
+        assert block.endswith(f"/v/python -m emulator.rank --dir /r/ranks/{slot.rank} -- prog -x")
+
+
+def test_the_launcher_enters_the_host_named_like_ssh(tmp_path):
+    """hydra calls it as ssh: options, then the host, then the command."""
+    fake = tmp_path / "mnexec"
+    fake.write_text('#!/bin/sh\necho "mnexec $*"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    script = tmp_path / "launcher.sh"
+    script.write_text(R.launcher_script({"198.18.0.2": 4242, "198.18.0.3": 4343}))
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    got = subprocess.run(["sh", str(script), "-x", "198.18.0.3", "proxy --port 5"], capture_output=True,
+                         text=True, env=env)
+    assert got.stdout.strip() == "mnexec -a 4343 /bin/sh -c proxy --port 5"
+    got = subprocess.run(["sh", str(script), "10.9.9.9", "x"], capture_output=True, text=True, env=env)
+    assert got.returncode == 255 and "no emulated host 10.9.9.9" in got.stderr
+
+
+def test_rank_rows_and_failures_name_the_rank_code_and_stderr(tmp_path):
+    slots = eight()[:3]
+    for rank, code in ((0, 0), (1, 3)):
+        folder = tmp_path / "ranks" / str(rank)
+        folder.mkdir(parents=True)
+        (folder / "exit.json").write_text(json.dumps({"exit_code": code, "start": 10.0, "end": 12.5}))
+    (tmp_path / "ranks" / "1" / "stderr").write_text("".join(f"line {i}\n" for i in range(20)))
+    exits = [R.read_exit(str(tmp_path), r) for r in range(3)]
+    rows = R.rank_rows(0, slots, exits, 9.0, "x")
+    assert [(r["exit_code"], r["start_s"], r["end_s"]) for r in rows] == [(0, 1.0, 3.5), (3, 1.0, 3.5), ("", "", "")]
+    failed = R.failures(str(tmp_path), exits)
+    assert failed[0].startswith("rank 1 exited with code 3") and "line 19" in failed[0] and "line 11" not in failed[0]
+    assert failed[1] == "rank 2 did not finish"
+
+
+def run_wrapper(tmp_path, *command):
+    folder = tmp_path / "rank"
+    code = subprocess.run([sys.executable, "-m", "emulator.rank", "--dir", str(folder), "--", *command]).returncode
+    return code, folder, json.loads((folder / "exit.json").read_text())
+
+
+def test_the_wrapper_keeps_outputs_and_exit_code(tmp_path):
+    code, folder, done = run_wrapper(tmp_path, sys.executable, "-c",
+                                     "import os, sys; print(os.getcwd()); sys.stderr.write('err'); sys.exit(7)")
+    assert code == 7 and done["exit_code"] == 7 and done["end"] >= done["start"]
+    assert (folder / "stdout").read_text().strip() == str(folder) and (folder / "stderr").read_text() == "err"
+
+
+def test_the_wrapper_reports_a_missing_program_as_127(tmp_path):
+    code, folder, done = run_wrapper(tmp_path, str(tmp_path / "nothing-here"))
+    assert code == 127 == done["exit_code"] and "cannot start" in (folder / "stderr").read_text()
+
+
+def test_the_wrapper_passes_sigterm_on(tmp_path):
+    folder = tmp_path / "rank"
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.rank", "--dir", str(folder), "--", "sleep", "30"])
+    for _ in range(100):   # until the wrapper has started its child
+        if (folder / "stdout").exists():
+            break
+        subprocess.run(["sleep", "0.05"])
+    subprocess.run(["sleep", "0.3"])
+    proc.terminate()
+    assert proc.wait(timeout=10) == 143
+    assert json.loads((folder / "exit.json").read_text())["exit_code"] == 143
+
+
+@pytest.mark.parametrize("values, command, message", [
+    ({"algorithm": "ring"}, ["true"], "algorithm: exec runs your program"),
+    ({"sizes": "1M"}, ["true"], "sizes: exec runs your program"),
+    ({"policy": "traffic-aware"}, ["true"], "routes a workload's demands"),
+    ({}, [], "give the program after '--'"),
+    ({}, ["no-such-program-here"], "'no-such-program-here' is not a program"),
+    ({"topology": "bigraph:m=2,n=4", "ranks": "9"}, ["true"], "ranks"),
+])
+def test_exec_refuses_bad_input_before_anything(tmp_path, values, command, message):
+    with pytest.raises(SpecError, match=message):
+        execute.prepare(values, command, False, None, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_exec_refuses_a_timeout_of_nothing(tmp_path):
+    with pytest.raises(SpecError, match="--timeout"):
+        execute.prepare({}, ["true"], False, 0, str(tmp_path / "out"))
