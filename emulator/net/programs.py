@@ -16,7 +16,7 @@ import sys
 import time
 
 from emulator import ranks as R
-from emulator.net import processes
+from emulator.net import interrupts, processes
 
 POLL_S = 0.2
 FAIL_GRACE_S = 3.0   # after a rank fails, how long the others get to fail with their own message
@@ -37,7 +37,8 @@ class Program:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.stop()
+        with interrupts.deferred():   # a second Ctrl-C must not leave processes behind
+            self.stop()
 
     def start_ranks(self, command: list[str], hostfile: str) -> None:
         """CMD once per rank in its host, rank order, each through emulator.rank."""

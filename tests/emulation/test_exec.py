@@ -4,11 +4,14 @@ they started; real Mininet, OVS, os-ken and TCP."""
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
+from emulator.fabric import ADDRESS_BASE, PREFIX_LEN
 from emulator.net import processes
 
 pytestmark = pytest.mark.emulation
@@ -66,14 +69,15 @@ def test_every_rank_gets_its_environment_hostfile_and_folder(tmp_path, clean_mac
         # the host holds its one fabric address, reached through the interface named, and no other route:
         # nothing it sends leaves the fabric, and the controller (the machine's loopback) is out of reach
         assert f"{r['host']}-eth0    inet {r['address']}/" in probe["addresses"]
-        assert [line.split()[0] for line in probe["routes"].splitlines()] == ["198.18.0.0/16"]
+        assert [line.split()[0] for line in probe["routes"].splitlines()] == [f"{ADDRESS_BASE}/{PREFIX_LEN}"]
         assert (folder / "stdout").read_text() == f"rank {r['rank']} done\n"
         assert not processes.alive(probe["daemon"]), "the daemon a rank left was not ended"
     summary = (out / "summary.txt").read_text()
     assert "mapping hdrm" in summary and "the program took" in summary
     for name in ("links.csv", "machine.csv", "routes.json", "heatmap.png", "fabric.png", "spec.json"):
         assert (out / name).exists(), name
-    assert shared_folders() == before, "the run left files in /tmp or /dev/shm"
+    after = shared_folders()
+    assert {d: after[d] - before[d] for d in after} == {"/tmp": set(), "/dev/shm": set()}, "left in /tmp or /dev/shm"
 
 
 def test_a_failing_rank_fails_the_run_with_its_code_and_stderr(tmp_path, clean_machine):
@@ -92,3 +96,27 @@ def test_a_program_past_its_timeout_is_stopped(tmp_path, clean_machine):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "after the timeout of 3 s" in done.stdout
     assert [r["exit_code"] for r in read_ranks(out)] == ["143", "143"]   # SIGTERM, passed on to sleep
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP])
+def test_ctrl_c_or_a_hang_up_ends_the_program_and_the_fabric(tmp_path, clean_machine, signum):
+    """The ranks' processes are recorded as they run: clean_machine fails if one survives."""
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "exec", *FABRIC, "--ranks", "4", "--out",
+                             str(tmp_path / "res"), "--", "sh", "-c", "sleep 300 & sleep 300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        for line in proc.stdout:
+            if "ranks started" in line:
+                break
+        time.sleep(1)
+        recorded = set(processes.leftover_processes())
+        proc.send_signal(signum)
+        assert proc.wait(timeout=120) == 130
+        assert len(recorded) >= 8 + 8, "the ranks' processes were not recorded while they ran"
+        assert not [pid for pid in recorded if processes.alive(pid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()

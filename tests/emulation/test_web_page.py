@@ -82,3 +82,56 @@ def test_ctrl_c_during_a_run_stops_the_page_with_everything_else(tmp_path, clean
         assert proc.wait(timeout=120) == 130, "".join(out.lines)   # torn down, page and all
     finally:
         stop(proc, 120)
+
+
+# a program of its own: every rank but 0 sends 8 MB to rank 0 over TCP (a few seconds at 50 Mbit/s)
+SENDERS = r"""
+import os, socket, time
+rank, world, port = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["MASTER_PORT"])
+if rank == 0:
+    server = socket.create_server(("", port), backlog=world)
+    peers = [server.accept()[0] for _ in range(world - 1)]
+    for peer in peers:
+        while peer.recv(1 << 16):
+            pass
+else:
+    for _ in range(100):
+        try:
+            peer = socket.create_connection((os.environ["MASTER_ADDR"], port))
+            break
+        except OSError:
+            time.sleep(0.1)
+    peer.sendall(bytes(8 << 20))
+    peer.close()
+"""
+
+
+def test_the_live_page_follows_a_program_under_exec(browser, tmp_path, clean_machine):
+    """exec --web: the links, each rank's state (running, then exited 0), the program's line."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    fabric = build(TOPOLOGY)
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "exec", "-t", TOPOLOGY, "--bw", "50", "--ranks", "4",
+                             "--web", "--out", str(tmp_path / "out"), "--", sys.executable, "-c", SENDERS],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    out = Output(proc.stdout)
+    try:
+        browser.get(out.wait_for(URL_LINE, 60).group(1))
+        WebDriverWait(browser, BRING_UP_S).until(
+            lambda b: len(b.find_elements("css selector", "g.link")) == len(fabric.links))
+        ranks = lambda b: [r.text for r in b.find_elements("css selector", "#ranks .rank")]   # noqa: E731
+        WebDriverWait(browser, BRING_UP_S).until(lambda b: any("running" in r for r in ranks(b)))
+        before, deadline, changed = drawn_links(browser), time.monotonic() + CALL_S, []
+        while not changed and time.monotonic() < deadline:
+            time.sleep(0.25)
+            now = drawn_links(browser)
+            changed = [link for link in now if now[link] != before[link] and now[link][0]]
+        assert changed, "no link's use changed between samples while the program ran"
+        WebDriverWait(browser, CALL_S).until(lambda b: len(b.find_elements("css selector", "#calls tbody tr")) == 1)
+        assert all("exited 0" in r for r in ranks(browser)) and len(ranks(browser)) == 4, ranks(browser)
+        assert "program" in browser.find_element("css selector", "#calls tbody tr").text
+        out.wait_for(r"the program has finished", CALL_S)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0, "".join(out.lines)
+    finally:
+        stop(proc, 120)
