@@ -145,7 +145,8 @@ def _parser() -> argparse.ArgumentParser:
                                     "inside that rank's host (rank order of the mapping), wait for every rank, "
                                     "tear down. Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
                                     "MASTER_PORT, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, BIGRAPH_HOSTFILE, and "
-                                    "a folder of its own (cwd, TMPDIR, stdout, stderr) in the results.",
+                                    "a folder of its own (cwd, TMPDIR, stdout, stderr) in the results; "
+                                    "arguments naming files that exist here are made absolute.",
                         epilog="example: bigraph-emu exec -t bigraph:m=2,n=4 -m hdrm -- python3 "
                                "experiments/real-clients/torch_allreduce.py -b 1M -e 4M")
     _add_spec_flags(sp, sizes=False, skip=NOT_FOR_EXEC)

@@ -69,12 +69,21 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
     if shutil.which(command[0]) is None:
         raise SpecError(f"exec: {command[0]!r} is not a program on this machine (not found on PATH, "
                         "not an executable file)")
+    command = absolute_paths(command)
     timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     if not 0 < timeout_s <= 7 * 24 * 3600:
         raise SpecError(f"--timeout: {timeout_s:g} s; give seconds, more than 0 and at most a week")
     mpiexec = _mpiexec() if mpi else ""
     folder = os.path.abspath(pipeline.results_dir(out, "exec"))
     return Job(plan, list(command), mpi, timeout_s, folder, mpiexec)
+
+
+def absolute_paths(command: list[str]) -> list[str]:
+    """The program, and every argument naming a file or folder that exists
+    here, as absolute paths: each rank starts in a folder of its own."""
+    program = command[0] if "/" not in command[0] else os.path.abspath(command[0])
+    return [program] + [os.path.abspath(a) if not a.startswith("-") and not os.path.isabs(a) and os.path.exists(a)
+                        else a for a in command[1:]]
 
 
 def _mpiexec() -> str:
@@ -114,7 +123,10 @@ def execute(job: Job, page=None) -> int:
                 print(f"# {len(slots)} ranks started; outputs in {work}/{R.RANKS_FOLDER}/<rank>/", flush=True)
                 stopped = program.wait(job.timeout_s, web and web.on_poll)
             exits = program.exits()
-            code, text = _write_results(job, work, slots, exits, program.t0, monitor.samples, emu, stopped)
+            failed = R.failures(work, exits)
+            if job.mpi:
+                failed += R.mpiexec_failure(work, program.procs[0].returncode)
+            code, text = _write_results(job, work, slots, exits, program.t0, monitor.samples, emu, stopped, failed)
             if web:
                 web.finished(exits, program.t0, text, work)
     except BaseException:
@@ -150,7 +162,8 @@ def _start(job: Job, program, slots, work: str, hostfile: str, emu) -> None:
     program.start_mpi(R.mpiexec_argv(job.mpiexec, launcher, slots, sys.executable, work, hostfile, job.command))
 
 
-def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, stopped: str) -> int:
+def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, stopped: str,
+                   failed: list[str]) -> tuple[int, str]:
     """ranks.csv, links.csv, machine.csv, summary.txt and the plots; the
     exit code (0 when every rank exited 0 by itself) and the summary."""
     from emulator import linkstats
@@ -170,7 +183,6 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     duration = samples[-1].t - samples[0].t
     figures = {**linkstats.machine_totals(samples[0], samples[-1], counters.TICKS),
                **linkstats.call_figures(links, duration, spec.mtu)}
-    failed = R.failures(work, exits)
     verdict = fidelity(1.0, figures)   # no model: the machine kept up, saturated links ran at their rate
     text = summary_text(job, slots, exits, t0, figures, verdict, stopped, failed)
     with open(os.path.join(work, "summary.txt"), "w") as f:

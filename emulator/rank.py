@@ -30,7 +30,8 @@ def main(argv=None) -> int:
     start = time.monotonic()
     with open("stdout", "ab") as out, open("stderr", "ab") as err:
         try:
-            child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            # close_fds=False: CMD inherits what it would without us (MPI's PMI_FD)
+            child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=False)
         except OSError as e:   # no such program: the rank fails as a shell's would
             err.write(f"bigraph-emu: cannot start {command[0]!r}: {e.strerror}\n".encode())
             return _exit(127, start)

@@ -57,7 +57,8 @@ def rank_env(ranks: list[Slot], rank: int, hostfile: str, folder: str) -> dict[s
     needs nothing else). The hosts share the machine's hostname, so gloo
     and NCCL must be told their interface."""
     me = ranks[rank]
-    return {"RANK": str(rank), "WORLD_SIZE": str(len(ranks)), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+    # no LOCAL_WORLD_SIZE: some gloo versions take shared memory when it equals the world size
+    return {"RANK": str(rank), "WORLD_SIZE": str(len(ranks)), "LOCAL_RANK": "0",
             "MASTER_ADDR": ranks[0].address, "MASTER_PORT": str(MASTER_PORT),
             "GLOO_SOCKET_IFNAME": me.interface, "NCCL_SOCKET_IFNAME": me.interface,
             "BIGRAPH_HOSTFILE": hostfile, "BIGRAPH_HOST": me.host, "BIGRAPH_ADDRESS": me.address,
@@ -71,22 +72,24 @@ def wrapped(python: str, folder: str, command: list[str]) -> list[str]:
 
 # --- MPI ---------------------------------------------------------------------------------
 
-# MPICH from PyPI talks over libfabric; its tcp provider, told the host's one
-# interface, keeps every byte on the fabric (see experiments/real-clients/README.md)
+# MPICH from PyPI: ch4 over libfabric's tcp provider, told the host's one
+# interface, and no shared memory between ranks (the hosts share one kernel,
+# hostname and /dev/shm); see experiments/real-clients/README.md
 def mpi_env(slot: Slot) -> dict[str, str]:
-    return {"FI_PROVIDER": "tcp", "FI_TCP_IFACE": slot.interface, "FI_SOCKETS_IFACE": slot.interface}
+    return {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": slot.interface,
+            "MPIR_CVAR_NOLOCAL": "1"}
 
 
 def mpiexec_argv(mpiexec: str, launcher: str, ranks: list[Slot], python: str, out: str, hostfile: str,
                  command: list[str]) -> list[str]:
-    """mpiexec in rank 0's host: one MPMD block per rank, on its host, in
-    rank order, each with its own folder and interface; `launcher` starts
-    hydra's proxies in the other hosts (instead of ssh)."""
-    argv = [mpiexec, "-launcher", "ssh", "-launcher-exec", launcher, "-localhost", ranks[0].address]
+    """mpiexec in rank 0's host: one MPMD block per rank, in rank order (rank
+    i on the hostfile's line i), each with its own folder and interface;
+    `launcher` starts hydra's proxies in the other hosts (instead of rsh)."""
+    argv = [mpiexec, "-launcher", "rsh", "-launcher-exec", launcher, "-f", hostfile]
     for slot in ranks:
         folder = rank_dir(out, slot.rank)
         env = {**rank_env(ranks, slot.rank, hostfile, folder), **mpi_env(slot)}
-        block = ["-n", "1", "-host", slot.address]
+        block = ["-n", "1"]   # on the hostfile's line of its rank
         for key, value in env.items():
             block += ["-env", key, value]
         argv += ([":"] if slot.rank else []) + block + wrapped(python, folder, command)
@@ -94,12 +97,12 @@ def mpiexec_argv(mpiexec: str, launcher: str, ranks: list[Slot], python: str, ou
 
 
 def launcher_script(host_pids: dict[str, int]) -> str:
-    """The program hydra calls in place of ssh, as `PROG [ssh options] HOST
-    COMMAND`: it runs COMMAND in the namespace of the host with that
-    address (mnexec -a: that host's network and mount namespaces)."""
+    """The program hydra calls in place of rsh, as `PROG HOST COMMAND` (ssh's
+    options, if any, skipped): it runs COMMAND, a remote shell's command
+    line, in the namespaces of the host with that address (mnexec -a)."""
     cases = "".join(f"        {addr}) pid={pid} ;;\n" for addr, pid in sorted(host_pids.items()))
     return ("#!/bin/sh\n"
-            "# written by bigraph-emu exec: hydra's launcher, in place of ssh\n"
+            "# written by bigraph-emu exec: hydra's launcher, in place of rsh\n"
             "while [ $# -gt 0 ]; do case $1 in -*) shift ;; *) break ;; esac; done\n"
             "host=$1; shift\n"
             "case $host in\n" + cases +
@@ -150,9 +153,24 @@ def failures(out: str, exits: list[RankExit]) -> list[str]:
     return lines
 
 
+MPIEXEC_LOG = "mpiexec"   # ranks/mpiexec.stdout and .stderr: what mpiexec itself said
+
+
+def mpiexec_failure(out: str, code: int | None) -> list[str]:
+    """A line if mpiexec itself failed (before, beside or after the ranks)."""
+    if code in (0, None):
+        return []
+    tail = _tail(os.path.join(out, RANKS_FOLDER, MPIEXEC_LOG + ".stderr"), STDERR_TAIL_LINES)
+    return [f"mpiexec exited with code {code}" + ("; its stderr ends:\n    " + "\n    ".join(tail) if tail else "")]
+
+
 def stderr_tail(out: str, rank: int, lines: int = STDERR_TAIL_LINES) -> list[str]:
+    return _tail(os.path.join(rank_dir(out, rank), "stderr"), lines)
+
+
+def _tail(path: str, lines: int) -> list[str]:
     try:
-        with open(os.path.join(rank_dir(out, rank), "stderr"), errors="replace") as f:
+        with open(path, errors="replace") as f:
             return [line.rstrip("\n") for line in f.readlines()[-lines:]]
     except OSError:
         return []

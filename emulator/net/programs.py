@@ -54,7 +54,7 @@ class Program:
         self.t0 = time.monotonic()
         for slot in self.slots:
             os.makedirs(R.rank_dir(self.out, slot.rank), exist_ok=True)
-        self._popen(self.slots[0].host, argv, dict(os.environ), os.path.join(self.out, R.RANKS_FOLDER, "mpiexec"))
+        self._popen(self.slots[0].host, argv, dict(os.environ), os.path.join(self.out, R.RANKS_FOLDER, R.MPIEXEC_LOG))
 
     def _popen(self, host: str, argv: list[str], env: dict, log: str | None = None) -> None:
         outputs = {}

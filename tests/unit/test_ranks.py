@@ -45,18 +45,17 @@ def test_one_rank_per_host():
 def test_mpiexec_runs_one_block_per_rank_on_its_host_in_rank_order():
     slots = eight()[:3]
     argv = R.mpiexec_argv("/v/mpiexec", "/r/launcher.sh", slots, "/v/python", "/r", "/r/hostfile", ["prog", "-x"])
-    assert argv[:7] == ["/v/mpiexec", "-launcher", "ssh", "-launcher-exec", "/r/launcher.sh", "-localhost",
-                        slots[0].address]
+    assert argv[:7] == ["/v/mpiexec", "-launcher", "rsh", "-launcher-exec", "/r/launcher.sh", "-f", "/r/hostfile"]
     blocks = " ".join(argv[7:]).split(" : ")
     assert len(blocks) == 3
     for slot, block in zip(slots, blocks):
-        assert block.startswith(f"-n 1 -host {slot.address} ")
+        assert block.startswith("-n 1 -env ")
         assert f"-env RANK {slot.rank} " in block and f"-env FI_TCP_IFACE {slot.interface} " in block
         assert block.endswith(f"/v/python -m emulator.rank --dir /r/ranks/{slot.rank} -- prog -x")
 
 
 def test_the_launcher_enters_the_host_named_like_ssh(tmp_path):
-    """hydra calls it as ssh: options, then the host, then the command."""
+    """hydra calls it as rsh (or ssh, with options): the host, then the command."""
     fake = tmp_path / "mnexec"
     fake.write_text('#!/bin/sh\necho "mnexec $*"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
