@@ -73,7 +73,7 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
     timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     if not 0 < timeout_s <= 7 * 24 * 3600:
         raise SpecError(f"--timeout: {timeout_s:g} s; give seconds, more than 0 and at most a week")
-    mpiexec = _mpiexec() if mpi else ""
+    mpiexec = find_mpiexec() if mpi else ""
     folder = os.path.abspath(pipeline.results_dir(out, "exec"))
     return Job(plan, list(command), mpi, timeout_s, folder, mpiexec)
 
@@ -86,7 +86,7 @@ def absolute_paths(command: list[str]) -> list[str]:
                         else a for a in command[1:]]
 
 
-def _mpiexec() -> str:
+def find_mpiexec() -> str:
     """MPICH's mpiexec beside this Python (pip's mpich), else on PATH."""
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     found = beside if os.access(beside, os.X_OK) else shutil.which("mpiexec")
@@ -113,13 +113,10 @@ def execute(job: Job, page=None) -> int:
     try:
         with Emulation(job.plan, work) as emu:
             slots = R.slots(job.plan.fabric, job.plan.hosts)
-            hostfile = os.path.join(work, "hostfile")
-            with open(hostfile, "w") as f:
-                f.write(R.hostfile_text(slots))
             web = ExecWeb(page, job, emu, slots) if page else None
             with Program(emu.network, slots, work) as program, \
                     LinkMonitor(emu.links, job.plan.spec.monitor_interval_ms / 1e3, web and web.on_sample) as monitor:
-                _start(job, program, slots, work, hostfile, emu)
+                start(program, emu, slots, work, job.command, job.mpiexec)
                 print(f"# {len(slots)} ranks started; outputs in {work}/{R.RANKS_FOLDER}/<rank>/", flush=True)
                 stopped = program.wait(job.timeout_s, web and web.on_poll)
             exits = program.exits()
@@ -150,16 +147,22 @@ def _write_spec(work: str, job: Job) -> None:
                    "timeout_s": job.timeout_s}, f, indent=1)
 
 
-def _start(job: Job, program, slots, work: str, hostfile: str, emu) -> None:
-    if not job.mpi:
-        program.start_ranks(job.command, hostfile)
+def start(program, emu, slots, work: str, command: list[str], mpiexec: str = "") -> None:
+    """The program's ranks on the fabric emu holds, with WORK/hostfile: each
+    in its host, or, given `mpiexec`, under it in rank 0's host with a
+    launcher that enters the others."""
+    hostfile = os.path.join(work, "hostfile")
+    with open(hostfile, "w") as f:
+        f.write(R.hostfile_text(slots))
+    if not mpiexec:
+        program.start_ranks(command, hostfile)
         return
     launcher = os.path.join(work, "launcher.sh")
     pids = {s.address: emu.network.host(s.host).pid for s in slots}
     with open(launcher, "w") as f:
         f.write(R.launcher_script(pids))
     os.chmod(launcher, 0o755)
-    program.start_mpi(R.mpiexec_argv(job.mpiexec, launcher, slots, sys.executable, work, hostfile, job.command))
+    program.start_mpi(R.mpiexec_argv(mpiexec, launcher, slots, sys.executable, work, hostfile, command))
 
 
 def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, stopped: str,

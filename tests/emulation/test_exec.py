@@ -120,3 +120,39 @@ def test_ctrl_c_or_a_hang_up_ends_the_program_and_the_fabric(tmp_path, clean_mac
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+CLIENTS = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "real-clients")
+
+
+def needs(module: str) -> None:
+    """Real clients are an optional extra: skipped without it, unless CI requires them."""
+    import importlib.util
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("BIGRAPH_REQUIRE_CLIENTS") == "1":
+            pytest.fail(f"{module} is required (BIGRAPH_REQUIRE_CLIENTS=1) but not installed")
+        pytest.skip(f"{module} is not installed (the real clients: vm/provision.sh --clients)")
+
+
+@pytest.mark.parametrize("client, module, extra", [
+    ("torch_allreduce.py", "torch", []),
+    ("mpi_allreduce.py", "mpi4py", ["--mpi"]),
+])
+def test_a_real_library_allreduces_over_the_fabric(tmp_path, clean_machine, client, module, extra):
+    """Two ranks on hosts of different switches: gloo's (or MPICH's) bytes cross the switch links."""
+    needs(module)
+    before = shared_folders()
+    done, out = exec_cli(tmp_path, "--ranks", "2", "-m", "round-robin", *extra, "--timeout", "240", "--",
+                         sys.executable, os.path.join(CLIENTS, client), "-b", "1M", "-e", "1M", "-n", "2", "-w", "1",
+                         "--csv", "times.csv")
+    assert done.returncode == 0, done.stdout + done.stderr
+    stdout = (out / "ranks" / "0" / "stdout").read_text()
+    assert "Out of bounds values : 0 OK" in stdout and "# Avg bus bandwidth" in stdout, stdout
+    with open(out / "ranks" / "0" / "times.csv") as f:
+        times = list(csv.DictReader(f))
+    assert len(times) == 2 and all(float(t["time_s"]) > 0 for t in times)
+    with open(out / "links.csv") as f:
+        switch_bytes = sum(int(r["tx_bytes"]) for r in csv.DictReader(f) if r["kind"] == "switch")
+    assert switch_bytes > 3 * (1 << 20), f"only {switch_bytes} bytes crossed switch links"
+    after = shared_folders()
+    assert {d: after[d] - before[d] for d in after} == {"/tmp": set(), "/dev/shm": set()}, "left in /tmp or /dev/shm"

@@ -1,0 +1,131 @@
+"""Real collective libraries against the agents' replay and the flow model,
+in the same bring-up (as root):
+
+  gloo's allreduce (torch.distributed, a ring)     against our `ring`
+  MPICH's allreduce forced to reduce-scatter +
+  allgather (Rabenseifner)                         against our `halving-doubling`
+
+For every topology and mapping: one fabric comes up; the agents replay the
+sweep; then the real client (experiments/real-clients/) runs the same sizes
+on the same hosts in the same rank order; the model predicts both. Prints
+medians and ratios, and writes them to --out (CSV).
+
+  python3 benchmarks/real_clients.py --topology bigraph:m=2,n=4 --mappings naive,hdrm
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from emulator import execute, ranks as R                      # noqa: E402
+from emulator.emulation import Emulation                      # noqa: E402
+from emulator.net.programs import Program                     # noqa: E402
+from emulator.pipeline import plan_emulated                   # noqa: E402
+from emulator.results import call_time                        # noqa: E402
+from emulator.spec import make_run                            # noqa: E402
+
+CLIENTS_DIR = os.path.join(os.path.dirname(__file__), "..", "experiments", "real-clients")
+# client -> (our algorithm it is compared with, its script, under mpiexec, the environment forcing its algorithm)
+CLIENTS = {
+    "torch-gloo": ("ring", "torch_allreduce.py", False, {}),
+    "mpich": ("halving-doubling", "mpi_allreduce.py", True,
+              {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "reduce_scatter_allgather",
+               "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}),
+}
+COLUMNS = ["client", "topology", "mapping", "ranks", "algorithm", "size_bytes", "real_s", "agents_s", "model_s",
+           "real_over_agents", "real_over_model", "agents_over_model", "real_reps", "agents_reps"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--topology", action="append", help="repeatable (default bigraph:m=2,n=4)")
+    p.add_argument("--mappings", default="naive,hdrm")
+    p.add_argument("--clients", default=",".join(CLIENTS))
+    p.add_argument("-b", default="1M")
+    p.add_argument("-e", default="4M")
+    p.add_argument("-n", type=int, default=5, help="counted repetitions per size")
+    p.add_argument("--bw", type=float, default=20, help="host and switch link rate, Mbit/s")
+    p.add_argument("--out", default="results/real-clients", help="folder for the CSV and every run's files")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    for topology in args.topology or ["bigraph:m=2,n=4"]:
+        for mapping in args.mappings.split(","):
+            for client in args.clients.split(","):
+                rows += measure(client, topology, mapping, args)
+                write(rows, os.path.join(args.out, "real_clients.csv"))
+    print_table(rows)
+    return 0
+
+
+def measure(client: str, topology: str, mapping: str, args) -> list[dict]:
+    algorithm, script, mpi, env = CLIENTS[client]
+    spec = make_run({"topology": topology, "collective": "allreduce", "algorithm": algorithm, "mapping": mapping,
+                     "sizes": f"{args.b}:{args.e}:2", "repetitions": args.n, "warmup": 1,
+                     "host_rate_mbps": args.bw, "switch_rate_mbps": args.bw})
+    plan = plan_emulated(spec)
+    work = os.path.abspath(os.path.join(args.out, f"{client}-{topology.replace(':', '-').replace(',', '-')}-{mapping}"))
+    os.makedirs(work, exist_ok=False)
+    print(f"# {client} vs agents' {algorithm}, {topology}, mapping {mapping}: {work}", flush=True)
+    with Emulation(plan, work) as emu:
+        agents = {}
+        for call, record in zip(plan.calls, emu.replay(plan)):
+            if call.repetition >= 0:
+                agents.setdefault(call.size_bytes, []).append(call_time(record.steps))
+        real = run_client(emu, plan, work, script, mpi, env, args)
+    out = []
+    for size in spec.sizes:
+        model, a, r = plan.predictions[size].time_s, statistics.median(agents[size]), statistics.median(real[size])
+        out.append({"client": client, "topology": topology, "mapping": mapping, "ranks": plan.ranks,
+                    "algorithm": algorithm, "size_bytes": size, "real_s": r, "agents_s": a, "model_s": model,
+                    "real_over_agents": r / a, "real_over_model": r / model, "agents_over_model": a / model,
+                    "real_reps": len(real[size]), "agents_reps": len(agents[size])})
+    return out
+
+
+def run_client(emu, plan, work: str, script: str, mpi: bool, env: dict, args) -> dict[int, list[float]]:
+    """The client on the same hosts in the same rank order; its times per size."""
+    slots = R.slots(plan.fabric, plan.hosts)
+    command = [sys.executable, os.path.abspath(os.path.join(CLIENTS_DIR, script)), "-b", args.b, "-e", args.e,
+               "-n", str(args.n), "-w", "1", "--csv", "times.csv"]
+    os.environ.update(env)   # the ranks (and mpiexec) inherit it
+    try:
+        with Program(emu.network, slots, work) as program:
+            execute.start(program, emu, slots, work, command, execute.find_mpiexec() if mpi else "")
+            stopped = program.wait(1800)
+            failed = R.failures(work, program.exits())
+            if stopped or failed:
+                raise RuntimeError(f"{script}: {stopped or ''} {'; '.join(failed)}")
+    finally:
+        for key in env:
+            os.environ.pop(key)
+    times: dict[int, list[float]] = {}
+    with open(os.path.join(R.rank_dir(work, 0), "times.csv")) as f:
+        for row in csv.DictReader(f):
+            times.setdefault(int(row["size_bytes"]), []).append(float(row["time_s"]))
+    return times
+
+
+def write(rows: list[dict], path: str) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'client':11} {'topology':18} {'mapping':8} {'size':>8} {'real(ms)':>9} {'agents(ms)':>10} "
+          f"{'model(ms)':>9} {'real/agents':>11} {'real/model':>10} {'agents/model':>12}")
+    for r in rows:
+        print(f"{r['client']:11} {r['topology']:18} {r['mapping']:8} {r['size_bytes']:>8} {r['real_s'] * 1e3:9.1f} "
+              f"{r['agents_s'] * 1e3:10.1f} {r['model_s'] * 1e3:9.1f} {r['real_over_agents']:11.2f} "
+              f"{r['real_over_model']:10.2f} {r['agents_over_model']:12.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
