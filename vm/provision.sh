@@ -10,6 +10,9 @@
 #   vm/provision.sh --no-services
 #                              packages and virtual environment only, no
 #                              service started (building a VM image in a chroot)
+#   vm/provision.sh --clients  also the real clients' packages, the extra
+#                              `clients` of setup.cfg (MPICH, mpi4py, torch),
+#                              for experiments/real-clients/; combines with the others
 # Environment: BIGRAPH_VENV (default: <project>/.venv)
 set -eu
 
@@ -27,17 +30,22 @@ say() { echo "provision: $*"; }
 
 USERSPACE_TSO=""
 SERVICES=yes
-case "${1:-}" in
-    "") ;;
-    --no-services) SERVICES=no ;;
-    --userspace-tso)
-        case "${2:-}" in
-            on) USERSPACE_TSO=true ;;
-            off) USERSPACE_TSO=false ;;
-            *) echo "provision: --userspace-tso takes on or off, got '${2:-}'" >&2; exit 2 ;;
-        esac ;;
-    *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off | --no-services]" >&2; exit 2 ;;
-esac
+CLIENTS=no
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --no-services) SERVICES=no ;;
+        --clients) CLIENTS=yes ;;
+        --userspace-tso)
+            case "${2:-}" in
+                on) USERSPACE_TSO=true ;;
+                off) USERSPACE_TSO=false ;;
+                *) echo "provision: --userspace-tso takes on or off, got '${2:-}'" >&2; exit 2 ;;
+            esac
+            shift ;;
+        *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off | --no-services] [--clients]" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 if [ "$(id -u)" != 0 ]; then
     echo "provision: must run as root (Mininet and Open vSwitch need it); try: sudo $0" >&2
@@ -125,22 +133,47 @@ make_venv() {
         say "creating virtual environment $VENV"
         /usr/bin/python3 -m venv --system-site-packages "$VENV"
     fi
-    # The stamp holds what it was installed from, by content: a fresh clone
-    # or a copy gives setup.cfg a new time, not new dependencies.
+    # A stamp holds what it was installed from, by content: a fresh clone
+    # or a copy gives setup.cfg a new time, not new dependencies. The
+    # clients have their own stamp, so a run without --clients after one
+    # with it finds the project installed and leaves the clients be.
     stamp="$VENV/.bigraph-installed"
+    clients_stamp="$VENV/.bigraph-installed-clients"
     wanted=$(cat "$PROJECT_DIR/setup.cfg" "$PROJECT_DIR/pyproject.toml" | sha256sum | cut -d' ' -f1)
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] \
-        && "$VENV/bin/python" -c "import emulator, controller, os_ken, mininet.net" 2>/dev/null; then
-        say "project already installed in $VENV"
-        return
+    extras=test
+    if stamped "$stamp" "$wanted" && "$VENV/bin/python" -c "import emulator, controller, os_ken, mininet.net" 2>/dev/null; then
+        if [ "$CLIENTS" = no ]; then
+            say "project already installed in $VENV"
+            return
+        fi
+        if stamped "$clients_stamp" "$wanted" && clients_importable; then
+            say "project and real clients already installed in $VENV"
+            return
+        fi
     fi
-    say "installing the project and its Python dependencies"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$PROJECT_DIR[test]"
+    [ "$CLIENTS" = yes ] && extras=test,clients
+    say "installing the project and its Python dependencies ($extras)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$PROJECT_DIR[$extras]"
     if ! "$VENV/bin/python" -c "import emulator, controller, os_ken, mininet.net"; then
         echo "provision: the installed environment cannot import Mininet or os-ken (see the error above)" >&2
         exit 1
     fi
     echo "$wanted" > "$stamp"
+    if [ "$CLIENTS" = yes ]; then
+        if ! clients_importable; then
+            echo "provision: the real clients' packages do not load (see the error above)" >&2
+            exit 1
+        fi
+        echo "$wanted" > "$clients_stamp"
+    fi
+}
+
+stamped() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
+
+# mpi4py loads MPICH's library without starting MPI; mpiexec is the wheel's
+clients_importable() {
+    [ -x "$VENV/bin/mpiexec" ] && "$VENV/bin/python" -c \
+        "import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; import torch.distributed"
 }
 
 install_packages
