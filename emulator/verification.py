@@ -101,14 +101,12 @@ def probe_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     """Group probe pairs into rounds in which no host appears twice, so one
     dump of the counters before and after a round tells the pairs apart
     (destination rules count every source, and echo replies travel back)."""
-    rounds: list[tuple[set, list]] = []
+    rounds: list[tuple[set, list]] = []   # (hosts used, pairs)
     for src, dst in pairs:
-        for used, _members in rounds:
-            if src not in used and dst not in used:
-                break
-        else:
-            used, members = set(), []
-            rounds.append((used, members))
-        used.update((src, dst))
-        members.append((src, dst))
+        free = next((r for r in rounds if src not in r[0] and dst not in r[0]), None)
+        if free is None:
+            free = (set(), [])
+            rounds.append(free)
+        free[0].update((src, dst))
+        free[1].append((src, dst))
     return [members for _, members in rounds]

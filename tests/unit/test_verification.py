@@ -1,10 +1,12 @@
 """Unit tests of route verification (emulator/verification.py)."""
 from __future__ import annotations
 
+import pytest
+
 from controller.routing import forwarding_table, switch_path
 from controller.rules import FlowRule, switch_rules
 from emulator import verification
-from emulator.topology import bigraph, fattree
+from emulator.topology import bigraph, build, fattree
 
 DUMP = """\
  cookie=0x0, duration=3.1s, table=0, n_packets=12, n_bytes=1176, priority=100,ip,nw_dst=198.18.0.2 actions=output:1
@@ -57,6 +59,20 @@ def test_probe_rounds_never_use_a_host_twice():
     pairs = [("a", "b"), ("c", "d"), ("b", "c"), ("a", "d"), ("e", "a")]
     rounds = verification.probe_rounds(pairs)
     assert rounds == [[("a", "b"), ("c", "d")], [("b", "c"), ("a", "d")], [("e", "a")]]
+    # a pair that fits an earlier round joins that round, not the last one
+    # (a lint "fix" once broke this, and 32-host fabrics failed bring-up)
+    assert verification.probe_rounds([("a", "b"), ("a", "c"), ("d", "e")]) == [[("a", "b"), ("d", "e")], [("a", "c")]]
+
+
+@pytest.mark.parametrize("topology", ["bigraph:m=4,n=8", "fattree:k=4", "leafspine:leaves=8,spines=4,hosts=4"])
+def test_probe_rounds_of_real_fabrics_never_use_a_host_twice(topology):
+    fabric = build(topology)
+    pairs = verification.probe_pairs(fabric, forwarding_table(fabric, "ecmp"))
+    rounds = verification.probe_rounds(pairs)
+    assert sorted(p for r in rounds for p in r) == sorted(pairs)
+    for r in rounds:
+        hosts = [h for pair in r for h in pair]
+        assert len(hosts) == len(set(hosts)), r
 
 
 def test_switches_crossed_and_path_mismatch():
