@@ -36,10 +36,9 @@ class Job:
     """What `exec` was asked to do, checked."""
     plan: object           # RunPlan: the fabric, its routes and the ranks' hosts
     command: list[str]
-    mpi: bool
     timeout_s: float
     out: str               # the results folder (absolute: every rank changes directory)
-    mpiexec: str = ""
+    mpiexec: str = ""      # --mpi: MPICH's mpiexec, which starts the ranks
 
 
 def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None, out: str | None,
@@ -75,7 +74,7 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
         raise SpecError(f"--timeout: {timeout_s:g} s; give seconds, more than 0 and at most a week")
     mpiexec = find_mpiexec() if mpi else ""
     folder = os.path.abspath(pipeline.results_dir(out, "exec"))
-    return Job(plan, list(command), mpi, timeout_s, folder, mpiexec)
+    return Job(plan, list(command), timeout_s, folder, mpiexec)
 
 
 def absolute_paths(command: list[str]) -> list[str]:
@@ -121,7 +120,7 @@ def execute(job: Job, page=None) -> int:
                 stopped = program.wait(job.timeout_s, web and web.on_poll)
             exits = program.exits()
             failed = R.failures(work, exits)
-            if job.mpi:
+            if job.mpiexec:
                 failed += R.mpiexec_failure(work, program.procs[0].returncode)
             code, text = _write_results(job, work, slots, exits, program.t0, monitor.samples, emu, stopped, failed)
             if web:
@@ -136,14 +135,14 @@ def execute(job: Job, page=None) -> int:
 
 
 def describe_exec(job: Job) -> str:
-    how = f"under mpiexec ({job.mpiexec})" if job.mpi else "once per rank"
+    how = f"under mpiexec ({job.mpiexec})" if job.mpiexec else "once per rank"
     return f"# exec {R.describe_command(job.command)}: {job.plan.ranks} ranks {how}, timeout {job.timeout_s:g} s"
 
 
 def _write_spec(work: str, job: Job) -> None:
     spec = {k: v for k, v in dataclasses.asdict(job.plan.spec).items()}
     with open(os.path.join(work, "spec.json"), "w") as f:
-        json.dump({"name": "exec", "runs": [spec], "command": job.command, "mpi": job.mpi,
+        json.dump({"name": "exec", "runs": [spec], "command": job.command, "mpi": bool(job.mpiexec),
                    "timeout_s": job.timeout_s}, f, indent=1)
 
 
