@@ -15,7 +15,12 @@ export PYTHONUNBUFFERED=1
 export BIGRAPH_TIMING=record BIGRAPH_REQUIRE_NETEM=1
 
 demo() {
+    # exit 3: the demo finished and some call failed the fidelity verdict,
+    # expected under software emulation (recorded in its summary, not a failure here)
     mkdir -p "$OUT/demo" && cd "$OUT/demo" && "$BIGRAPH_VENV/bin/bigraph-emu" demo
+    rc=$?
+    [ $rc -eq 3 ] && echo "vm-stage: the demo finished; some calls failed the fidelity verdict (recorded)"
+    [ $rc -eq 0 ] || [ $rc -eq 3 ]
 }
 
 emulation_tests() {
