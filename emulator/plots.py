@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from emulator.fabric import Fabric
+from emulator.linkstats import link_label
 
 # the keys that tell runs apart in steps.csv (and in links.csv, when the monitor writes them)
 RUN_COLUMNS = ["topology", "policy", "algorithm", "mapping"]
@@ -34,11 +35,6 @@ def _save(fig, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     _pyplot().close(fig)
-
-
-def link_label(node: str, port: int, peer: str) -> str:
-    """The monitor's name of a directed link: what leaves `node` by `port`."""
-    return f"{node}:{port}>{peer}"
 
 
 def one_run(df: pd.DataFrame) -> pd.DataFrame:

@@ -57,7 +57,7 @@ TABLES = {
     "links.csv": Table(
         {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
         {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int",
-         "backlog_bytes": "number?", "drops": "number?"}),
+         "node": "text", "port": "int", "peer": "text", "backlog_bytes": "number?", "drops": "number?"}),
     "ops.csv": Table(
         {"job": "text", "repetition": "int", "rank": "int", "kind": "text", "start_s": "number", "end_s": "number"},
         {"topology": "text", "policy": "text", "mapping": "text", "workload": "text", "label": "text"}),

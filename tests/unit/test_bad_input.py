@@ -515,7 +515,8 @@ def good_folder(folder: str) -> None:
             steps = [[{"start": 0.1 * k, "end": 0.1 * (k + 1), "sent": sum(t.nbytes for t in s.sends),
                        "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(rank)]
                      for rank in plan.schedules[call.size_bytes].steps]
-            links = [{"call": call.index, "t_s": t, "link": f"bgs0:{port}>x", "kind": "switch", "rate_mbps": 50,
+            links = [{"call": call.index, "t_s": t, "link": f"bgs0:{port}>x", "node": "bgs0", "port": port,
+                      "peer": "x", "kind": "switch", "rate_mbps": 50,
                       "tx_bytes": 1000, "tx_packets": 1, "util": 0.5, "backlog_bytes": 0, "drops": 0}
                      for t in (0.1, 0.2) for port in (1, 2)]
             write_call(folder, plan, call, CallRecord(steps, {}, links, []), "user")

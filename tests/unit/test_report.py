@@ -65,11 +65,12 @@ def link_samples(plan, call, util):
     rows = []
     for link in plan.fabric.links:
         (a, ap), (b, bp) = link.ends()
-        for label in (link_label(a, ap, b), link_label(b, bp, a)):
+        for node, port, peer in ((a, ap, b), (b, bp, a)):
             for t in (0.5, 1.0):
                 rows.append({"topology": plan.fabric.topology, "policy": plan.spec.policy,
                              "algorithm": plan.spec.algorithm, "mapping": plan.spec.mapping, "call": call, "t_s": t,
-                             "link": label, "kind": link.kind, "rate_mbps": link.rate_mbps, "tx_bytes": 0,
+                             "link": link_label(node, port, peer), "node": node, "port": port, "peer": peer,
+                             "kind": link.kind, "rate_mbps": link.rate_mbps, "tx_bytes": 0,
                              "tx_packets": 0, "util": util, "backlog_bytes": 0, "drops": 0})
     assert set(LINK_COLUMNS) <= set(rows[0])
     return rows
