@@ -493,26 +493,42 @@ def cmd_cli(args) -> int:
 # --- report and clean ---------------------------------------------------------------------
 
 def _results_folder(folder: str) -> list[RunSpec]:
-    """The runs of a results folder's spec.json; SpecError if it is not one."""
-    from emulator.tables import read_runs
+    """The runs of a results folder's spec.json, each workload read from
+    the copy the folder keeps of it (older folders: from where spec.json
+    says); SpecError if it is not one."""
+    from emulator.tables import read_runs, read_workload_copies
     if not os.path.isdir(folder):
         raise SpecError(f"{folder}: no such results folder")
     runs = read_runs(folder)
     if not any(os.path.exists(os.path.join(folder, name)) for name in ("collectives.csv", "jobs.csv")):
         raise SpecError(f"{folder} has no collectives.csv or jobs.csv: its run measured nothing")
+    copies = read_workload_copies(folder)
     specs = []
     for i, run in enumerate(runs):
+        kept = copies.get(run["workload"]) if isinstance(run.get("workload"), str) else None
         try:
-            specs.append(make_run(run, check_kernel=False))
+            specs.append(make_run({**run, "workload": kept} if kept else run, check_kernel=False))
         except SpecError as e:
             raise SpecError(f"{os.path.join(folder, 'spec.json')}: run {i + 1}: {e}") from None
     return specs
 
 
+def _folder_plans(folder: str, specs: list[RunSpec]) -> list:
+    """The plans of a folder's runs, each in its place, its workload named
+    as when it ran (the tables say that name, not the copy's)."""
+    from emulator.plan import plan_run
+    from emulator.tables import read_runs
+    plans = []
+    for i, (spec, run) in enumerate(zip(specs, read_runs(folder))):
+        plan = dataclasses.replace(plan_run(spec), run=i)
+        plan.spec = dataclasses.replace(spec, workload=run.get("workload", ""))
+        plans.append(plan)
+    return plans
+
+
 def cmd_report(args) -> int:
     """One folder: rebuild summary.txt, busbw.png and link_loads.csv.
     Several: one comparison table and plot."""
-    from emulator.plan import plan_run
     if len(args.folder) == 1 and args.plot:
         raise SpecError(f"--plot names the comparison plot of several folders; one folder's plot is "
                         f"{os.path.join(args.folder[0], 'busbw.png')}")
@@ -526,7 +542,7 @@ def cmd_report(args) -> int:
         return _serve_folder(args.folder[0], web)
     if len(args.folder) > 1:
         return _compare_folders(args.folder, args.plot)
-    pipeline.write_reports(args.folder[0], [plan_run(spec) for spec in specs[0]])
+    pipeline.write_reports(args.folder[0], _folder_plans(args.folder[0], specs[0]))
     return 0
 
 

@@ -163,8 +163,10 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     os.makedirs(work)
     if os.path.isdir(out):
         os.rmdir(out)   # empty (checked before): the finished folder takes its place
+    copies = keep_workloads(experiment.runs, work)
     with open(os.path.join(work, "spec.json"), "w") as f:
-        json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs]}, f, indent=1)
+        json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs],
+                   "workload_copies": copies}, f, indent=1)
     with open(os.path.join(work, "capacity.json"), "w") as f:
         json.dump([c.to_dict() for c in capacity_checks(plans)], f, indent=1)
     progress = Progress(predicted_calls(plans))
@@ -182,7 +184,7 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
                     ok &= _replay(emu, plan, work, progress, page)
         write_reports(work, plans)
     except BaseException:
-        if sorted(os.listdir(work)) == ["capacity.json", "spec.json"]:   # it failed before creating anything
+        if sorted(set(os.listdir(work)) - {WORKLOADS}) == ["capacity.json", "spec.json"]:   # it failed before creating anything
             shutil.rmtree(work)
         else:
             print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
@@ -195,6 +197,29 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
           f"{'busbw.png, ' if 'collectives' in tables else ''}heatmap.png, fabric.png, timeline.png, "
           "link_loads.csv, fabric.json")
     return 0 if ok else 1
+
+
+WORKLOADS = "workloads"   # a results folder keeps a copy of every workload file it ran in here
+
+
+def keep_workloads(runs: list[RunSpec], folder: str) -> dict[str, str]:
+    """Copy every workload file the runs name, with the files its jobs
+    import in their places relative to it, into FOLDER/workloads/K/; returns
+    {the workload as the spec names it: its copy, relative to FOLDER}, which
+    spec.json keeps: the report reads what ran, even if the original has
+    moved, changed or gone. (An import by absolute path still reads the original.)"""
+    from emulator.spec import workload_file, workload_files
+    copies = {}
+    for workload in dict.fromkeys(spec.workload for spec in runs if spec.workload):
+        files = [os.path.abspath(f) for f in workload_files(workload)]
+        top = os.path.commonpath([os.path.dirname(f) for f in files])
+        place = os.path.join(WORKLOADS, str(len(copies)))
+        for file in dict.fromkeys(files):
+            copy = os.path.join(folder, place, os.path.relpath(file, top))
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            shutil.copyfile(file, copy)
+        copies[workload] = workload_file(workload)[0] + os.path.join(place, os.path.relpath(files[0], top))
+    return copies
 
 
 def by_fabric(plans):

@@ -163,6 +163,21 @@ def read_runs(folder: str) -> list[dict]:
     return runs
 
 
+def read_workload_copies(folder: str) -> dict[str, str]:
+    """spec.json's workload_copies: {a run's workload as spec.json names it:
+    the copy the folder keeps, its path joined to the folder}; older folders have none."""
+    from emulator.spec import workload_file
+    path = os.path.join(folder, "spec.json")
+    copies = _json(path).get("workload_copies", {})
+    if not isinstance(copies, dict) or not all(isinstance(v, str) for v in copies.values()):
+        raise TableError(f"{path}: workload_copies must be a table of workload = the copy's path")
+    joined = {}
+    for workload, copy in copies.items():
+        prefix, file = workload_file(copy)
+        joined[workload] = prefix + os.path.join(folder, file)
+    return joined
+
+
 def read_fabric(path: str) -> Fabric | None:
     """fabric.json, checked as far as the drawing relies on it; None if missing."""
     if not os.path.exists(path):

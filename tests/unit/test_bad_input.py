@@ -644,6 +644,11 @@ REPORT_CASES = [
     ("spec not UTF-8", [("spec.json", b'{"name": "\xff"}')], ["spec.json", "not JSON"]),
     ("spec nested too deep", [("spec.json", b"[" * 50_000 + b"]" * 50_000)], ["spec.json", "not JSON"]),
     ("spec missing", [("spec.json", None)], ["spec.json", "cannot read"]),
+    ("spec workload copies a list", [("spec.json", b'{"runs": [{}], "workload_copies": [1]}')],
+     ["spec.json", "workload_copies"]),
+    ("spec workload and its copy gone", [("spec.json", b'{"runs": [{"workload": "/nowhere/w.toml"}], '
+                                                      b'"workload_copies": {"/nowhere/w.toml": "workloads/0/w.toml"}}')],
+     ["spec.json: run 1", "workload", "workloads/0/w.toml"]),
     ("fabric a list", [(FABRIC, b"[]")], ["fabric.json", "not a fabric"]),
     ("fabric empty table", [(FABRIC, b"{}")], ["fabric.json", "not a fabric"]),
     ("fabric not JSON", [(FABRIC, b"{")], ["fabric.json", "not JSON"]),

@@ -231,3 +231,49 @@ def test_demo_story_tells_which_mapping_congested_and_by_how_much(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "collectives.csv", index=False)
     story = demo_story(str(tmp_path))
     assert "HDRM made" not in story and "measured 1.0x" in story and "The model says HDRM makes it 2.0x" in story
+
+
+# --- a workload's folder keeps the workload ---------------------------------------------------
+
+def test_report_reads_the_workload_the_folder_keeps_after_the_original_has_gone(tmp_path, capsys):
+    """A workload file importing a SimAI file beside it: the run copies both
+    into the folder; with the originals gone, the report plans from the copies
+    and the tables still name the workload as it ran."""
+    from emulator import cli
+    from emulator.pipeline import keep_workloads
+    from emulator.results import write_call
+    original = tmp_path / "mine"
+    (original / "jobs").mkdir(parents=True)
+    shutil.copyfile(os.path.join(MEASURED, "..", "..", "simai-example.txt"), original / "layers.txt")
+    workload = original / "jobs" / "w.toml"
+    workload.write_text('[[job]]\nname = "imported"\nimport = "simai:../layers.txt"\n'
+                        '[[job]]\nname = "small"\nranks = 2\nops = [{op = "allreduce", bytes = "64K"}]\n')
+    spec = make_run({"workload": str(workload), "repetitions": 1, "warmup": 0, "topology": "bigraph:m=3,n=4"})
+    plan = plan_run(spec)
+    folder = tmp_path / "res"
+    folder.mkdir()
+    copies = keep_workloads([spec, dataclasses.replace(spec, mapping="round-robin")], str(folder))
+    assert copies == {str(workload): os.path.join("workloads", "0", "jobs", "w.toml")}
+    assert (folder / "workloads" / "0" / "layers.txt").read_bytes() == (original / "layers.txt").read_bytes()
+    (folder / "spec.json").write_text(json.dumps({"name": "t", "runs": [dataclasses.asdict(spec)],
+                                                  "workload_copies": copies}))
+    ends = plan.predictions[0].step_end_s
+    steps = [[{"start": ends[r][k - 1] if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
+               "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
+             for r in range(plan.ranks)]
+    for call in plan.calls:
+        write_call(str(folder), plan, call, CallRecord(steps, {}), "user")
+    shutil.rmtree(original)
+    assert cli.main(["report", str(folder)]) == 0, capsys.readouterr().err
+    assert set(pd.read_csv(folder / "link_jobs.csv").workload) == {str(workload)}
+    assert "imported" in (folder / "summary.txt").read_text()
+
+
+def test_keep_workloads_copies_an_imported_workload_once(tmp_path):
+    from emulator.pipeline import keep_workloads
+    simai = os.path.normpath(os.path.join(MEASURED, "..", "..", "simai-example.txt"))
+    runs = [make_run({"workload": f"simai:{simai}", "mapping": m}, check_kernel=False) for m in ("naive", "random")]
+    assert keep_workloads(runs, str(tmp_path)) == {f"simai:{simai}": "simai:" + os.path.join("workloads", "0",
+                                                                                              "simai-example.txt")}
+    assert keep_workloads(runs[:0], str(tmp_path / "none")) == {}
+    assert os.listdir(tmp_path) == ["workloads"]
