@@ -20,7 +20,7 @@ import shutil
 import sys
 import time
 
-from emulator.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
+from emulator.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, size_name, table_row
 from emulator.spec import Experiment, RunSpec, SpecError
 
 PARTIAL = ".partial"   # a run writes here and renames the folder when it has finished
@@ -28,6 +28,11 @@ PARTIAL = ".partial"   # a run writes here and renames the folder when it has fi
 MAX_EMULATED_HOSTS = 256
 MAX_EMULATED_SWITCHES = 128
 MAX_UNASKED_S = 3600   # a run the model predicts to be longer needs --yes
+# What a run's exit code says (the README's table; the CLI adds bad input and interruptions)
+EXIT_OK = 0
+EXIT_FAILED = 1      # the emulation failed, or an agent moved a wrong number of bytes
+EXIT_UNTRUSTED = 3   # the run finished, but some calls failed the fidelity verdict
+FINISHED = (EXIT_OK, EXIT_UNTRUSTED)   # its results folder is complete
 
 
 # --- before the network: plans and checks ---------------------------------------------
@@ -170,7 +175,7 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     with open(os.path.join(work, "capacity.json"), "w") as f:
         json.dump([c.to_dict() for c in capacity_checks(plans)], f, indent=1)
     progress = Progress(predicted_calls(plans))
-    ok = True
+    ok, verdicts = True, []
     if page:
         page.folder = work
     try:
@@ -181,7 +186,7 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
             with Emulation(group[0], work) as emu:
                 for plan in group:
                     print(describe(plan.spec, plan.ranks))
-                    ok &= _replay(emu, plan, work, progress, page)
+                    ok &= _replay(emu, plan, work, progress, verdicts, page)
         write_reports(work, plans)
     except BaseException:
         if sorted(set(os.listdir(work)) - {WORKLOADS}) == ["capacity.json", "spec.json"]:   # it failed before creating anything
@@ -196,7 +201,14 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     print(f"# results: {out}/ {tables} steps.csv, links.csv, machine.csv, summary.txt, "
           f"{'busbw.png, ' if 'collectives' in tables else ''}heatmap.png, fabric.png, timeline.png, "
           "link_loads.csv, fabric.json")
-    return 0 if ok else 1
+    failed = sum(v != "ok" for v in verdicts)
+    if not ok:
+        return EXIT_FAILED
+    if failed:
+        print(f"# {failed} of {len(verdicts)} counted calls failed the fidelity verdict (see collectives.csv or "
+              f"jobs.csv): exit code {EXIT_UNTRUSTED}")
+        return EXIT_UNTRUSTED
+    return EXIT_OK
 
 
 WORKLOADS = "workloads"   # a results folder keeps a copy of every workload file it ran in here
@@ -233,10 +245,11 @@ def by_fabric(plans):
     return groups
 
 
-def _replay(emu, plan, out: str, progress: "Progress", page=None) -> bool:
+def _replay(emu, plan, out: str, progress: "Progress", verdicts: list[str], page=None) -> bool:
     """Replay a plan, writing every call's results as it ends; prints the
     table (per size, or per job and iteration), and False if some agent
-    moved a wrong number of bytes. The terminal's live view and the web
+    moved a wrong number of bytes. Every counted call's (or job iteration's)
+    fidelity verdict joins `verdicts`. The terminal's live view and the web
     page (if any) both get every sample and finished call."""
     from emulator.results import bytes_ok, call_time, write_call
     rows, wrong = [], []
@@ -264,6 +277,7 @@ def _replay(emu, plan, out: str, progress: "Progress", page=None) -> bool:
     views = [v for v in (live, web) if v]
     emu.on_sample = sample_listener(emu, views) if views else None
     emu.replay(plan, on_call=on_call)
+    verdicts.extend(r["fidelity"] for r in rows)
     if plan.is_workload:
         print_jobs(rows)
     else:
@@ -388,14 +402,7 @@ def _call_label(plan, call) -> str:
     what = "warm-up" if call.repetition < 0 else f"rep {call.repetition + 1}/{plan.spec.repetitions}"
     if plan.is_workload:
         return f"workload {os.path.basename(plan.spec.workload)} {what}"
-    return f"{plan.spec.algorithm} {plan.spec.mapping} {_size(call.size_bytes)} {what}"
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return str(n)
+    return f"{plan.spec.algorithm} {plan.spec.mapping} {size_name(call.size_bytes)} {what}"
 
 
 def sample_listener(emu, views):

@@ -52,6 +52,26 @@ def summarise(d: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+SUMMARY_FIELDS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", *SPEC_KEYS, "label",
+                  "size_bytes", "reps", "time_s", "busbw_mbps", "model_time_s", "model_busbw_mbps", "meas_over_model",
+                  "max_link_util", "mean_link_util", "queue_drops", "tcp_retrans", "fidelity_ok"]
+JOB_SUMMARY_FIELDS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "label", "iterations",
+                      "time_s", "compute_s", "comm_s", "model_time_s", "meas_over_model", "alone_s",
+                      "alone_model_s", "measured_slowdown", "slowdown", "ok"]
+
+
+def summary_records(out_dir: str) -> dict:
+    """summary.txt's tables as data: {"collectives": a record per run and
+    size, "jobs": a record per run and job}, each empty where the folder has
+    no such table; blanks are None."""
+    import json
+    tables = {"collectives": (read_table(os.path.join(out_dir, "collectives.csv")), summarise, SUMMARY_FIELDS),
+              "jobs": (read_table(os.path.join(out_dir, "jobs.csv")), lambda d: job_summary(with_measured_alone(d)),
+                       JOB_SUMMARY_FIELDS)}
+    return {name: [] if d is None else json.loads(how(d)[fields].to_json(orient="records"))
+            for name, (d, how, fields) in tables.items()}
+
+
 def format_summary(s: pd.DataFrame) -> str:
     """The table people read: per run and size, measured against the model,
     the links' load and losses, and how many repetitions the verdict trusts;

@@ -16,6 +16,10 @@ export BIGRAPH_TIMING=record BIGRAPH_REQUIRE_NETEM=1
 
 demo() {
     mkdir -p "$OUT/demo" && cd "$OUT/demo" && "$BIGRAPH_VENV/bin/bigraph-emu" demo
+    rc=$?
+    # 3: the demo finished, but calls failed the fidelity verdict: a timing
+    # matter, recorded (in its output) and not asserted here
+    [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ]
 }
 
 emulation_tests() {
