@@ -15,7 +15,7 @@ from emulator import report
 from emulator.plan import plan_run
 from emulator.linkstats import LINK_COLUMNS
 from emulator.plots import link_label
-from emulator.report import compare, format_compare, peak_utilisation, plot_compare, write_plots, write_report
+from emulator.report import compare, format_compare, plot_compare, write_plots, write_report
 from emulator.results import COLLECTIVE_COLUMNS, STEP_COLUMNS, CallRecord, append_csv, collective_rows, step_rows
 from emulator.spec import make_run
 
@@ -78,8 +78,10 @@ def link_samples(plan, call, util):
 
 @pytest.fixture(scope="module")
 def small_plans():
-    return [plan_run(make_run({"topology": "bigraph:m=1,n=4", "algorithm": a, "sizes": "8K:16K:2",
-                               "repetitions": 1, "warmup": 1})) for a in ("ring", "halving-doubling")]
+    """Two runs of an experiment, each in its place (the `run` column)."""
+    return [dataclasses.replace(plan_run(make_run({"topology": "bigraph:m=1,n=4", "algorithm": a, "sizes": "8K:16K:2",
+                                                   "repetitions": 1, "warmup": 1})), run=i)
+            for i, a in enumerate(("ring", "halving-doubling"))]
 
 
 def fake_folder(folder, plans, links=True, steps=True, fabric=True):
@@ -107,6 +109,7 @@ def test_write_report_writes_every_plot(tmp_path, small_plans):
     # several runs in the folder: a heatmap and a timeline of each as well
     per_run = [p for p in plots if p.startswith(("heatmap-", "timeline-"))]
     assert len(per_run) == 4 and not any(".partial" in p for p in os.listdir(tmp_path))
+    assert {"fabric-1-ring-naive-shortest.png", "fabric-2-halving-doubling-naive-shortest.png"} <= set(plots)
     for name in plots:
         assert_png(tmp_path / name)
     assert (tmp_path / "summary.txt").read_text() == text + "\n"
@@ -127,17 +130,30 @@ def test_fabric_is_coloured_by_the_last_run_on_its_fabric(tmp_path, small_plans,
     fake_folder(str(tmp_path), small_plans)
     pd.DataFrame(link_samples(other, 0, 0.99)).to_csv(tmp_path / "links.csv", mode="a", header=False, index=False)
     drawn = {}
-    monkeypatch.setattr(report, "fabric_drawing",
-                        lambda fabric, peaks, path, title: drawn.update(peaks=peaks) or open(path, "w").close())
+    monkeypatch.setattr(report, "fabric_drawing", lambda fabric, peaks, path, title, means=None:
+                        drawn.update(peaks=peaks, means=means, title=title) or open(path, "w").close())
     write_plots(str(tmp_path))
     # fabric.json is bigraph:m=1,n=4; its last run (halving-doubling) peaks at its last call, 3
     peaks = list(drawn["peaks"].values())
     assert len(peaks) == 2 * len(small_plans[0].fabric.links) and peaks == pytest.approx([0.2 + 0.03] * len(peaks))
+    assert drawn["means"] == pytest.approx(drawn["peaks"])   # every sample of the call alike
+    assert "mean use (width)" in drawn["title"] and "busiest switch link" in drawn["title"]
 
 
-def test_peak_utilisation():
-    d = pd.DataFrame({"link": ["a", "a", "b", "c"], "util": [0.2, 0.7, 0.4, float("nan")]})
-    assert peak_utilisation(d) == {"a": 0.7, "b": 0.4}
+def test_runs_that_differ_only_in_keys_beyond_the_plot_keys_get_plots_of_their_own(tmp_path):
+    """compare --vary connections=1,2: two runs alike in topology, policy,
+    algorithm and mapping; the run column keeps their plots apart."""
+    plans = [dataclasses.replace(plan_run(make_run({"topology": "bigraph:m=1,n=4", "sizes": "8K", "repetitions": 1,
+                                                    "warmup": 0, "connections": c, "label": f"connections={c}"})), run=i)
+             for i, c in enumerate((1, 2))]
+    fake_folder(str(tmp_path), plans)
+    links = pd.read_csv(tmp_path / "links.csv")   # the runs' samples, one after the other, as the emulator writes them
+    links.assign(run=[0] * (len(links) // 2) + [1] * (len(links) // 2)).to_csv(tmp_path / "links.csv", index=False)
+    written = write_report(str(tmp_path), plans) and write_plots(str(tmp_path))
+    assert {"heatmap-1-ring-naive-shortest.png", "heatmap-2-ring-naive-shortest.png",
+            "timeline-1-ring-naive-shortest.png", "timeline-2-ring-naive-shortest.png"} <= set(written)
+
+
 
 
 # --- several folders --------------------------------------------------------------------------
