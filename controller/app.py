@@ -5,7 +5,8 @@ that kept forwarding while the controller was down keeps them) and sends
 only the differences, then a barrier; the barrier reply proves the switch
 has applied them. When every switch has answered, it writes the ready file
 the emulator waits for. Afterwards it polls port counters (the SDN view,
-saved to ports.csv), reroutes when a switch-switch port goes down or up,
+saved to controller-ports.csv, from which the emulator takes each call's
+ports.csv), reroutes when a switch-switch port goes down or up,
 and with the "adaptive" policy moves host pairs off overloaded links. Every
 change is logged to events.jsonl.
 """
@@ -27,13 +28,14 @@ from controller.routing import POLICIES, pair_paths
 from controller.rules import ETH_TYPE_IPV4, FlowRule
 from controller.state import RouteState, link_loads, rule_changes
 from emulator.fabric import Fabric
+from emulator.linkstats import CONTROLLER_PORTS, PORT_READING_COLUMNS
 
 cfg.CONF.register_cli_opts([
     cfg.StrOpt("fabric", help="fabric JSON written by the emulator"),
     cfg.StrOpt("policy", default="shortest", help="routing policy"),
     cfg.StrOpt("demands", default="", help="JSON [[src, dst, bytes], ...] for traffic-aware"),
     cfg.IntOpt("seed", default=1, help="seed of the valiant policy"),
-    cfg.StrOpt("ready-file", help="written once every switch has its routes; events.jsonl, ports.csv and "
+    cfg.StrOpt("ready-file", help="written once every switch has its routes; events.jsonl, controller-ports.csv and "
                                   "routes.json go beside it"),
 ], group="bigraph")
 
@@ -202,12 +204,12 @@ class FabricRoutes(app_manager.OSKenApp):
             if stat.port_no in self.fabric.ports(name):
                 key = (name, stat.port_no)
                 self.counters[key] = (self.counters.get(key, (None, None))[1], (now, stat.tx_bytes, stat.rx_bytes))
-                rows.append(f"{now:.3f},{name},{stat.port_no},{stat.tx_bytes},{stat.rx_bytes},{stat.tx_dropped}\n")
-        path = os.path.join(self.out_dir, "ports.csv")
+                rows.append(f"{now:.6f},{name},{stat.port_no},{stat.tx_bytes},{stat.rx_bytes},{stat.tx_dropped}\n")
+        path = os.path.join(self.out_dir, CONTROLLER_PORTS)
         new = not os.path.exists(path)
         with open(path, "a") as f:
             if new:
-                f.write("t_s,switch,port,tx_bytes,rx_bytes,tx_dropped\n")
+                f.write(",".join(PORT_READING_COLUMNS) + "\n")
             f.writelines(rows)
 
     def _count_pairs(self, switch: str, stats):

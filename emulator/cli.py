@@ -29,8 +29,10 @@ from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
 from emulator import jobs, pipeline
 from emulator.execute import DEFAULT_TIMEOUT_S, NOT_FOR_EXEC
+from emulator.net import interrupts
 from emulator.inputs import shorten, to_int
-from emulator.metrics import MODEL_HEADER, algbw_mbps, avg_busbw_line, busbw_mbps, model_row, payload_efficiency
+from emulator.metrics import (MODEL_HEADER, algbw_mbps, avg_busbw_line, busbw_mbps, model_row, payload_efficiency,
+                              size_name)
 from emulator.schedule import ALGORITHMS, COLLECTIVES
 from emulator.spec import FIELDS, Experiment, RunSpec, SpecError, load_experiment, make_run, switch_links
 
@@ -88,33 +90,100 @@ MAX_COMPARE_RUNS = 64
 
 # --- parsing --------------------------------------------------------------------------
 
+def _with_default(key: str, text: str) -> str:
+    """A flag's help with the spec's default, unless it names it already or there is none."""
+    default = FIELDS[key].default
+    if "default" in text or default in ("", ()):
+        return text
+    return f"{text} (default {default:g})" if isinstance(default, float) else f"{text} (default {default})"
+
+
 def _add_spec_flags(sp: argparse.ArgumentParser, sizes: bool = True, skip: tuple[str, ...] = ()) -> None:
     for flags, key, helptext in FLAGS:
         if key in skip:
             continue
-        sp.add_argument(*flags, dest=key, help=helptext, metavar=METAVARS.get(key, key.split("_")[0].upper()),
+        sp.add_argument(*flags, dest=key, help=_with_default(key, helptext),
+                        metavar=METAVARS.get(key, key.split("_")[0].upper()),
                         action="append" if key in ("link_events", "link_overrides") else "store")
     sp.add_argument("--bw", metavar="MBPS", help="host and switch link rate at once, Mbit/s; 'auto': as fast as "
                                                  "this machine emulates the run faithfully (from its calibration)")
     sp.add_argument("--queue", metavar="PACKETS", help="host and switch queue depth at once, packets")
     if sizes:
-        sp.add_argument("-b", "--minbytes", metavar="SIZE", help="smallest size, e.g. 64K")
-        sp.add_argument("-e", "--maxbytes", metavar="SIZE", help="largest size, e.g. 16M")
+        low, high = min(RunSpec.sizes), max(RunSpec.sizes)
+        sp.add_argument("-b", "--minbytes", metavar="SIZE", help=f"smallest size, e.g. 64K (default {size_name(low)})")
+        sp.add_argument("-e", "--maxbytes", metavar="SIZE", help=f"largest size, e.g. 16M (default {size_name(high)})")
         sp.add_argument("-f", "--stepfactor", metavar="F", help="size multiplier between sizes (default 2)")
     sp.add_argument("--experiment", metavar="FILE", help="TOML experiment file; flags given override its keys")
 
 
+# One or two lines a user can start from, per command (shown by its --help).
+EXAMPLES = {
+    "demo": ["bigraph-emu demo --web"],
+    "run": ["bigraph-emu run -t bigraph:m=4,n=8 -a halving-doubling -m hdrm -b 1M -e 16M -f 2",
+            "bigraph-emu run --experiment experiments/eflops.toml -n 3 --json > summary.json"],
+    "compare": ["bigraph-emu compare -t bigraph:m=4,n=8 -a halving-doubling --vary mapping=naive,hdrm"],
+    "model": ["bigraph-emu model -t bigraph:m=32,n=64 -a halving-doubling -m naive -b 64M"],
+    "cli": ["bigraph-emu cli -t bigraph:m=2,n=4 -p ecmp"],
+    "topo": ["bigraph-emu topo -t fattree:k=4 -p spread --path bgh0 bgh15"],
+    "report": ["bigraph-emu report results/<folder>",
+               "bigraph-emu report results/<a> results/<b> --plot cmp.png"],
+    "calibrate": ["bigraph-emu calibrate --mtu 9000 --offload off,tso"],
+    "clean": ["bigraph-emu clean"],
+    "exec": ["bigraph-emu exec -t bigraph:m=2,n=4 -m hdrm -- python3 experiments/real-clients/torch_allreduce.py -b 1M",
+             "bigraph-emu exec -t bigraph:m=2,n=4 --mpi -- python3 experiments/real-clients/mpi_allreduce.py -b 1M"],
+}
+EXIT_BAD_INPUT = 2
+# every exit code of every command (the README's table says the same)
+EXIT_CODES = {pipeline.EXIT_OK: "done; a run: every call passed the fidelity verdict",
+              pipeline.EXIT_FAILED: "failed: the emulation (or a command) failed, or an agent moved wrong bytes",
+              EXIT_BAD_INPUT: "bad input: nothing was created",
+              pipeline.EXIT_UNTRUSTED: "a run finished, but some calls failed the fidelity verdict",
+              interrupts.EXIT_CODE: "interrupted (Ctrl-C, SIGTERM, a hang-up); teardown has run"}
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's, except that a paragraph with indented lines (the
+    examples) is kept as it is written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in text.split("\n\n"):
+            if "\n  " in paragraph:
+                paragraphs.append(paragraph)
+            else:
+                paragraphs.append(super()._fill_text(paragraph, width, indent))
+        return "\n\n".join(paragraphs)
+
+
+def _command(sub, name: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand whose --help ends with examples."""
+    examples = "\n".join(f"  {line}" for line in EXAMPLES[name])
+    heading = "examples" if len(EXAMPLES[name]) > 1 else "example"
+    return sub.add_parser(name, formatter_class=_HelpFormatter, epilog=f"{heading}:\n{examples}", **kwargs)
+
+
+def _version() -> str:
+    from importlib import metadata
+    try:
+        return metadata.version("bigraph-emu")
+    except metadata.PackageNotFoundError:   # run from a checkout that was never installed
+        return "(not installed; pip install -e . gives it its version)"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bigraph-emu", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="exit codes:\n" + "\n".join(f"  {code:3}  {meaning}"
+                                                                   for code, meaning in sorted(EXIT_CODES.items())))
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     out_help = "results folder, new or empty (default: results/<time>-<name>)"
-    sp = sub.add_parser("demo", help="8-host BiGraph halving-doubling allreduce, naive then HDRM mapping (needs root)")
+    sp = _command(sub, "demo", help="8-host BiGraph halving-doubling allreduce, naive then HDRM mapping (needs root)")
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
     _add_web_flags(sp, "shows the run live, then its results until Ctrl-C")
     for name, text in (("run", "emulate (needs root)"), ("compare", "one emulated run per --vary value (needs root)"),
                        ("model", "flow model only (no root)")):
-        sp = sub.add_parser(name, help=text, description=text)
+        sp = _command(sub, name, help=text, description=text)
         _add_spec_flags(sp)
         sp.add_argument("--out", metavar="FOLDER", help=out_help)
         if name != "model":
@@ -134,21 +203,21 @@ def _parser() -> argparse.ArgumentParser:
                             help="exact: simulate every flow; lockstep: ring and halving-doubling round by "
                                  "round, all ranks together (said in the output); auto (default): lock-step "
                                  "past 32768 flows")
-            sp.add_argument("--json", action="store_true", help="print the predictions as JSON, for scripts")
-    sp = sub.add_parser("cli", help="fabric and controller up, then Mininet's CLI (needs root)",
-                        description="Bring the fabric and controller up, then Mininet's interactive CLI "
-                                    "(ping, iperf3, ...); 'exit' tears everything down.")
+        sp.add_argument("--json", action="store_true",
+                        help="print the predictions as JSON, for scripts" if name == "model" else
+                        "print the final summary as JSON on stdout (all else goes to stderr), for scripts")
+    sp = _command(sub, "cli", help="fabric and controller up, then Mininet's CLI (needs root)",
+                       description="Bring the fabric and controller up, then Mininet's interactive CLI "
+                                   "(ping, iperf3, ...); 'exit' tears everything down.")
     _add_spec_flags(sp, sizes=False)
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
-    sp = sub.add_parser("exec", help="your own program once per rank on the emulated hosts (needs root)",
-                        description="Bring the fabric and controller up as 'run' does, start CMD once per rank "
-                                    "inside that rank's host (rank order of the mapping), wait for every rank, "
-                                    "tear down. Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
-                                    "MASTER_PORT, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, BIGRAPH_HOSTFILE, and "
-                                    "a folder of its own (cwd, TMPDIR, stdout, stderr) in the results; "
-                                    "arguments naming files that exist here are made absolute.",
-                        epilog="example: bigraph-emu exec -t bigraph:m=2,n=4 -m hdrm -- python3 "
-                               "experiments/real-clients/torch_allreduce.py -b 1M -e 4M")
+    sp = _command(sub, "exec", help="your own program once per rank on the emulated hosts (needs root)",
+                       description="Bring the fabric and controller up as 'run' does, start CMD once per rank "
+                                   "inside that rank's host (rank order of the mapping), wait for every rank, "
+                                   "tear down. Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
+                                   "MASTER_PORT, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, BIGRAPH_HOSTFILE, and "
+                                   "a folder of its own (cwd, TMPDIR, stdout, stderr) in the results; "
+                                   "arguments naming files that exist here are made absolute.")
     _add_spec_flags(sp, sizes=False, skip=NOT_FOR_EXEC)
     sp.add_argument("--mpi", action="store_true", help="run CMD under MPICH's mpiexec, started in rank 0's host, "
                                                        "one rank per host (its launcher enters each host)")
@@ -156,31 +225,32 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
     _add_web_flags(sp, "shows the links and each rank's state live, then the results until Ctrl-C")
     sp.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program and its arguments")
-    sp = sub.add_parser("topo", help="describe a fabric and its routes (no root)",
-                        description="Switches per tier, hosts, links and rates of a fabric; with --path, "
-                                    "the route a policy gives between two hosts. Policies: " + _policies())
+    sp = _command(sub, "topo", help="describe a fabric and its routes (no root)",
+                       description="Switches per tier, hosts, links and rates of a fabric; with --path, "
+                                   "the route a policy gives between two hosts. Policies: " + _policies())
     _add_spec_flags(sp, sizes=False)
     sp.add_argument("--path", nargs=2, metavar=("SRC", "DST"), help="hosts, e.g. bgh0 bgh5 (or 0 5)")
-    sp = sub.add_parser("report", help="summary, plot and link loads of results folders (no root)")
+    sp.add_argument("--json", action="store_true", help="print the fabric (and the route) as JSON, for scripts")
+    sp = _command(sub, "report", help="summary, plot and link loads of results folders (no root)")
     sp.add_argument("folder", nargs="+", help="one results folder, or several to compare")
     sp.add_argument("--plot", metavar="PNG", help="with several folders: where the comparison plot goes "
                                                   "(default: compare-<time>.png beside the first folder)")
     _add_web_flags(sp, "replays the folder's calls and links its plots, read-only, until Ctrl-C "
                        "(rebuilds nothing)")
-    sp = sub.add_parser("calibrate", help="measure how much this machine emulates faithfully (needs root)",
-                        description="Per MTU and offload: raw dataplane capacity (iperf3 through one switch) "
-                                    "and the largest load, in link-Mbit/s summed over switch traversals, at "
-                                    "which saturated links stay within 5% of their rate. Every run then "
-                                    "warns before it starts if it asks for more; --bw auto picks rates from it. "
-                                    "About 2 minutes per setting; the machine must be otherwise idle.")
+    sp = _command(sub, "calibrate", help="measure how much this machine emulates faithfully (needs root)",
+                       description="Per MTU and offload: raw dataplane capacity (iperf3 through one switch) "
+                                   "and the largest load, in link-Mbit/s summed over switch traversals, at "
+                                   "which saturated links stay within 5% of their rate. Every run then "
+                                   "warns before it starts if it asks for more; --bw auto picks rates from it. "
+                                   "About 2 minutes per setting; the machine must be otherwise idle.")
     sp.add_argument("--mtu", default="1500,9000", help="MTUs to measure (default 1500,9000)")
     sp.add_argument("--offload", default="off", help="off, tso or off,tso (tso on the userspace datapath "
                                                      "needs `vm/provision.sh --userspace-tso on`)")
     sp.add_argument("--steps", type=int, default=5, help="bisection steps per setting (default 5: within 3%%)")
     sp.add_argument("--quick", action="store_true", help="one counted call per rate instead of two")
     sp.add_argument("--file", help=f"where to keep the figures (default {CALIBRATION_HELP})")
-    sub.add_parser("clean", aliases=["cleanup"], help="remove bridges, links and processes a crashed run left "
-                                                      "behind (needs root)")
+    _command(sub, "clean", aliases=["cleanup"], help="remove bridges, links and processes a crashed run left "
+                                                     "behind (needs root)")
     return p
 
 
@@ -417,35 +487,69 @@ def _routes(spec: RunSpec, fabric):
         raise SpecError(f"policy: {e}") from None
 
 
-def describe_path(fabric, table, policy: str, src: str, dst: str) -> str:
-    """The route from host src to host dst: each node with its egress port."""
+def route_hops(fabric, table, src: str, dst: str) -> tuple[str, str, list[tuple[str, int]]]:
+    """(source, destination, hops) of the route between two hosts given by
+    name or number: each hop a node and its egress port."""
     from controller.routing import path
     src, dst = _host_name(fabric, src), _host_name(fabric, dst)
     if src == dst:
         raise SpecError(f"--path: source and destination are both {src}")
-    hops = path(fabric, table, src, dst)
+    return src, dst, path(fabric, table, src, dst)
+
+
+def describe_path(policy: str, src: str, dst: str, hops: list[tuple[str, int]]) -> str:
+    """The route from host src to host dst: each node with its egress port."""
     route = " > ".join(f"{node}:{port}" for node, port in hops)
     return f"path {src} -> {dst}, policy {policy}: {route} > {dst}  ({len(hops) - 1} switches; node:egress port)"
+
+
+def fabric_data(fabric) -> dict:
+    """What describe_fabric says, as data (topo --json): fabric.json's
+    switches, hosts and links, the switches per tier, the switch links by name."""
+    tiers = {tier: [s.name for s in fabric.switches if s.tier == tier] for tier in dict.fromkeys(s.tier for s in fabric.switches)}
+    return {**fabric.to_dict(), "tiers": tiers, "switch_links": switch_links(fabric)}
 
 
 def cmd_topo(args) -> int:
     spec = _experiment(args, check_kernel=False).runs[0]
     fabric = spec.fabric()
+    route = route_hops(fabric, _routes(spec, fabric), *args.path) if args.path else None
+    if args.json:
+        doc = fabric_data(fabric)
+        if route:
+            src, dst, hops = route
+            doc["path"] = {"src": src, "dst": dst, "policy": spec.policy,
+                           "hops": [{"node": node, "port": port} for node, port in hops]}
+        print(json.dumps(doc, indent=1))
+        return 0
     print(describe_fabric(fabric))
-    if args.path:
-        print(describe_path(fabric, _routes(spec, fabric), spec.policy, *args.path))
+    if route:
+        print(describe_path(spec.policy, *route))
     return 0
 
 
 # --- run, compare, demo, cli (root) ----------------------------------------------------------
 
 def cmd_run(args, experiment: Experiment | None = None) -> int:
-    """Validate and plan everything, then (as root) emulate."""
+    """Validate and plan everything, then (as root) emulate. --json: what
+    the run prints goes to stderr, and its summary, as JSON, to stdout."""
+    import contextlib
     experiment = experiment or _experiment(args)
     web = web_address(args)
-    plans, out = pipeline.prepare(experiment, args.out)
-    _needs_root(args.command)
-    return pipeline.emulate(experiment, plans, out, web=web)
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        plans, out = pipeline.prepare(experiment, args.out)
+        _needs_root(args.command)
+        code = pipeline.emulate(experiment, plans, out, web=web)
+    if args.json:
+        print(json.dumps(run_summary(out, code), indent=1))
+    return code
+
+
+def run_summary(out: str, code: int) -> dict:
+    """A finished run as data (run --json): its folder, exit code, and per
+    run and size (or job) the figures of summary.txt."""
+    from emulator.report import summary_records
+    return {"folder": out, "exit_code": code, "exit": EXIT_CODES[code], **summary_records(out)}
 
 
 def _vary_values(text: str) -> tuple[str, list[str]]:
@@ -536,26 +640,42 @@ def cmd_exec(args) -> int:
 # --- report and clean ---------------------------------------------------------------------
 
 def _results_folder(folder: str) -> list[RunSpec]:
-    """The runs of a results folder's spec.json; SpecError if it is not one."""
-    from emulator.tables import read_runs
+    """The runs of a results folder's spec.json, each workload read from
+    the copy the folder keeps of it (older folders: from where spec.json
+    says); SpecError if it is not one."""
+    from emulator.tables import read_runs, read_workload_copies
     if not os.path.isdir(folder):
         raise SpecError(f"{folder}: no such results folder")
     runs = read_runs(folder)
     if not any(os.path.exists(os.path.join(folder, name)) for name in ("collectives.csv", "jobs.csv", "ranks.csv")):
         raise SpecError(f"{folder} has no collectives.csv, jobs.csv or ranks.csv: its run measured nothing")
+    copies = read_workload_copies(folder)
     specs = []
     for i, run in enumerate(runs):
+        kept = copies.get(run["workload"]) if isinstance(run.get("workload"), str) else None
         try:
-            specs.append(make_run(run, check_kernel=False))
+            specs.append(make_run({**run, "workload": kept} if kept else run, check_kernel=False))
         except SpecError as e:
             raise SpecError(f"{os.path.join(folder, 'spec.json')}: run {i + 1}: {e}") from None
     return specs
 
 
+def _folder_plans(folder: str, specs: list[RunSpec]) -> list:
+    """The plans of a folder's runs, each in its place, its workload named
+    as when it ran (the tables say that name, not the copy's)."""
+    from emulator.plan import plan_run
+    from emulator.tables import read_runs
+    plans = []
+    for i, (spec, run) in enumerate(zip(specs, read_runs(folder))):
+        plan = dataclasses.replace(plan_run(spec), run=i)
+        plan.spec = dataclasses.replace(spec, workload=run.get("workload", ""))
+        plans.append(plan)
+    return plans
+
+
 def cmd_report(args) -> int:
     """One folder: rebuild summary.txt, busbw.png and link_loads.csv.
     Several: one comparison table and plot."""
-    from emulator.plan import plan_run
     if len(args.folder) == 1 and args.plot:
         raise SpecError(f"--plot names the comparison plot of several folders; one folder's plot is "
                         f"{os.path.join(args.folder[0], 'busbw.png')}")
@@ -579,7 +699,7 @@ def cmd_report(args) -> int:
         with open(os.path.join(args.folder[0], "summary.txt")) as f:
             print(f.read(), end="")
         return 0
-    pipeline.write_reports(args.folder[0], [plan_run(spec) for spec in specs[0]])
+    pipeline.write_reports(args.folder[0], _folder_plans(args.folder[0], specs[0]))
     return 0
 
 
@@ -689,25 +809,24 @@ PRINT_ONLY = ("model", "topo")   # commands whose output is all they do
 
 
 def main(argv=None) -> int:
-    from emulator.net import interrupts
     args = _parser().parse_args(argv)
     interrupts.unwind_on_signals()   # Ctrl-C, SIGTERM and a hang-up all tear down
     try:
         return COMMANDS[args.command](args)
     except SpecError as e:
         print(f"bigraph-emu: error: {shorten(blame_flag(str(e), typed_flags(args)))}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except BrokenPipeError:   # e.g. `| head -1`: the reader stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's flush goes nowhere
         if args.command in PRINT_ONLY:   # the reader has what it wanted
             return 0
         print(f"bigraph-emu: {args.command} stopped: its output was closed", file=sys.stderr)
-        return 1
+        return pipeline.EXIT_FAILED
     except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
         if interrupts.lost_terminal(e):   # a hang-up's first sign can be a failed write, before SIGHUP
             return interrupts.EXIT_CODE
         print(f"bigraph-emu: {args.command} failed: {e}", file=sys.stderr)
-        return 1
+        return pipeline.EXIT_FAILED
     except (KeyboardInterrupt, interrupts.Interrupted):
         print("bigraph-emu: interrupted", file=sys.stderr)
         return interrupts.EXIT_CODE

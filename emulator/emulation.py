@@ -254,5 +254,7 @@ class Emulation:
         t0 = self.fleet.call_start
         record.links = linkstats.link_rows(call.index, self.links, monitor.samples, t0)
         record.machine = linkstats.machine_rows(call.index, monitor.samples, t0, counters.TICKS)
+        record.ports = linkstats.port_rows(call.index, self.controller.port_readings(), t0, monitor.samples[-1].t,
+                                           self.fabric)
         record.counters.update(linkstats.call_figures(record.links, call_time(steps), plan.spec.mtu))
         return record

@@ -96,7 +96,7 @@ def find_mpiexec() -> str:
 
 
 def execute(job: Job, page=None) -> int:
-    """Bring-up, the program, the results; 0 if every rank exited 0.
+    """Bring-up, the program, the results; the exit code (_write_results').
     `page`: the web view (pipeline.web_view), shown the links and each
     rank's state as it goes, then the summary and the plots."""
     from emulator.emulation import Emulation
@@ -167,10 +167,12 @@ def start(program, emu, slots, work: str, command: list[str], mpiexec: str = "")
 def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, stopped: str,
                    failed: list[str]) -> tuple[int, str]:
     """ranks.csv, links.csv, machine.csv, summary.txt and the plots; the
-    exit code (0 when every rank exited 0 by itself) and the summary."""
+    exit code (0: every rank exited 0 by itself and the verdict is ok; 3:
+    they did, but the verdict failed) and the summary."""
     from emulator import linkstats
     from emulator.net import counters
     from emulator.report import write_plots
+    from emulator.pipeline import EXIT_FAILED, EXIT_OK, EXIT_UNTRUSTED
     from emulator.results import append_csv, fidelity
     spec = job.plan.spec
     run_keys = {"run": 0, "topology": job.plan.fabric.topology, "policy": spec.policy, "mapping": spec.mapping,
@@ -192,7 +194,9 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     write_plots(work)
     print(_stdout_tail(work, 0))
     print(text)
-    return (0 if not failed and not stopped else 1), text
+    if failed or stopped:
+        return EXIT_FAILED, text
+    return (EXIT_OK if verdict == "ok" else EXIT_UNTRUSTED), text
 
 
 def summary_text(job: Job, slots, exits, t0: float, figures: dict, verdict: str, stopped: str,

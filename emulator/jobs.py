@@ -3,6 +3,7 @@ slowdown, measured (from the agents' step records) and modelled, as
 jobs.csv has them; and every op of every rank (ops.csv)."""
 from __future__ import annotations
 
+from emulator.linkstats import link_label
 from emulator.results import COUNTER_COLUMNS, fidelity
 
 JOB_COLUMNS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
@@ -155,7 +156,7 @@ def link_job_rows(plan) -> list[dict]:
                         paths[(src, dst)] = [(n, p) for n, p in path(plan.fabric, plan.table, src, dst)
                                              if plan.fabric.is_switch(n)][:-1]   # switch-switch hops only
                     for node, port in paths[(src, dst)]:
-                        key = (f"{node}:{port}>{plan.fabric.peer(node, port)[0]}", layout.job.name)
+                        key = (link_label(node, port, plan.fabric.peer(node, port)[0]), layout.job.name)
                         totals[key] = totals.get(key, 0) + t.nbytes
     keys = run_columns(plan)
     return [{**keys, "link": link, "job": job, "bytes": n} for (link, job), n in sorted(totals.items())]

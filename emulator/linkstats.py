@@ -14,18 +14,37 @@ from dataclasses import dataclass, field
 
 from emulator.fabric import Fabric
 
-LINK_COLUMNS = ["call", "t_s", "link", "kind", "rate_mbps", "tx_bytes", "tx_packets", "util",
-                "backlog_bytes", "drops"]
+# `link` names a directed link as node:port>peer; node, port and peer are the same as columns
+LINK_COLUMNS = ["call", "t_s", "link", "node", "port", "peer", "kind", "rate_mbps", "tx_bytes", "tx_packets",
+                "util", "backlog_bytes", "drops"]
 MACHINE_COLUMNS = ["call", "t_s", "cpu_busy", "ovs_cpu"]
+# The controller's port counter readings (OpenFlow port stats, about every
+# second): it appends them to CONTROLLER_PORTS with `t` in time.monotonic(),
+# the clock every process of the machine shares; each call's ports.csv rows
+# are the readings taken while it ran, `t_s` from the call's start as in links.csv.
+CONTROLLER_PORTS = "controller-ports.csv"
+PORT_READING_COLUMNS = ["t", "switch", "port", "tx_bytes", "rx_bytes", "tx_dropped"]
+PORT_COLUMNS = ["call", "t_s", "switch", "port", "peer", "tx_bytes", "rx_bytes", "tx_dropped"]
+
+
+def link_label(node: str, port: int, peer: str) -> str:
+    """The name of a directed link: what leaves `node` by `port` towards `peer`."""
+    return f"{node}:{port}>{peer}"
 
 
 @dataclass(frozen=True)
 class DirectedLink:
-    label: str         # "node:port>peer", e.g. "bgs1:3>bgs5"
+    node: str          # what it leaves, by `port`, towards `peer`
+    port: int
+    peer: str
     kind: str          # "host" or "switch"
     rate_mbps: float
     dev: str           # the switch-side interface that carries it
     egress: bool       # True: dev's egress qdisc; False: dev's receive counters
+
+    @property
+    def label(self) -> str:   # e.g. "bgs1:3>bgs5"
+        return link_label(self.node, self.port, self.peer)
 
 
 def interface_name(node: str, port: int) -> str:
@@ -38,7 +57,7 @@ def directed_links(fabric: Fabric) -> list[DirectedLink]:
     for link in fabric.links:
         for (node, port), (peer, peer_port) in (link.ends(), link.ends()[::-1]):
             switch_side = (node, port) if fabric.is_switch(node) else (peer, peer_port)
-            links.append(DirectedLink(f"{node}:{port}>{peer}", link.kind, link.rate_mbps,
+            links.append(DirectedLink(node, port, peer, link.kind, link.rate_mbps,
                                       interface_name(*switch_side), fabric.is_switch(node)))
     return links
 
@@ -78,10 +97,26 @@ def link_rows(call: int, links: list[DirectedLink], samples: list[Sample], t0: f
             if ra is None or rb is None:
                 continue
             sent = rb[0] - ra[0]
-            rows.append({"call": call, "t_s": round(b.t - t0, 6), "link": link.label, "kind": link.kind,
+            rows.append({"call": call, "t_s": round(b.t - t0, 6), "link": link.label, "node": link.node,
+                         "port": link.port, "peer": link.peer, "kind": link.kind,
                          "rate_mbps": link.rate_mbps, "tx_bytes": sent, "tx_packets": rb[1] - ra[1],
                          "util": round(sent * 8 / (dt * link.rate_mbps * 1e6), 4), "backlog_bytes": rb[2],
                          "drops": rb[3] - ra[3]})
+    return rows
+
+
+def port_rows(call: int, readings: list[dict], t0: float, t1: float, fabric: Fabric) -> list[dict]:
+    """ports.csv rows of one call: the controller's readings (rows of
+    PORT_READING_COLUMNS, as text or numbers) taken from `t0`, the call's
+    start, to `t1`, its end; `t_s` is seconds since `t0`."""
+    rows = []
+    for r in readings:
+        t = float(r["t"])
+        if t0 <= t <= t1:
+            switch, port = r["switch"], int(r["port"])
+            rows.append({"call": call, "t_s": round(t - t0, 6), "switch": switch, "port": port,
+                         "peer": fabric.peer(switch, port)[0], "tx_bytes": int(r["tx_bytes"]),
+                         "rx_bytes": int(r["rx_bytes"]), "tx_dropped": int(r["tx_dropped"])})
     return rows
 
 

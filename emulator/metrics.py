@@ -52,6 +52,14 @@ def parse_size(text) -> int:
     return value
 
 
+def size_name(n: int) -> str:
+    """8388608 -> '8M', 65536 -> '64K', 1000 -> '1000': as -b and -e take them."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
 def sweep_length(begin: int, end: int, factor: float) -> int:
     """How many steps begin, begin*f, ... <= end takes (before repeats are
     dropped), without building them: a factor of 1.00000001 takes billions."""

@@ -20,7 +20,7 @@ import shutil
 import sys
 import time
 
-from emulator.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
+from emulator.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, size_name, table_row
 from emulator.spec import Experiment, RunSpec, SpecError
 
 PARTIAL = ".partial"   # a run writes here and renames the folder when it has finished
@@ -28,6 +28,11 @@ PARTIAL = ".partial"   # a run writes here and renames the folder when it has fi
 MAX_EMULATED_HOSTS = 256
 MAX_EMULATED_SWITCHES = 128
 MAX_UNASKED_S = 3600   # a run the model predicts to be longer needs --yes
+# What a run's exit code says (the README's table; the CLI adds bad input and interruptions)
+EXIT_OK = 0
+EXIT_FAILED = 1      # the emulation failed, or an agent moved a wrong number of bytes
+EXIT_UNTRUSTED = 3   # the run finished, but some calls failed the fidelity verdict
+FINISHED = (EXIT_OK, EXIT_UNTRUSTED)   # its results folder is complete
 
 
 # --- before the network: plans and checks ---------------------------------------------
@@ -163,12 +168,14 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     os.makedirs(work)
     if os.path.isdir(out):
         os.rmdir(out)   # empty (checked before): the finished folder takes its place
+    copies = keep_workloads(experiment.runs, work)
     with open(os.path.join(work, "spec.json"), "w") as f:
-        json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs]}, f, indent=1)
+        json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs],
+                   "workload_copies": copies}, f, indent=1)
     with open(os.path.join(work, "capacity.json"), "w") as f:
         json.dump([c.to_dict() for c in capacity_checks(plans)], f, indent=1)
     progress = Progress(predicted_calls(plans))
-    ok = True
+    ok, verdicts = True, []
     if page:
         page.folder = work
     try:
@@ -179,10 +186,10 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
             with Emulation(group[0], work) as emu:
                 for plan in group:
                     print(describe(plan.spec, plan.ranks))
-                    ok &= _replay(emu, plan, work, progress, page)
+                    ok &= _replay(emu, plan, work, progress, verdicts, page)
         write_reports(work, plans)
     except BaseException:
-        if sorted(os.listdir(work)) == ["capacity.json", "spec.json"]:   # it failed before creating anything
+        if sorted(set(os.listdir(work)) - {WORKLOADS}) == ["capacity.json", "spec.json"]:   # it failed before creating anything
             shutil.rmtree(work)
         else:
             print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
@@ -194,7 +201,37 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     print(f"# results: {out}/ {tables} steps.csv, links.csv, machine.csv, summary.txt, "
           f"{'busbw.png, ' if 'collectives' in tables else ''}heatmap.png, fabric.png, timeline.png, "
           "link_loads.csv, fabric.json")
-    return 0 if ok else 1
+    failed = sum(v != "ok" for v in verdicts)
+    if not ok:
+        return EXIT_FAILED
+    if failed:
+        print(f"# {failed} of {len(verdicts)} counted calls failed the fidelity verdict (see collectives.csv or "
+              f"jobs.csv): exit code {EXIT_UNTRUSTED}")
+        return EXIT_UNTRUSTED
+    return EXIT_OK
+
+
+WORKLOADS = "workloads"   # a results folder keeps a copy of every workload file it ran in here
+
+
+def keep_workloads(runs: list[RunSpec], folder: str) -> dict[str, str]:
+    """Copy every workload file the runs name, with the files its jobs
+    import in their places relative to it, into FOLDER/workloads/K/; returns
+    {the workload as the spec names it: its copy, relative to FOLDER}, which
+    spec.json keeps: the report reads what ran, even if the original has
+    moved, changed or gone. (An import by absolute path still reads the original.)"""
+    from emulator.spec import workload_file, workload_files
+    copies = {}
+    for workload in dict.fromkeys(spec.workload for spec in runs if spec.workload):
+        files = [os.path.abspath(f) for f in workload_files(workload)]
+        top = os.path.commonpath([os.path.dirname(f) for f in files])
+        place = os.path.join(WORKLOADS, str(len(copies)))
+        for file in dict.fromkeys(files):
+            copy = os.path.join(folder, place, os.path.relpath(file, top))
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            shutil.copyfile(file, copy)
+        copies[workload] = workload_file(workload)[0] + os.path.join(place, os.path.relpath(files[0], top))
+    return copies
 
 
 def by_fabric(plans):
@@ -208,10 +245,11 @@ def by_fabric(plans):
     return groups
 
 
-def _replay(emu, plan, out: str, progress: "Progress", page=None) -> bool:
+def _replay(emu, plan, out: str, progress: "Progress", verdicts: list[str], page=None) -> bool:
     """Replay a plan, writing every call's results as it ends; prints the
     table (per size, or per job and iteration), and False if some agent
-    moved a wrong number of bytes. The terminal's live view and the web
+    moved a wrong number of bytes. Every counted call's (or job iteration's)
+    fidelity verdict joins `verdicts`. The terminal's live view and the web
     page (if any) both get every sample and finished call."""
     from emulator.results import bytes_ok, call_time, write_call
     rows, wrong = [], []
@@ -239,6 +277,7 @@ def _replay(emu, plan, out: str, progress: "Progress", page=None) -> bool:
     views = [v for v in (live, web) if v]
     emu.on_sample = sample_listener(emu, views) if views else None
     emu.replay(plan, on_call=on_call)
+    verdicts.extend(r["fidelity"] for r in rows)
     if plan.is_workload:
         print_jobs(rows)
     else:
@@ -370,14 +409,7 @@ def _call_label(plan, call) -> str:
     what = "warm-up" if call.repetition < 0 else f"rep {call.repetition + 1}/{plan.spec.repetitions}"
     if plan.is_workload:
         return f"workload {os.path.basename(plan.spec.workload)} {what}"
-    return f"{plan.spec.algorithm} {plan.spec.mapping} {_size(call.size_bytes)} {what}"
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return str(n)
+    return f"{plan.spec.algorithm} {plan.spec.mapping} {size_name(call.size_bytes)} {what}"
 
 
 def sample_listener(emu, views):

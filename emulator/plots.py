@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from emulator.fabric import Fabric
+from emulator.linkstats import link_label
 
-# the keys that tell runs apart in steps.csv (and in links.csv, when the monitor writes them)
+# the keys that tell runs apart in steps.csv and links.csv written before their `run` column
 RUN_COLUMNS = ["topology", "policy", "algorithm", "mapping"]
 MAX_HEATMAP_ROWS = 40
 # switch tiers from the top of a drawing down (emulator/topology.py names them)
@@ -36,16 +37,24 @@ def _save(fig, path: str) -> None:
     _pyplot().close(fig)
 
 
-def link_label(node: str, port: int, peer: str) -> str:
-    """The monitor's name of a directed link: what leaves `node` by `port`."""
-    return f"{node}:{port}>{peer}"
+def run_keys(df: pd.DataFrame) -> list[str]:
+    """The columns that tell the runs of a table apart: `run` (its place in
+    the experiment: two runs that differ only in, say, connections stay
+    apart), or in older folders the run keys it has."""
+    return ["run"] if "run" in df.columns else [c for c in RUN_COLUMNS if c in df.columns]
+
+
+def runs_of(df: pd.DataFrame) -> list[pd.DataFrame]:
+    """The table's rows per run, in the order the runs first appear."""
+    keys = run_keys(df)
+    return [run for _, run in df.groupby(keys, sort=False)] if keys and not df.empty else [df]
 
 
 def one_run(df: pd.DataFrame) -> pd.DataFrame:
     """The rows of the last run in a table that may hold several; a call
     index or a rank means something only inside one run. The last run is the
     one on the fabric fabric.json holds (the emulator rewrites it per fabric)."""
-    keys = [c for c in RUN_COLUMNS if c in df.columns]
+    keys = run_keys(df)
     if df.empty or not keys:
         return df
     last = df.iloc[-1]
@@ -53,11 +62,33 @@ def one_run(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_name(df: pd.DataFrame) -> str:
-    """'topology algorithm mapping (policy)' of a one-run table, or ''."""
+    """'topology algorithm mapping (policy), label' of a one-run table, or ''."""
     if df.empty or not all(c in df.columns for c in RUN_COLUMNS):
         return ""
     r = df.iloc[0]
-    return f"{r.topology} {r.algorithm} {r.mapping} ({r.policy})"
+    label = r.get("label", "")
+    return f"{r.topology} {r.algorithm} {r.mapping} ({r.policy})" + (f", {label}" if isinstance(label, str) and label else "")
+
+
+def repetition_name(repetition: int, repetitions: int | None = None) -> str:
+    """'rep 2/3' as the progress line counts repetitions (from 1), or 'warm-up'."""
+    if repetition < 0:
+        return "warm-up"
+    return f"rep {repetition + 1}" + (f"/{repetitions}" if repetitions else "")
+
+
+def call_name(df: pd.DataFrame, call: int) -> str:
+    """'8M rep 2/2 (call 7)' of a call in a links.csv table (of one run), as far as it has the columns."""
+    from emulator.metrics import size_name
+    d = df[df.call == call]
+    parts = []
+    if "size_bytes" in d.columns and d.size_bytes.nunique() == 1:
+        size = int(d.size_bytes.iloc[0])
+        parts.append(size_name(size) if size else "workload")   # a workload file's calls have size 0
+        if "repetition" in d.columns and d.repetition.nunique() == 1:
+            counted = df[(df.size_bytes == size) & (df.repetition >= 0)].repetition
+            parts.append(repetition_name(int(d.repetition.iloc[0]), int(counted.max()) + 1 if len(counted) else None))
+    return " ".join(parts + [f"(call {call})" if parts else f"call {call}"])
 
 
 # --- link utilisation over time ------------------------------------------------------------
@@ -97,9 +128,39 @@ def _edges(times: np.ndarray) -> np.ndarray:
     return np.concatenate([[first], times])
 
 
-def utilisation_heatmap(links: pd.DataFrame, path: str, call: int | None = None) -> int:
+def heatmap_extent(runs: list[pd.DataFrame]) -> tuple[float, float]:
+    """(end of the time axis, top of the colour scale) that the heatmaps of
+    several runs share, each of its default call: the longest call and the
+    highest utilisation of any (at least 1), so that a run twice as fast
+    shows half as long, in the same colours."""
+    ends, tops = [0.0], [1.0]
+    for run in runs:
+        _, times, util = utilisation_matrix(run, default_call(run))
+        ends.append(float(times.max()) if len(times) else 0.0)
+        tops.append(float(np.nanmax(util)) if np.isfinite(util).any() else 1.0)
+    return max(ends), max(tops)
+
+
+def sample_ms(links: pd.DataFrame, call: int) -> float:
+    """The monitor's sampling period, from the sample times of a call (ms; NaN: one sample)."""
+    times = np.sort(links[links.call == call].t_s.unique())
+    return float(np.median(np.diff(times))) * 1e3 if len(times) > 1 else float("nan")
+
+
+def explain_above_one(colorbar, label: str, sample: float = float("nan")) -> None:
+    """Mark 1 (the link's rate) on a utilisation colour bar that goes past
+    it, and say under `label` why a sample can: HTB lets a link send a
+    burst, at more than its rate, within one sample (`sample` ms long)."""
+    colorbar.ax.axhline(1.0, color="cyan", lw=1.5)
+    period = f"{sample:.0f} ms " if sample == sample else ""
+    colorbar.set_label(f"{label}\nabove 1 (cyan line): HTB bursts\nwithin one {period}sample", fontsize=8)
+
+
+def utilisation_heatmap(links: pd.DataFrame, path: str, call: int | None = None,
+                        extent: tuple[float, float] | None = None) -> int:
     """Links x time coloured by utilisation, for one call; returns the call.
-    The hot rows at the top show where a step's flows pile up."""
+    The hot rows at the top show where a step's flows pile up. `extent`:
+    (end of the time axis, top of the colour scale) shared with other runs'."""
     links = one_run(links)
     call = default_call(links) if call is None else call
     labels, times, util = utilisation_matrix(links, call)
@@ -108,16 +169,20 @@ def utilisation_heatmap(links: pd.DataFrame, path: str, call: int | None = None)
     fig, ax = plt.subplots(figsize=(10, 1.5 + 0.22 * max(len(shown), 4)))
     cmap = plt.get_cmap("inferno").with_extremes(bad="lightgrey")   # no sample: grey
     vmax = max(1.0, float(np.nanmax(util))) if np.isfinite(util).any() else 1.0
+    if extent:
+        vmax = max(vmax, extent[1])
     mesh = ax.pcolormesh(_edges(times), np.arange(len(shown) + 1), np.ma.masked_invalid(util[:len(shown)]),
                          cmap=cmap, vmin=0.0, vmax=vmax)
     ax.set_yticks(np.arange(len(shown)) + 0.5, shown, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("time since the call started (s)")
-    fig.colorbar(mesh, ax=ax, label="utilisation (fraction of link rate)")
-    title = f"link utilisation, call {call}"
-    sizes = links[links.call == call].size_bytes.unique() if "size_bytes" in links.columns else []
-    if len(sizes) == 1:
-        title += f" ({int(sizes[0])} bytes)"
+    if extent:
+        ax.set_xlim(0.0, max(extent[0], float(times.max()) if len(times) else 0.0))
+    ax.set_xlabel("time since the call started (s)" + (", the same axis for every run" if extent else ""))
+    label = "utilisation (fraction of link rate)"
+    colorbar = fig.colorbar(mesh, ax=ax, label=label)
+    if vmax > 1.0:
+        explain_above_one(colorbar, label, sample_ms(links, call))
+    title = f"link utilisation, {call_name(links, call)}"
     name = run_name(links)
     ax.set_title(title + (f"\n{name}" if name else ""), fontsize=10)
     if len(labels) > len(shown):
@@ -173,34 +238,81 @@ def link_peaks(fabric: Fabric, peak_util: dict[str, float]) -> list[float | None
     return out
 
 
-def fabric_drawing(fabric: Fabric, peak_util: dict[str, float], path: str, title: str = "") -> None:
-    """The fabric, each link coloured by its peak utilisation (grey: no data),
-    to see at a glance which links a run loaded and which it left idle."""
+def call_use(links: pd.DataFrame, call: int | None = None) -> tuple[dict[str, float], dict[str, float], int]:
+    """({link: peak}, {link: mean}, call): each directed link's highest and
+    mean utilisation over the samples of one call of one run (default: the
+    heatmap's, the last counted call)."""
+    call = default_call(links) if call is None else call
+    util = links[links.call == call].groupby("link").util
+    return ({k: float(v) for k, v in util.max().dropna().items()},
+            {k: float(v) for k, v in util.mean().dropna().items()}, call)
+
+
+IDLE_UTIL = 0.05   # a link used less than this at its peak was idle
+
+
+def fabric_story(fabric: Fabric, peak_util: dict[str, float], mean_util: dict[str, float]) -> str:
+    """One line on what the drawing shows: the busiest switch link (both
+    ways counted apart) with its peak and mean use, the mean over all of
+    them, and how many stayed idle; '' without samples."""
+    kind = "switch" if any(l.kind == "switch" for l in fabric.links) else "host"
+    labels = [link_label(n, p, peer) for l in fabric.links if l.kind == kind
+              for n, p, peer in ((l.a, l.a_port, l.b), (l.b, l.b_port, l.a))]
+    seen = [k for k in labels if k in peak_util and k in mean_util]
+    if not seen:
+        return ""
+    busiest = max(seen, key=lambda k: (mean_util[k], peak_util[k]))
+    idle = sum(peak_util[k] < IDLE_UTIL for k in seen)
+    return (f"busiest {kind} link {busiest}: mean {mean_util[busiest]:.0%}, peak {peak_util[busiest]:.0%}; "
+            f"{kind} links {np.mean([mean_util[k] for k in seen]):.0%} used on average, "
+            f"{idle} of {len(seen)} directions idle")
+
+
+MAX_HOST_LABELS = 64
+
+
+def fabric_drawing(fabric: Fabric, peak_util: dict[str, float], path: str, title: str = "",
+                   mean_util: dict[str, float] | None = None) -> None:
+    """The fabric, each link coloured by its peak utilisation (grey: no data)
+    and, given `mean_util`, as thick as its mean use: which links a run
+    loaded, for how long, and which it left idle. Hosts are named while they fit."""
     from matplotlib.collections import LineCollection
     plt = _pyplot()
     pos = layout(fabric)
     peaks = link_peaks(fabric, peak_util)
+    means = link_peaks(fabric, mean_util) if mean_util else [None] * len(fabric.links)
     xs = [x for x, _ in pos.values()]
-    fig, ax = plt.subplots(figsize=(min(max(6.0, 0.4 * (max(xs) - min(xs) + 2)), 20.0), 5.5))
+    fig, ax = plt.subplots(figsize=(min(max(9.0, 0.4 * (max(xs) - min(xs) + 2)), 20.0), 6.0))
     cmap = plt.get_cmap("plasma")
     vmax = max([1.0] + [p for p in peaks if p is not None])
     norm = plt.Normalize(0.0, vmax)
     segments = [(pos[l.a], pos[l.b]) for l in fabric.links]
     colours = [cmap(norm(p)) if p is not None else (0.75, 0.75, 0.75, 1.0) for p in peaks]
-    widths = [1.8 if l.kind == "switch" else 0.8 for l in fabric.links]
+    widths = [(1.8 if l.kind == "switch" else 0.8) if m is None else
+              (0.6 + (4.0 if l.kind == "switch" else 1.5) * min(m, 1.0)) for l, m in zip(fabric.links, means)]
     ax.add_collection(LineCollection(segments, colors=colours, linewidths=widths, zorder=1))
     switches = [pos[s.name] for s in fabric.switches]
     hosts = [pos[h.name] for h in fabric.hosts]
     if hosts:
         ax.scatter(*zip(*hosts), marker="o", s=12, color="black", zorder=2)
+    if len(fabric.hosts) <= MAX_HOST_LABELS:
+        upright = len(fabric.hosts) > 16   # side by side, names would overlap
+        for h in fabric.hosts:
+            x, y = pos[h.name]
+            above = y > pos[h.switch][1]
+            ax.text(x, y + (0.06 if above else -0.06), h.name, fontsize=6, rotation=90 if upright else 0, zorder=3,
+                    ha="center", va="bottom" if above else "top")
     if len(fabric.switches) <= 40:   # named boxes while they fit
         for s in fabric.switches:
             ax.text(*pos[s.name], s.name, fontsize=7, ha="center", va="center", zorder=3,
                     bbox={"boxstyle": "square,pad=0.3", "fc": "white", "ec": "black", "lw": 0.8})
     else:
         ax.scatter(*zip(*switches), marker="s", s=40, color="white", edgecolors="black", zorder=2)
-    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="peak utilisation (grey: no data)")
-    ax.set_title(title or f"{fabric.topology}: peak link utilisation", fontsize=10)
+    label = "peak utilisation (grey: no data)" + ("; width: mean use" if mean_util else "")
+    colorbar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=label)
+    if vmax > 1.0:
+        explain_above_one(colorbar, label)
+    ax.set_title(title or f"{fabric.topology}: peak link utilisation", fontsize=9)
     ax.autoscale()
     ax.margins(0.05)
     ax.axis("off")
@@ -240,14 +352,15 @@ def timeline_bars(steps: pd.DataFrame, size: int | None = None, repetition: int 
 
 
 def step_timeline(steps: pd.DataFrame, path: str, size: int | None = None,
-                  repetition: int | None = None) -> tuple[int, int]:
+                  repetition: int | None = None, t_end: float | None = None) -> tuple[int, int]:
     """Each rank's steps as bars over time, the model's step ends as ticks;
-    returns (size, repetition). Shows which step stretched and who waited."""
+    returns (size, repetition). Shows which step stretched and who waited.
+    `t_end`: the end of a time axis shared with other runs' timelines."""
     bars = timeline_bars(steps, size, repetition)
     size, repetition = int(bars.size_bytes.iloc[0]), int(bars.repetition.iloc[0])
     plt = _pyplot()
     ranks = bars["rank"].nunique()
-    fig, ax = plt.subplots(figsize=(10, min(max(3.0, 1.5 + 0.25 * ranks), 30.0)))
+    fig, ax = plt.subplots(figsize=(12, min(max(3.0, 1.5 + 0.25 * ranks), 30.0)))
     phases = list(dict.fromkeys(bars.phase))
     colour = {p: f"C{i % 10}" for i, p in enumerate(phases)}
     for phase in phases:
@@ -262,10 +375,14 @@ def step_timeline(steps: pd.DataFrame, path: str, size: int | None = None,
     ax.invert_yaxis()
     ax.set_ylabel("rank")
     ax.set_xlabel("time since the call started (s)")
-    name = run_name(one_run(steps))
-    ax.set_title(f"steps of one call: {size} bytes, repetition {repetition}" + (f"\n{name}" if name else ""),
-                 fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    run = one_run(steps)
+    name = run_name(run)
+    counted = run[(run.size_bytes == size) & (run.repetition >= 0)].repetition
+    what = repetition_name(repetition, int(counted.max()) + 1 if len(counted) else None)
+    ax.set_title(f"steps of one call: {size} bytes, {what}" + (f"\n{name}" if name else ""), fontsize=10)
+    if t_end:
+        ax.set_xlim(0.0, max(t_end, float(bars.end.max())))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)   # beside the ranks
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
     return size, repetition
@@ -282,7 +399,7 @@ def job_timeline(ops: pd.DataFrame, path: str, repetition: int | None = None) ->
     rows = list(dict.fromkeys(zip(d.job, d["rank"])))
     jobs = list(dict.fromkeys(d.job))
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, min(max(3.0, 1.5 + 0.25 * len(rows)), 30.0)))
+    fig, ax = plt.subplots(figsize=(12, min(max(3.0, 1.5 + 0.25 * len(rows)), 30.0)))
     y = {row: i for i, row in enumerate(rows)}
     for job in jobs:
         mine = d[d.job == job]
@@ -297,8 +414,9 @@ def job_timeline(ops: pd.DataFrame, path: str, repetition: int | None = None) ->
     ax.set_yticklabels([f"{job} {rank}" for job, rank in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("time since the call started (s)")
-    ax.set_title(f"jobs over time, repetition {repetition}: pale = compute, full = communication", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"jobs over time, {repetition_name(repetition, int(ops.repetition.max()) + 1)}: pale = compute, "
+                 "full = communication", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)   # beside the ranks
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
     return repetition

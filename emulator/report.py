@@ -14,7 +14,8 @@ from emulator.metrics import busbw_mbps
 from emulator.model import link_loads_per_step
 from emulator.results import SPEC_KEYS
 from emulator.spec import RunSpec
-from emulator.plots import (RUN_COLUMNS, fabric_drawing, job_link_bars, job_timeline, one_run, run_name, step_timeline,
+from emulator.plots import (RUN_COLUMNS, call_name, call_use, fabric_drawing, fabric_story, heatmap_extent,
+                            job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
                             utilisation_heatmap)
 from emulator.tables import TABLES, TableError, read_fabric, read_table
 
@@ -50,6 +51,26 @@ def summarise(d: pd.DataFrame) -> pd.DataFrame:
     out["rate_mbps"] = out.host_rate_mbps
     out["meas_over_model"] = out.time_s / out.model_time_s
     return out
+
+
+SUMMARY_FIELDS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", *SPEC_KEYS, "label",
+                  "size_bytes", "reps", "time_s", "busbw_mbps", "model_time_s", "model_busbw_mbps", "meas_over_model",
+                  "max_link_util", "mean_link_util", "queue_drops", "tcp_retrans", "fidelity_ok"]
+JOB_SUMMARY_FIELDS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "label", "iterations",
+                      "time_s", "compute_s", "comm_s", "model_time_s", "meas_over_model", "alone_s",
+                      "alone_model_s", "measured_slowdown", "slowdown", "ok"]
+
+
+def summary_records(out_dir: str) -> dict:
+    """summary.txt's tables as data: {"collectives": a record per run and
+    size, "jobs": a record per run and job}, each empty where the folder has
+    no such table; blanks are None."""
+    import json
+    tables = {"collectives": (read_table(os.path.join(out_dir, "collectives.csv")), summarise, SUMMARY_FIELDS),
+              "jobs": (read_table(os.path.join(out_dir, "jobs.csv")), lambda d: job_summary(with_measured_alone(d)),
+                       JOB_SUMMARY_FIELDS)}
+    return {name: [] if d is None else json.loads(how(d)[fields].to_json(orient="records"))
+            for name, (d, how, fields) in tables.items()}
 
 
 def format_summary(s: pd.DataFrame) -> str:
@@ -156,7 +177,7 @@ def write_report(out_dir: str, plans) -> str:
         f.write(text + "\n")
     loads = [row for plan in plans if not plan.is_workload for row in link_load_rows(plan)]
     write_csv(os.path.join(out_dir, "link_loads.csv"), LINK_LOAD_COLUMNS, loads)   # a workload's steps differ per job
-    write_plots(out_dir, tables)
+    write_plots(out_dir, tables, {plan.fabric.topology: plan.fabric for plan in plans})
     return text
 
 
@@ -255,19 +276,15 @@ def write_job_links(out_dir: str, plans) -> pd.DataFrame | None:
     return pd.DataFrame(rows, columns=LINK_JOB_COLUMNS) if rows else None
 
 
-def peak_utilisation(links: pd.DataFrame) -> dict[str, float]:
-    """{link label: highest utilisation of any sample}: a link that never
-    got busy was not part of the congestion, whatever its mean."""
-    return {k: float(v) for k, v in links.groupby("link").util.max().dropna().items()}
-
-
-def write_plots(out_dir: str, tables: dict | None = None) -> list[str]:
+def write_plots(out_dir: str, tables: dict | None = None, fabrics: dict | None = None) -> list[str]:
     """heatmap.png (links.csv), fabric.png (fabric.json; coloured from
     links.csv when there is one) and timeline.png (steps.csv), each of the
     last run; a missing input skips its plot. `tables`: read_folder's, read
-    here if not given. Returns the files written."""
+    here if not given; `fabrics`: {topology: Fabric} of the runs (their
+    plans'), for a fabric drawing per run. Returns the files written."""
     tables = tables or read_folder(out_dir)
     links, steps, fabric = tables["links.csv"], tables["steps.csv"], tables["fabric.json"]
+    fabrics = {**(fabrics or {}), **({fabric.topology: fabric} if fabric is not None else {})}
     written = []
 
     def draw(name: str, how, table) -> None:
@@ -281,39 +298,62 @@ def write_plots(out_dir: str, tables: dict | None = None) -> list[str]:
         on_fabric = links
         if links is not None and "topology" in links.columns:
             on_fabric = links[links.topology == fabric.topology]   # fabric.json holds the last fabric only
-        run = one_run(on_fabric) if on_fabric is not None else None
-        peaks = peak_utilisation(run) if run is not None else {}
-        name = run_name(run) if run is not None else ""
-        with replacing(os.path.join(out_dir, "fabric.png")) as tmp:
-            fabric_drawing(fabric, peaks, tmp, f"{fabric.topology}: peak link utilisation" + (f"\n{name}" if name else ""))
-        written.append("fabric.png")
+        draw("fabric.png", lambda run, tmp: draw_fabric(fabric, run, tmp),
+             one_run(on_fabric) if on_fabric is not None else None)
     if steps is not None:
         draw("timeline.png", step_timeline, steps)
     if tables["ops.csv"] is not None:
         draw("jobs.png", job_timeline, tables["ops.csv"])
     if tables["link_jobs.csv"] is not None:
         draw("job_links.png", job_link_bars, tables["link_jobs.csv"])
-    return written + _plots_per_run(out_dir, links, steps)
+    return written + _plots_per_run(out_dir, links, steps, fabrics)
 
 
-def _plots_per_run(out_dir: str, links, steps) -> list[str]:
-    """With several runs in a folder, a heatmap and a timeline of each too
+def draw_fabric(fabric, run: pd.DataFrame | None, path: str) -> None:
+    """fabric.png of one run's links.csv rows (None or none: drawn grey):
+    each link's peak (colour) and mean (width) use during the heatmap's
+    call, and in the title what that says."""
+    if run is None or run.empty:
+        fabric_drawing(fabric, {}, path, f"{fabric.topology}: no link samples")
+        return
+    peaks, means, call = call_use(run)
+    lines = [f"{fabric.topology}: each link's peak use (colour) and mean use (width), {call_name(run, call)}",
+             run_name(run), fabric_story(fabric, peaks, means)]
+    fabric_drawing(fabric, peaks, path, "\n".join(line for line in lines if line), means)
+
+
+def _plots_per_run(out_dir: str, links, steps, fabrics: dict) -> list[str]:
+    """With several runs in a folder, a heatmap, a fabric drawing (where its
+    fabric is known) and a timeline of each too
     (heatmap-2-halving-doubling-naive-shortest.png, ...), so runs can be
-    compared side by side."""
+    compared side by side: heatmaps on one time axis and colour scale,
+    timelines on one time axis."""
     written = []
-    for name, table, plot_run in (("heatmap", links, utilisation_heatmap), ("timeline", steps, step_timeline)):
+
+    def draw(slug: str, how, *args, **kwargs) -> None:
+        with replacing(os.path.join(out_dir, slug)) as tmp:
+            how(*args, tmp, **kwargs)
+        written.append(slug)
+
+    for name, table in (("heatmap", links), ("timeline", steps)):
         if table is None or not set(RUN_COLUMNS) <= set(table.columns):
             continue
-        runs = list(table.groupby(RUN_COLUMNS, sort=False))
+        runs = runs_of(table)
         if len(runs) < 2:
             continue
-        for i, (key, run) in enumerate(runs, 1):
-            topology, policy, algorithm, mapping = (key[RUN_COLUMNS.index(c)] for c in
-                                                    ("topology", "policy", "algorithm", "mapping"))
-            slug = f"{name}-{i}-{algorithm}-{mapping}-{policy}.png"
-            with replacing(os.path.join(out_dir, slug)) as tmp:
-                plot_run(run, tmp)
-            written.append(slug)
+        if name == "heatmap":
+            extent = heatmap_extent(runs)
+        else:
+            t_end = max(float(timeline_bars(run).end.max()) for run in runs)
+        for i, run in enumerate(runs, 1):
+            first = run.iloc[0]
+            slug = f"{i}-{first.algorithm}-{first.mapping}-{first.policy}.png"
+            if name == "heatmap":
+                draw(f"heatmap-{slug}", utilisation_heatmap, run, extent=extent)
+                if first.topology in fabrics:
+                    draw(f"fabric-{slug}", draw_fabric, fabrics[first.topology], run)
+            else:
+                draw(f"timeline-{slug}", step_timeline, run, t_end=t_end)
     return written
 
 
@@ -404,5 +444,6 @@ def demo_story(out_dir: str) -> str:
                          f"faster; measured {speedup:.1f}x: see the verdicts above for whether this machine, "
                          "not the network, set the pace (`bigraph-emu calibrate`, lower rates).")
     lines.append(f"#   See in {out_dir}/: heatmap-*.png (link load over time, one per mapping), "
-                 "timeline-*.png (steps per rank), fabric.png (peak load per link) and busbw.png.")
+                 "timeline-*.png (steps per rank), fabric-*.png (peak and mean load per link, one per mapping) "
+                 "and busbw.png.")
     return "\n".join(lines)

@@ -445,10 +445,24 @@ def load_workload(path: str, fabric: Fabric | None = None, spec: RunSpec | None 
     return workload
 
 
+def workload_file(reference: str) -> tuple[str, str]:
+    """('simai:', FILE) of an imported workload 'simai:FILE', ('', FILE) of a workload file."""
+    from emulator.importers import IMPORTERS
+    fmt, colon, path = reference.partition(":")
+    return (fmt + colon, path) if fmt in IMPORTERS else ("", reference)
+
+
+def workload_files(reference: str) -> list[str]:
+    """Every file a workload reads: its own, and those its jobs import."""
+    from emulator.workload import imported_files
+    prefix, path = workload_file(reference)
+    return [path] if prefix else [path] + imported_files(read_toml(path, "workload file"), path)
+
+
 def _read_workload(path: str):
-    from emulator.importers import IMPORTERS, import_job
+    from emulator.importers import import_job
     from emulator.workload import Workload, WorkloadError, parse_workload
-    if path.partition(":")[0] in IMPORTERS:
+    if workload_file(path)[0]:
         return Workload((import_job(path),), source=path)
     try:
         doc = read_toml(path, "workload file")

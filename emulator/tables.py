@@ -57,7 +57,7 @@ TABLES = {
     "links.csv": Table(
         {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
         {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int",
-         "backlog_bytes": "number?", "drops": "number?"}),
+         "node": "text", "port": "int", "peer": "text", "backlog_bytes": "number?", "drops": "number?"}),
     "ops.csv": Table(
         {"job": "text", "repetition": "int", "rank": "int", "kind": "text", "start_s": "number", "end_s": "number"},
         {"topology": "text", "policy": "text", "mapping": "text", "workload": "text", "label": "text"}),
@@ -161,6 +161,21 @@ def read_runs(folder: str) -> list[dict]:
     if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
         raise TableError(f"{path}: not a results folder's spec.json: it needs \"runs\", a list of run tables")
     return runs
+
+
+def read_workload_copies(folder: str) -> dict[str, str]:
+    """spec.json's workload_copies: {a run's workload as spec.json names it:
+    the copy the folder keeps, its path joined to the folder}; older folders have none."""
+    from emulator.spec import workload_file
+    path = os.path.join(folder, "spec.json")
+    copies = _json(path).get("workload_copies", {})
+    if not isinstance(copies, dict) or not all(isinstance(v, str) for v in copies.values()):
+        raise TableError(f"{path}: workload_copies must be a table of workload = the copy's path")
+    joined = {}
+    for workload, copy in copies.items():
+        prefix, file = workload_file(copy)
+        joined[workload] = prefix + os.path.join(folder, file)
+    return joined
 
 
 def read_fabric(path: str) -> Fabric | None:

@@ -181,6 +181,22 @@ def _job(table: dict, index: int, where: str) -> Job:
     return job
 
 
+def import_path(reference: str, where: str) -> tuple[str, str]:
+    """(format, file) of a job's import = "FORMAT:FILE" in the workload file
+    `where`: a relative FILE is taken beside that file."""
+    fmt, _, path = reference.partition(":")
+    if where.endswith(".toml") and path and not os.path.isabs(path):
+        path = os.path.join(os.path.dirname(where), path)
+    return fmt, path
+
+
+def imported_files(doc: dict, where: str) -> list[str]:
+    """The files the jobs of a workload document import (its TOML file: `where`)."""
+    jobs = doc.get("job", []) if isinstance(doc, dict) else []
+    return [import_path(j["import"], where)[1] for j in jobs
+            if isinstance(j, dict) and isinstance(j.get("import"), str)]
+
+
 def _imported(table: dict, name: str, label: str, where: str) -> Job:
     """A job read from another simulator's file (emulator.importers); its
     path is taken beside the workload file; params are the importer's options."""
@@ -190,9 +206,7 @@ def _imported(table: dict, name: str, label: str, where: str) -> Job:
     if not isinstance(reference, str) or clash:
         raise WorkloadError(f"{label}: import = \"FORMAT:FILE\" takes the job's program and groups from the file; "
                             f"not with {', '.join(clash) or 'a non-text value'}")
-    fmt, _, path = reference.partition(":")
-    if where.endswith(".toml") and path and not os.path.isabs(path):
-        path = os.path.join(os.path.dirname(where), path)
+    fmt, path = import_path(reference, where)
     options = dict(table.get("params", {}))
     if "ranks" in table:
         options["ranks"] = table["ranks"]

@@ -1,6 +1,8 @@
-"""Start the os-ken controller (python -m controller) and wait for routes."""
+"""Start the os-ken controller (python -m controller) and wait for routes;
+read the port counters it keeps."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import socket
@@ -8,6 +10,7 @@ import subprocess
 import sys
 import time
 
+from emulator.linkstats import CONTROLLER_PORTS, PORT_READING_COLUMNS
 from emulator.net import processes
 
 
@@ -26,6 +29,8 @@ class ControllerProcess:
         self.log_path = os.path.join(run_dir, "controller.log")
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        self.ports_path = os.path.join(run_dir, CONTROLLER_PORTS)
+        self._ports_read = 0   # bytes of it read so far
 
     def start(self, timeout_s: float = 60.0) -> None:
         """Start the controller and return once it listens. Python and
@@ -59,6 +64,20 @@ class ControllerProcess:
                     return json.load(f)
             time.sleep(0.1)
         raise RuntimeError(f"not every switch got its routes within {timeout_s}s; see {self.log_path}")
+
+    def port_readings(self) -> list[dict]:
+        """The port counter readings the controller wrote since the last
+        call (whole lines only: it may be writing one), rows of PORT_READING_COLUMNS."""
+        try:
+            with open(self.ports_path, "rb") as f:
+                f.seek(self._ports_read)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        data = data[:data.rfind(b"\n") + 1]
+        self._ports_read += len(data)
+        lines = [line for line in data.decode().splitlines() if line and not line.startswith(PORT_READING_COLUMNS[0] + ",")]
+        return list(csv.DictReader(lines, fieldnames=PORT_READING_COLUMNS))
 
     def _check_alive(self) -> None:
         if self.proc.poll() is not None:

@@ -10,8 +10,9 @@ import os
 import pandas as pd
 
 from emulator.fabric import Fabric
+from emulator.linkstats import link_label
 from emulator.metrics import busbw_mbps
-from emulator.plots import layout, link_label
+from emulator.plots import layout
 from emulator.results import call_time
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")   # what the page links to in the results folder

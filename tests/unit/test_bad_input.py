@@ -515,7 +515,8 @@ def good_folder(folder: str) -> None:
             steps = [[{"start": 0.1 * k, "end": 0.1 * (k + 1), "sent": sum(t.nbytes for t in s.sends),
                        "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(rank)]
                      for rank in plan.schedules[call.size_bytes].steps]
-            links = [{"call": call.index, "t_s": t, "link": f"bgs0:{port}>x", "kind": "switch", "rate_mbps": 50,
+            links = [{"call": call.index, "t_s": t, "link": f"bgs0:{port}>x", "node": "bgs0", "port": port,
+                      "peer": "x", "kind": "switch", "rate_mbps": 50,
                       "tx_bytes": 1000, "tx_packets": 1, "util": 0.5, "backlog_bytes": 0, "drops": 0}
                      for t in (0.1, 0.2) for port in (1, 2)]
             write_call(folder, plan, call, CallRecord(steps, {}, links, []), "user")
@@ -643,6 +644,11 @@ REPORT_CASES = [
     ("spec not UTF-8", [("spec.json", b'{"name": "\xff"}')], ["spec.json", "not JSON"]),
     ("spec nested too deep", [("spec.json", b"[" * 50_000 + b"]" * 50_000)], ["spec.json", "not JSON"]),
     ("spec missing", [("spec.json", None)], ["spec.json", "cannot read"]),
+    ("spec workload copies a list", [("spec.json", b'{"runs": [{}], "workload_copies": [1]}')],
+     ["spec.json", "workload_copies"]),
+    ("spec workload and its copy gone", [("spec.json", b'{"runs": [{"workload": "/nowhere/w.toml"}], '
+                                                      b'"workload_copies": {"/nowhere/w.toml": "workloads/0/w.toml"}}')],
+     ["spec.json: run 1", "workload", "workloads/0/w.toml"]),
     ("fabric a list", [(FABRIC, b"[]")], ["fabric.json", "not a fabric"]),
     ("fabric empty table", [(FABRIC, b"{}")], ["fabric.json", "not a fabric"]),
     ("fabric not JSON", [(FABRIC, b"{")], ["fabric.json", "not JSON"]),

@@ -798,3 +798,84 @@ def test_announce_duration_limit_is_the_one_constant(capsys):
     with pytest.raises(SpecError, match="more than"):
         pipeline.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=False)
     pipeline.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=True)
+
+
+# --- exit codes, --version, --help, --json ---------------------------------------------------
+
+def test_the_readme_tables_every_exit_code():
+    with open(os.path.join(REPO, "README.md")) as f:
+        text = f.read()
+    table = text[text.index("| code | meaning |"):].split("\n\n")[0].splitlines()[2:]
+    rows = [line.split("|")[1].strip() for line in table]
+    assert rows == [str(code) for code in sorted(cli.EXIT_CODES)]
+    assert len(set(cli.EXIT_CODES)) == 5 and pipeline.EXIT_UNTRUSTED not in (0, 1, 2, 130)
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("bigraph-emu ")
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "demo", "cli", "topo", "model", "report", "calibrate", "clean"])
+def test_every_subcommands_help_shows_an_example(capsys, command):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    out = capsys.readouterr().out
+    examples = out[out.index("\nexample"):].strip().splitlines()[1:]
+    assert examples and all(line.startswith(f"  bigraph-emu {command}") for line in examples), out
+
+
+def test_run_help_shows_each_flags_default_and_choices(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())   # argparse wraps lines
+    out = out[out.index("options:"):]
+    for flag, default in (("--repetitions N", "default 2"), ("--warmup N", "default 1"), ("--mtu BYTES", "default 9000"),
+                          ("--minbytes SIZE", "default 1M"), ("--maxbytes SIZE", "default 4M"),
+                          ("--policy POLICY", "default shortest"), ("--host-rate MBPS", "default 50")):
+        assert default in out[out.index(flag):out.index(flag) + 300], flag
+    assert "naive, round-robin, random, hdrm" in out and "shortest, spread, ecmp" in out
+
+
+def test_topo_json_is_the_fabric_and_the_route(capsys):
+    assert cli.main(["topo", "-t", "bigraph:m=2,n=4", "--path", "0", "7", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["topology"] == "bigraph:m=2,n=4" and len(doc["hosts"]) == 8 and doc["tiers"]["upper"] == ["bgs0", "bgs1"]
+    assert len(doc["links"]) == 8 + 4 and "bgs0-bgs2" in doc["switch_links"]
+    assert doc["path"]["src"] == "bgh0" and doc["path"]["dst"] == "bgh7"
+    assert cli.main(["topo", "-t", "bigraph:m=2,n=4", "--path", "0", "7"]) == 0
+    text = capsys.readouterr().out
+    hops = " > ".join(f"{h['node']}:{h['port']}" for h in doc["path"]["hops"])
+    assert f"{hops} > bgh7" in text
+
+
+def test_a_run_whose_calls_fail_the_verdict_exits_3_and_json_says_so(capsys, tmp_path, monkeypatch):
+    """The pipeline for real with a stand-in for the network whose machine
+    was too busy: the run finishes (results renamed in place) with exit code
+    3, its summary as JSON on stdout and everything else on stderr."""
+    import emulator.emulation
+    from webtools import FakeEmulation
+
+    class BusyMachine(FakeEmulation):
+        def replay(self, plan, on_call):
+            def busy(call, record):
+                record.counters["cpu_busy"] = 0.95
+                on_call(call, record)
+            super().replay(plan, busy)
+
+    monkeypatch.setattr(emulator.emulation, "Emulation", BusyMachine)
+    monkeypatch.setattr(pipeline, "capacity_checks", lambda plans: [])
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
+    out = str(tmp_path / "out")
+    argv = ["run", "-t", "bigraph:m=1,n=4", "-b", "8K", "-e", "16K", "-n", "2", "-w", "0", "--out", out]
+    assert cli.main([*argv, "--json"]) == pipeline.EXIT_UNTRUSTED
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["folder"] == out and summary["exit_code"] == 3 and "fidelity verdict" in summary["exit"]
+    assert [(r["size_bytes"], r["reps"], r["fidelity_ok"]) for r in summary["collectives"]] == [(8192, 2, 0), (16384, 2, 0)]
+    assert summary["jobs"] == [] and summary["collectives"][0]["busbw_mbps"] > 0
+    assert "4 of 4 counted calls failed the fidelity verdict" in captured.err and os.path.isdir(out)
+    monkeypatch.setattr(emulator.emulation, "Emulation", FakeEmulation)   # a quiet machine: all ok
+    assert cli.main([*argv[:-1], out + "-2"]) == pipeline.EXIT_OK
+    assert "# results:" in capsys.readouterr().out

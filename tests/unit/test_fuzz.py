@@ -322,7 +322,9 @@ def test_links_a_report_accepts_give_a_heatmap(tmp_path_factory, data):
         run = plots.one_run(d)
         labels, times, util = plots.utilisation_matrix(run, plots.default_call(run))
         assert util.shape == (len(labels), len(times))
-        assert isinstance(report.peak_utilisation(run), dict)
+        peaks, means, _ = plots.call_use(run)
+        assert set(peaks) == set(means) <= set(labels) | set(run.link)
+        assert plots.heatmap_extent([run])[1] >= 1.0
 
 
 @TABLE_FUZZ

@@ -24,9 +24,9 @@ def test_every_directed_link_is_read_from_its_switch_side():
     assert up.kind == down.kind == "host"
     for l in links:
         assert l.dev.startswith("bgs")
+        assert l.label == f"{l.node}:{l.port}>{l.peer}"
         if l.kind == "switch":
-            node, port = l.label.split(">")[0].split(":")
-            assert l.egress and l.dev == f"{node}-eth{port}"
+            assert l.egress and l.dev == f"{l.node}-eth{l.port}"
 
 
 def two_samples(sent_bytes, received_bytes, dt=0.1, backlog=0, drops=0):
@@ -36,15 +36,16 @@ def two_samples(sent_bytes, received_bytes, dt=0.1, backlog=0, drops=0):
     return [a, b]
 
 
-LINKS = [linkstats.DirectedLink("bgs0:3>bgs1", "switch", 8.0, "bgs0-eth3", True),
-         linkstats.DirectedLink("bgh0:0>bgs0", "host", 8.0, "bgs0-eth1", False)]
+LINKS = [linkstats.DirectedLink("bgs0", 3, "bgs1", "switch", 8.0, "bgs0-eth3", True),
+         linkstats.DirectedLink("bgh0", 0, "bgs0", "host", 8.0, "bgs0-eth1", False)]
 
 
 def test_link_rows_turn_counter_deltas_into_utilisation():
     # 8 Mbit/s for 0.1 s is 100 000 bytes: 50 000 bytes is half the rate
     rows = linkstats.link_rows(4, LINKS, two_samples(50_000, 100_000, backlog=18_028, drops=2), t0=9.95)
     switch, host = rows
-    assert switch == {"call": 4, "t_s": pytest.approx(0.15), "link": "bgs0:3>bgs1", "kind": "switch",
+    assert switch == {"call": 4, "t_s": pytest.approx(0.15), "link": "bgs0:3>bgs1", "node": "bgs0", "port": 3,
+                      "peer": "bgs1", "kind": "switch",
                       "rate_mbps": 8.0, "tx_bytes": 50_000, "tx_packets": 10, "util": pytest.approx(0.5),
                       "backlog_bytes": 18_028, "drops": 2}
     assert host["util"] == pytest.approx(1.0)
@@ -105,3 +106,30 @@ def test_machine_totals_over_a_call():
                       "most_drops_port": "bgs0-eth3"}
     quiet = linkstats.machine_totals(first, first, ticks_per_s=100)
     assert (quiet["queue_drops"], quiet["most_drops_port"]) == (0, "")
+
+
+def test_port_rows_keep_the_readings_of_the_call_from_its_start():
+    fabric = bigraph(2, 4)
+    up = next(l for l in fabric.links if l.kind == "switch")
+    readings = [{"t": t, "switch": up.a, "port": str(up.a_port), "tx_bytes": str(tx), "rx_bytes": "7",
+                 "tx_dropped": "0"} for t, tx in ((99.5, 10), (100.4, 20), (101.4, 30), (102.6, 40))]
+    rows = linkstats.port_rows(3, readings, t0=100.0, t1=102.0, fabric=fabric)
+    assert rows == [{"call": 3, "t_s": pytest.approx(0.4), "switch": up.a, "port": up.a_port, "peer": up.b,
+                     "tx_bytes": 20, "rx_bytes": 7, "tx_dropped": 0},
+                    {"call": 3, "t_s": pytest.approx(1.4), "switch": up.a, "port": up.a_port, "peer": up.b,
+                     "tx_bytes": 30, "rx_bytes": 7, "tx_dropped": 0}]
+    assert set(rows[0]) == set(linkstats.PORT_COLUMNS)
+
+
+def test_the_controllers_readings_are_read_once_and_whole_lines_only(tmp_path):
+    from emulator.net.controller_process import ControllerProcess
+    controller = ControllerProcess("fabric.json", "shortest", str(tmp_path))
+    assert controller.port_readings() == []   # nothing written yet
+    path = tmp_path / linkstats.CONTROLLER_PORTS
+    path.write_text(",".join(linkstats.PORT_READING_COLUMNS) + "\n1.5,bgs0,3,10,20,0\n2.5,bgs0")
+    assert controller.port_readings() == [{"t": "1.5", "switch": "bgs0", "port": "3", "tx_bytes": "10",
+                                           "rx_bytes": "20", "tx_dropped": "0"}]
+    with open(path, "a") as f:
+        f.write(",3,11,21,0\n")
+    assert [r["t"] for r in controller.port_readings()] == ["2.5"]
+    assert controller.port_readings() == []

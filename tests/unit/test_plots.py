@@ -229,3 +229,80 @@ def test_job_plots_draw_the_last_run_of_a_folder(tmp_path):
                           {**keys, "link": "bgs0:3>bgs2", "job": "b", "bytes": 2 << 20}])
     job_link_bars(links, str(tmp_path / "links.png"))
     assert (tmp_path / "jobs.png").stat().st_size > 1000 and (tmp_path / "links.png").stat().st_size > 1000
+
+
+# --- runs side by side, scales explained, repetitions counted from 1 ------------------------
+
+def drawn(monkeypatch):
+    """The figure a plot function saves, instead of saving it."""
+    import emulator.plots as plots
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
+    return figures
+
+
+def test_runs_are_told_apart_by_their_place_in_the_experiment():
+    keys = {"topology": "t", "policy": "shortest", "algorithm": "ring", "mapping": "naive"}
+    d = pd.DataFrame([sample(0, 1.0, "x", u, run=r, **keys) for r, u in ((0, 0.1), (0, 0.2), (1, 0.3))])
+    from emulator.plots import run_keys, runs_of
+    assert run_keys(d) == ["run"] and [list(r.util) for r in runs_of(d)] == [[0.1, 0.2], [0.3]]
+    assert list(one_run(d).util) == [0.3]
+    assert run_keys(d.drop(columns="run")) == ["topology", "policy", "algorithm", "mapping"]
+
+
+def test_repetitions_are_named_as_the_progress_line_counts_them():
+    from emulator.plots import call_name, repetition_name
+    assert [repetition_name(-1), repetition_name(0), repetition_name(1, 2)] == ["warm-up", "rep 1", "rep 2/2"]
+    d = pd.DataFrame([sample(c, 1.0, "x", 0.1, size_bytes=size, repetition=rep)
+                      for c, size, rep in ((0, 8192, -1), (1, 8192, 0), (2, 8192, 1), (3, 1 << 20, 0))])
+    assert [call_name(d, c) for c in range(4)] == ["8K warm-up (call 0)", "8K rep 1/2 (call 1)", "8K rep 2/2 (call 2)",
+                                                   "1M rep 1/1 (call 3)"]
+    assert call_name(d.drop(columns=["size_bytes", "repetition"]), 2) == "call 2"
+
+
+def test_heatmaps_of_several_runs_share_the_time_axis_and_the_colour_scale(links, monkeypatch, tmp_path):
+    from emulator.plots import heatmap_extent
+    fast = links.assign(t_s=links.t_s / 2, util=links.util.clip(upper=0.5))   # the same call, twice as fast
+    assert heatmap_extent([links, fast]) == (1.5, 1.0)
+    hot = links.assign(util=links.util * 1.3)                                 # HTB bursts: 0.9 x 1.3 = 1.17
+    assert heatmap_extent([fast, hot]) == pytest.approx((1.5, 1.17))
+    figures = drawn(monkeypatch)
+    utilisation_heatmap(fast, str(tmp_path / "h.png"), extent=heatmap_extent([fast, hot]))
+    ax, colorbar = figures[0].axes
+    assert ax.get_xlim() == (0.0, 1.5) and colorbar.get_ylim()[1] == pytest.approx(1.17)
+    assert "above 1 (cyan line): HTB bursts\nwithin one 250 ms sample" in colorbar.get_ylabel()   # its samples
+    utilisation_heatmap(fast, str(tmp_path / "h.png"))                      # alone: its own axis, scale up to 1
+    ax, colorbar = figures[1].axes
+    assert ax.get_xlim()[1] == 0.75 and "HTB" not in colorbar.get_ylabel()
+
+
+def test_the_timeline_legend_stands_beside_the_ranks(steps, monkeypatch, tmp_path):
+    figures = drawn(monkeypatch)
+    step_timeline(steps, str(tmp_path / "t.png"), t_end=10.0)
+    ax = figures[0].axes[0]
+    anchor = ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    assert anchor.x0 > 1.0                                                   # right of the axes, not over a rank
+    assert ax.get_xlim() == (0.0, 10.0) and "repetition 0" not in ax.get_title()
+    assert "16384 bytes, rep 1/2" in ax.get_title()
+
+
+def test_the_fabric_drawing_names_hosts_and_tells_peak_and_mean_use(monkeypatch, tmp_path):
+    from emulator.plots import call_use, fabric_story
+    fabric = bigraph(2, 4)
+    up = next(l for l in fabric.links if l.kind == "switch")
+    a, b = link_label(up.a, up.a_port, up.b), link_label(up.b, up.b_port, up.a)
+    rows = pd.DataFrame([sample(0, t, label, u) for t, u_a, u_b in ((0.1, 1.2, 0.0), (0.2, 0.4, 0.02))
+                         for label, u in ((a, u_a), (b, u_b))])
+    peaks, means, call = call_use(rows)
+    assert (peaks, call) == ({a: 1.2, b: 0.02}, 0) and means == pytest.approx({a: 0.8, b: 0.01})
+    assert fabric_story(fabric, peaks, means) == (f"busiest switch link {a}: mean 80%, peak 120%; "
+                                                  "switch links 40% used on average, 1 of 2 directions idle")
+    assert fabric_story(fabric, {}, {}) == ""
+    figures = drawn(monkeypatch)
+    fabric_drawing(fabric, peaks, str(tmp_path / "f.png"), "t", means)
+    ax, colorbar = figures[0].axes
+    texts = {t.get_text() for t in ax.texts}
+    assert {h.name for h in fabric.hosts} <= texts
+    widths = ax.collections[0].get_linewidths()
+    assert widths[fabric.links.index(up)] == pytest.approx(0.6 + 4.0 * 0.8)   # as thick as its mean use
+    assert "width: mean use" in colorbar.get_ylabel() and "HTB bursts" in colorbar.get_ylabel()

@@ -15,7 +15,7 @@ from emulator import report
 from emulator.plan import plan_run
 from emulator.linkstats import LINK_COLUMNS
 from emulator.plots import link_label
-from emulator.report import compare, format_compare, peak_utilisation, plot_compare, write_plots, write_report
+from emulator.report import compare, format_compare, plot_compare, write_plots, write_report
 from emulator.results import COLLECTIVE_COLUMNS, STEP_COLUMNS, CallRecord, append_csv, collective_rows, step_rows
 from emulator.spec import make_run
 
@@ -65,11 +65,12 @@ def link_samples(plan, call, util):
     rows = []
     for link in plan.fabric.links:
         (a, ap), (b, bp) = link.ends()
-        for label in (link_label(a, ap, b), link_label(b, bp, a)):
+        for node, port, peer in ((a, ap, b), (b, bp, a)):
             for t in (0.5, 1.0):
                 rows.append({"topology": plan.fabric.topology, "policy": plan.spec.policy,
                              "algorithm": plan.spec.algorithm, "mapping": plan.spec.mapping, "call": call, "t_s": t,
-                             "link": label, "kind": link.kind, "rate_mbps": link.rate_mbps, "tx_bytes": 0,
+                             "link": link_label(node, port, peer), "node": node, "port": port, "peer": peer,
+                             "kind": link.kind, "rate_mbps": link.rate_mbps, "tx_bytes": 0,
                              "tx_packets": 0, "util": util, "backlog_bytes": 0, "drops": 0})
     assert set(LINK_COLUMNS) <= set(rows[0])
     return rows
@@ -77,8 +78,10 @@ def link_samples(plan, call, util):
 
 @pytest.fixture(scope="module")
 def small_plans():
-    return [plan_run(make_run({"topology": "bigraph:m=1,n=4", "algorithm": a, "sizes": "8K:16K:2",
-                               "repetitions": 1, "warmup": 1})) for a in ("ring", "halving-doubling")]
+    """Two runs of an experiment, each in its place (the `run` column)."""
+    return [dataclasses.replace(plan_run(make_run({"topology": "bigraph:m=1,n=4", "algorithm": a, "sizes": "8K:16K:2",
+                                                   "repetitions": 1, "warmup": 1})), run=i)
+            for i, a in enumerate(("ring", "halving-doubling"))]
 
 
 def fake_folder(folder, plans, links=True, steps=True, fabric=True):
@@ -106,6 +109,7 @@ def test_write_report_writes_every_plot(tmp_path, small_plans):
     # several runs in the folder: a heatmap and a timeline of each as well
     per_run = [p for p in plots if p.startswith(("heatmap-", "timeline-"))]
     assert len(per_run) == 4 and not any(".partial" in p for p in os.listdir(tmp_path))
+    assert {"fabric-1-ring-naive-shortest.png", "fabric-2-halving-doubling-naive-shortest.png"} <= set(plots)
     for name in plots:
         assert_png(tmp_path / name)
     assert (tmp_path / "summary.txt").read_text() == text + "\n"
@@ -126,17 +130,30 @@ def test_fabric_is_coloured_by_the_last_run_on_its_fabric(tmp_path, small_plans,
     fake_folder(str(tmp_path), small_plans)
     pd.DataFrame(link_samples(other, 0, 0.99)).to_csv(tmp_path / "links.csv", mode="a", header=False, index=False)
     drawn = {}
-    monkeypatch.setattr(report, "fabric_drawing",
-                        lambda fabric, peaks, path, title: drawn.update(peaks=peaks) or open(path, "w").close())
+    monkeypatch.setattr(report, "fabric_drawing", lambda fabric, peaks, path, title, means=None:
+                        drawn.update(peaks=peaks, means=means, title=title) or open(path, "w").close())
     write_plots(str(tmp_path))
     # fabric.json is bigraph:m=1,n=4; its last run (halving-doubling) peaks at its last call, 3
     peaks = list(drawn["peaks"].values())
     assert len(peaks) == 2 * len(small_plans[0].fabric.links) and peaks == pytest.approx([0.2 + 0.03] * len(peaks))
+    assert drawn["means"] == pytest.approx(drawn["peaks"])   # every sample of the call alike
+    assert "mean use (width)" in drawn["title"] and "busiest switch link" in drawn["title"]
 
 
-def test_peak_utilisation():
-    d = pd.DataFrame({"link": ["a", "a", "b", "c"], "util": [0.2, 0.7, 0.4, float("nan")]})
-    assert peak_utilisation(d) == {"a": 0.7, "b": 0.4}
+def test_runs_that_differ_only_in_keys_beyond_the_plot_keys_get_plots_of_their_own(tmp_path):
+    """compare --vary connections=1,2: two runs alike in topology, policy,
+    algorithm and mapping; the run column keeps their plots apart."""
+    plans = [dataclasses.replace(plan_run(make_run({"topology": "bigraph:m=1,n=4", "sizes": "8K", "repetitions": 1,
+                                                    "warmup": 0, "connections": c, "label": f"connections={c}"})), run=i)
+             for i, c in enumerate((1, 2))]
+    fake_folder(str(tmp_path), plans)
+    links = pd.read_csv(tmp_path / "links.csv")   # the runs' samples, one after the other, as the emulator writes them
+    links.assign(run=[0] * (len(links) // 2) + [1] * (len(links) // 2)).to_csv(tmp_path / "links.csv", index=False)
+    written = write_report(str(tmp_path), plans) and write_plots(str(tmp_path))
+    assert {"heatmap-1-ring-naive-shortest.png", "heatmap-2-ring-naive-shortest.png",
+            "timeline-1-ring-naive-shortest.png", "timeline-2-ring-naive-shortest.png"} <= set(written)
+
+
 
 
 # --- several folders --------------------------------------------------------------------------
@@ -230,3 +247,49 @@ def test_demo_story_tells_which_mapping_congested_and_by_how_much(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "collectives.csv", index=False)
     story = demo_story(str(tmp_path))
     assert "HDRM made" not in story and "measured 1.0x" in story and "The model says HDRM makes it 2.0x" in story
+
+
+# --- a workload's folder keeps the workload ---------------------------------------------------
+
+def test_report_reads_the_workload_the_folder_keeps_after_the_original_has_gone(tmp_path, capsys):
+    """A workload file importing a SimAI file beside it: the run copies both
+    into the folder; with the originals gone, the report plans from the copies
+    and the tables still name the workload as it ran."""
+    from emulator import cli
+    from emulator.pipeline import keep_workloads
+    from emulator.results import write_call
+    original = tmp_path / "mine"
+    (original / "jobs").mkdir(parents=True)
+    shutil.copyfile(os.path.join(MEASURED, "..", "..", "simai-example.txt"), original / "layers.txt")
+    workload = original / "jobs" / "w.toml"
+    workload.write_text('[[job]]\nname = "imported"\nimport = "simai:../layers.txt"\n'
+                        '[[job]]\nname = "small"\nranks = 2\nops = [{op = "allreduce", bytes = "64K"}]\n')
+    spec = make_run({"workload": str(workload), "repetitions": 1, "warmup": 0, "topology": "bigraph:m=3,n=4"})
+    plan = plan_run(spec)
+    folder = tmp_path / "res"
+    folder.mkdir()
+    copies = keep_workloads([spec, dataclasses.replace(spec, mapping="round-robin")], str(folder))
+    assert copies == {str(workload): os.path.join("workloads", "0", "jobs", "w.toml")}
+    assert (folder / "workloads" / "0" / "layers.txt").read_bytes() == (original / "layers.txt").read_bytes()
+    (folder / "spec.json").write_text(json.dumps({"name": "t", "runs": [dataclasses.asdict(spec)],
+                                                  "workload_copies": copies}))
+    ends = plan.predictions[0].step_end_s
+    steps = [[{"start": ends[r][k - 1] if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
+               "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
+             for r in range(plan.ranks)]
+    for call in plan.calls:
+        write_call(str(folder), plan, call, CallRecord(steps, {}), "user")
+    shutil.rmtree(original)
+    assert cli.main(["report", str(folder)]) == 0, capsys.readouterr().err
+    assert set(pd.read_csv(folder / "link_jobs.csv").workload) == {str(workload)}
+    assert "imported" in (folder / "summary.txt").read_text()
+
+
+def test_keep_workloads_copies_an_imported_workload_once(tmp_path):
+    from emulator.pipeline import keep_workloads
+    simai = os.path.normpath(os.path.join(MEASURED, "..", "..", "simai-example.txt"))
+    runs = [make_run({"workload": f"simai:{simai}", "mapping": m}, check_kernel=False) for m in ("naive", "random")]
+    assert keep_workloads(runs, str(tmp_path)) == {f"simai:{simai}": "simai:" + os.path.join("workloads", "0",
+                                                                                              "simai-example.txt")}
+    assert keep_workloads(runs[:0], str(tmp_path / "none")) == {}
+    assert os.listdir(tmp_path) == ["workloads"]
