@@ -70,9 +70,9 @@ FLAGS = [
                                                   "another rate, Mbit/s; or TARGET:rate=MBPS,delay=MS,loss=PCT "
                                                   "with TARGET a link, a host or two tiers (leaf-spine, "
                                                   "host-edge, lower-upper); repeatable"),
-    (("--capture",), "capture", "record these links (pcap, headers only, for Wireshark) during every counted call, "
-                                "into captures/ of the results folder: A-B (two switches) or HOST (its own link), "
-                                "e.g. bgs0-bgs2,bgh3; needs tcpdump"),
+    (("--capture",), "capture", "run and compare: record these links (pcap, headers only, for Wireshark) during "
+                                "every counted call, into captures/ of the results folder: A-B (two switches) or "
+                                "HOST (its own link), e.g. bgs0-bgs2,bgh3; needs tcpdump"),
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
     (("--label",), "label", "free text copied into the results"),
