@@ -72,6 +72,9 @@ FLAGS = [
                                                   "another rate, Mbit/s; or TARGET:rate=MBPS,delay=MS,loss=PCT "
                                                   "with TARGET a link, a host or two tiers (leaf-spine, "
                                                   "host-edge, lower-upper); repeatable"),
+    (("--capture",), "capture", "run and compare: record these links (pcap, headers only, for Wireshark) during "
+                                "every counted call, into captures/ of the results folder: A-B (two switches) or "
+                                "HOST (its own link), e.g. bgs0-bgs2,bgh3; needs tcpdump"),
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
     (("--label",), "label", "free text copied into the results"),
@@ -81,7 +84,7 @@ FLAGS = [
 ]
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
-            "link_events": "T:A-B:down|up", "link_overrides": "LINK:SETTINGS", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
+            "link_events": "T:A-B:down|up", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
             "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE"}
 # --vary accepts a key or its long flag name (policy, host-rate, delay, ...)
 FLAG_KEYS = {flags[-1].lstrip("-"): key for flags, key, _ in FLAGS}

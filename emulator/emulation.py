@@ -14,10 +14,12 @@ import time
 
 from controller.routing import POLICIES, table_from_switch_paths
 from emulator import linkstats, verification
+from emulator.captures import capture_file, capture_rows, captured_links
 from emulator.metrics import payload_efficiency
 from emulator.model import predict
 from emulator.net import counters, interrupts, ovs_buffers, processes
 from emulator.net.agents import START_DELAY_S, AgentFleet
+from emulator.net.capture import LinkCapture
 from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
 from emulator.net.monitor import LinkMonitor
@@ -243,7 +245,11 @@ class Emulation:
         adapts = POLICIES[plan.spec.policy].adapts
         routes_at_start = self._installed_paths() if adapts else None
         retrans, spurious = counters.retransmissions(host_pids), counters.spurious_retransmissions(host_pids)
-        with LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample) as monitor:
+        links = captured_links(self.fabric, plan.spec.capture) if call.repetition >= 0 else []   # counted calls
+        files = [capture_file(plan.run, call.size_bytes, call.repetition, link.name) for link in links]
+        wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the agents the monotonic one
+        with LinkCapture(links, self.run_dir, files) as capture, \
+                LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
         record = CallRecord(steps, {
             **linkstats.machine_totals(monitor.samples[0], monitor.samples[-1], counters.TICKS),
@@ -256,5 +262,6 @@ class Emulation:
         record.machine = linkstats.machine_rows(call.index, monitor.samples, t0, counters.TICKS)
         record.ports = linkstats.port_rows(call.index, self.controller.port_readings(), t0, monitor.samples[-1].t,
                                            self.fabric)
+        record.captures = capture_rows(call.index, links, files, t0 + wall, capture.counts)
         record.counters.update(linkstats.call_figures(record.links, call_time(steps), plan.spec.mtu))
         return record

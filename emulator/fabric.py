@@ -140,6 +140,16 @@ class Fabric:
             return cls.from_dict(json.load(f))
 
 
+def host_of_address(ip: str) -> str | None:
+    """The name of the host a fabric address belongs to (host_address's
+    inverse; the builders name host i HOST_PREFIX + i), None for any other address."""
+    try:
+        index = int(ipaddress.IPv4Address(ip)) - int(ADDRESS_BASE) - 1
+    except ValueError:
+        return None
+    return f"{HOST_PREFIX}{index}" if 0 <= index < (1 << (32 - PREFIX_LEN)) - 2 else None
+
+
 def host_address(index: int) -> tuple[str, str]:
     """(IPv4, MAC) of host `index`; locally administered MACs."""
     ip = ADDRESS_BASE + index + 1

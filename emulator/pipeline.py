@@ -42,6 +42,9 @@ def prepare(experiment: Experiment, out: str | None):
     folder; then what each run asks of this machine's dataplane (a warning
     if more than it emulates faithfully)."""
     plans = [dataclasses.replace(plan_emulated(spec), run=i) for i, spec in enumerate(experiment.runs)]
+    if any(spec.capture for spec in experiment.runs) and shutil.which("tcpdump") is None:
+        raise SpecError("capture: records with tcpdump, which is not installed (apt-get install tcpdump; "
+                        "vm/provision.sh installs it)")
     announce_duration(plans, experiment.yes)
     folder = results_dir(out, experiment.name)
     for plan, check in zip(plans, capacity_checks(plans)):
@@ -198,9 +201,10 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     if page:
         page.folder = out
     tables = " ".join(name for name in ("collectives.csv", "jobs.csv", "ops.csv") if os.path.exists(os.path.join(out, name)))
+    captured = ", captures/ (pcaps), captures.csv, capture_flows.csv" if os.path.exists(os.path.join(out, "captures.csv")) else ""
     print(f"# results: {out}/ {tables} steps.csv, links.csv, machine.csv, summary.txt, "
           f"{'busbw.png, ' if 'collectives' in tables else ''}heatmap.png, fabric.png, timeline.png, "
-          "link_loads.csv, fabric.json")
+          f"link_loads.csv, fabric.json{captured}")
     failed = sum(v != "ok" for v in verdicts)
     if not ok:
         return EXIT_FAILED
@@ -321,6 +325,8 @@ def describe(spec: RunSpec, ranks: int) -> str:
         extra += f", {spec.connections} connections per peer"
     if spec.link_events:
         extra += ", link events " + " ".join(map(str, spec.link_events))
+    if spec.capture:
+        extra += ", capturing " + " ".join(spec.capture)
     return f"# {spec.collective} {spec.algorithm}, {describe_fabric_run(spec, ranks)}{extra}"
 
 

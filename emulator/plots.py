@@ -458,3 +458,65 @@ def last_run(df: pd.DataFrame) -> pd.DataFrame:
         if column in df:
             keep &= (df[column].fillna("") == ("" if pd.isna(last[column]) else last[column])).to_numpy()
     return df[keep]
+
+
+# --- packet captures ------------------------------------------------------------------------
+
+MAX_CAPTURE_PANELS = 8   # (run, link) panels in one figure
+MAX_FLOWS_SHOWN = 8      # per panel, the flows that carried the most bytes
+
+
+def capture_panels(flows: pd.DataFrame) -> list[tuple[pd.DataFrame, str]]:
+    """capture_flows.csv's rows per panel of capture_flows.png: per run its
+    last captured call (the largest size, as the heatmap's), per captured
+    link of it, with the panel's title; at most MAX_CAPTURE_PANELS."""
+    panels = []
+    for run in runs_of(flows):
+        call = default_call(run)
+        d = run[run.call == call]
+        for link in dict.fromkeys(d.link):
+            one = d[d.link == link]
+            title = (f"{link}: {one.flow.nunique()} flow directions, {int(one.retransmissions.sum())} "
+                     f"retransmissions, {call_name(run, call)}")
+            name = run_name(run)
+            panels.append((one, title + (f"\n{name}" if name else "")))
+    return panels[:MAX_CAPTURE_PANELS]
+
+
+def flow_series(panel: pd.DataFrame, bin_s: float, limit: int = MAX_FLOWS_SHOWN) -> pd.DataFrame:
+    """Mbit/s of a panel's busiest flows (columns, most bytes first) per bin
+    (index: the bin's end), with 0 where a flow sent nothing in a bin, from
+    the end of the bin before the first (a step plot starts there)."""
+    ks = np.rint(panel.t_s.to_numpy() / bin_s).astype(int)
+    ends = np.round(np.arange(ks.min() - 1, ks.max() + 1) * bin_s, 6)
+    top = panel.groupby("flow").bytes.sum().sort_values(ascending=False).index[:limit]
+    grid = panel[panel.flow.isin(top)].pivot_table(index="t_s", columns="flow", values="mbps", aggfunc="sum")
+    return grid.reindex(index=ends, columns=top, fill_value=0.0).fillna(0.0)
+
+
+def capture_plot(flows: pd.DataFrame, path: str, bin_s: float | None = None) -> None:
+    """capture_flows.png: per captured link (and run), the throughput of
+    each TCP flow over the call, from the pcap, one time axis for all;
+    crosses mark the bins in which a flow retransmitted."""
+    from emulator.captures import BIN_S
+    bin_s = bin_s or BIN_S
+    panels = capture_panels(flows)
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 1.0 + 2.6 * len(panels)), sharex=True, squeeze=False)
+    for ax, (panel, title) in zip(axes[:, 0], panels):
+        series = flow_series(panel, bin_s)
+        for flow in series.columns:
+            ax.plot(series.index, series[flow], drawstyle="steps-pre", lw=1.2, label=flow)
+        again = panel[panel.retransmissions > 0]
+        if len(again):
+            ax.scatter(again.t_s, again.mbps, marker="x", color="red", s=30, zorder=3,
+                       label="retransmissions in that bin")
+        rate = pd.to_numeric(panel.rate_mbps, errors="coerce").max() if "rate_mbps" in panel else float("nan")
+        if rate == rate:
+            ax.axhline(rate, color="grey", lw=0.8)
+        ax.set_ylabel(f"Mbit/s per {bin_s * 1e3:.0f} ms")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("time since the call started (s), from the pcap; grey: the link's rate")
+    _save(fig, path)

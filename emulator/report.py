@@ -10,11 +10,12 @@ import os
 
 import pandas as pd
 
+from emulator.captures import FLOW_COLUMNS, flow_rows, read_segments
 from emulator.metrics import busbw_mbps
 from emulator.model import link_loads_per_step
-from emulator.results import SPEC_KEYS
+from emulator.results import SERIES_KEYS, SPEC_KEYS
 from emulator.spec import RunSpec
-from emulator.plots import (RUN_COLUMNS, call_name, call_use, fabric_drawing, fabric_story, heatmap_extent,
+from emulator.plots import (RUN_COLUMNS, call_name, call_use, capture_plot, fabric_drawing, fabric_story, heatmap_extent,
                             job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
                             utilisation_heatmap)
 from emulator.tables import TABLES, TableError, read_fabric, read_table
@@ -175,6 +176,9 @@ def write_report(out_dir: str, plans) -> str:
     text = "\n\n".join(parts)
     with replacing(os.path.join(out_dir, "summary.txt")) as tmp, open(tmp, "w") as f:
         f.write(text + "\n")
+    if tables["capture_flows.csv"] is not None:
+        with replacing(os.path.join(out_dir, "capture_flows.csv")) as tmp:
+            tables["capture_flows.csv"].to_csv(tmp, index=False)
     loads = [row for plan in plans if not plan.is_workload for row in link_load_rows(plan)]
     write_csv(os.path.join(out_dir, "link_loads.csv"), LINK_LOAD_COLUMNS, loads)   # a workload's steps differ per job
     write_plots(out_dir, tables, {plan.fabric.topology: plan.fabric for plan in plans})
@@ -183,10 +187,36 @@ def write_report(out_dir: str, plans) -> str:
 
 def read_folder(out_dir: str) -> dict:
     """Every table and fabric.json the report reads, checked, by file name
-    (None where missing)."""
+    (None where missing); and the flows of the pcaps captures.csv lists."""
     tables = {name: read_table(os.path.join(out_dir, name)) for name in TABLES}
     tables["fabric.json"] = read_fabric(os.path.join(out_dir, "fabric.json"))
+    tables["capture_flows.csv"] = capture_flows(out_dir, tables["captures.csv"])
     return tables
+
+
+CAPTURE_FLOW_COLUMNS = SERIES_KEYS + FLOW_COLUMNS
+
+
+def capture_flows(out_dir: str, captures: pd.DataFrame | None) -> pd.DataFrame | None:
+    """capture_flows.csv: every pcap of captures.csv read with scapy into
+    each flow's throughput and retransmissions per bin, with its run, call
+    and link (None: no captures). TableError names a pcap that is missing or
+    not one."""
+    if captures is None:
+        return None
+    rows = []
+    for capture in captures.to_dict("records"):
+        path = os.path.join(out_dir, capture["file"])
+        if not os.path.isfile(path):
+            raise TableError(f"{os.path.join(out_dir, 'captures.csv')} names {capture['file']}, which is missing")
+        try:
+            segments = read_segments(path, capture["start_unix_s"])
+        except ValueError as e:
+            raise TableError(str(e)) from None
+        keys = {k: capture[k] for k in SERIES_KEYS if k in capture}
+        rows += [{**keys, "call": capture["call"], "link": capture["link"], "rate_mbps": capture.get("rate_mbps", ""),
+                  **row} for row in flow_rows(segments)]
+    return pd.DataFrame(rows, columns=[c for c in CAPTURE_FLOW_COLUMNS if c not in SERIES_KEYS or c in captures])
 
 
 @contextlib.contextmanager
@@ -306,6 +336,9 @@ def write_plots(out_dir: str, tables: dict | None = None, fabrics: dict | None =
         draw("jobs.png", job_timeline, tables["ops.csv"])
     if tables["link_jobs.csv"] is not None:
         draw("job_links.png", job_link_bars, tables["link_jobs.csv"])
+    flows = tables.get("capture_flows.csv")
+    if flows is not None and not flows.empty:
+        draw("capture_flows.png", capture_plot, flows)
     return written + _plots_per_run(out_dir, links, steps, fabrics)
 
 

@@ -7,6 +7,7 @@ import csv
 import os
 from dataclasses import dataclass, field
 
+from emulator.captures import CAPTURE_COLUMNS
 from emulator.linkstats import LINK_COLUMNS, MACHINE_COLUMNS, PORT_COLUMNS
 from emulator.metrics import algbw_mbps, busbw_mbps
 
@@ -19,6 +20,7 @@ class CallRecord:
     links: list[dict] = field(default_factory=list)     # links.csv rows of this call
     machine: list[dict] = field(default_factory=list)   # machine.csv rows of this call
     ports: list[dict] = field(default_factory=list)     # ports.csv rows of this call (the controller's counters)
+    captures: list[dict] = field(default_factory=list)  # captures.csv rows of this call (its pcaps)
     model_time_s: float | None = None   # the model on the routes in force, if they differ from the plan's
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
@@ -153,10 +155,11 @@ SERIES_KEYS = ["run", "topology", "policy", "algorithm", "mapping", "label", "si
 LINK_SERIES_COLUMNS = SERIES_KEYS + LINK_COLUMNS
 MACHINE_SERIES_COLUMNS = SERIES_KEYS + MACHINE_COLUMNS
 PORT_SERIES_COLUMNS = SERIES_KEYS + PORT_COLUMNS
+CAPTURE_SERIES_COLUMNS = SERIES_KEYS + CAPTURE_COLUMNS
 
 
 def series_rows(plan, call, rows: list[dict]) -> list[dict]:
-    """links.csv, machine.csv or ports.csv rows of a call, with the run and call they belong to."""
+    """links.csv, machine.csv, ports.csv or captures.csv rows of a call, with the run and call they belong to."""
     keys = {**_run_keys(plan), "size_bytes": call.size_bytes, "repetition": call.repetition}
     return [{**keys, **r} for r in rows]
 
@@ -179,6 +182,8 @@ def write_call(out_dir: str, plan, call, rec: CallRecord, datapath: str) -> dict
     append_csv(os.path.join(out_dir, "machine.csv"), MACHINE_SERIES_COLUMNS, series_rows(plan, call, rec.machine))
     if rec.ports:
         append_csv(os.path.join(out_dir, "ports.csv"), PORT_SERIES_COLUMNS, series_rows(plan, call, rec.ports))
+    if rec.captures:
+        append_csv(os.path.join(out_dir, "captures.csv"), CAPTURE_SERIES_COLUMNS, series_rows(plan, call, rec.captures))
     return row
 
 

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 
 from controller.routing import POLICIES
+from emulator.captures import captured_links
 from emulator.fabric import Fabric
 from emulator.inputs import as_name, is_name, shorten, to_float, to_int
 from emulator.mapping import MAPPINGS, hosts_for_ranks
@@ -131,6 +132,8 @@ class RunSpec:
                                        # its jobs leave open (see emulator/workload.py)
     link_overrides: tuple[LinkOverride, ...] = ()   # "A-B:RATE" or "HOST:RATE": one link at another rate
     monitor_interval_ms: float = 100.0  # link counters sampled this often (10..1000 ms)
+    capture: tuple[str, ...] = ()      # links recorded (pcap, headers only) during every counted call:
+                                       # "A-B" (two switches) or "HOST" (its own link); see emulator/captures.py
     model_alpha_us: float = 500.0      # per-message latency the model adds
     label: str = ""                    # free text carried into the results
 
@@ -185,6 +188,8 @@ def _convert(key: str, value):
         return _link_events(value)
     if key == "link_overrides":
         return _link_overrides(value)
+    if key == "capture":
+        return _link_names(key, value)
     kind = FIELDS[key].type
     if kind == "str":
         if not isinstance(value, str):   # a TOML list or number is no name
@@ -194,6 +199,18 @@ def _convert(key: str, value):
         return to_int(value) if kind == "int" else to_float(value)
     except ValueError:
         raise SpecError(f"{key}: expected {kind}, got {shorten(repr(value))}") from None
+
+
+def _link_names(key: str, value) -> tuple[str, ...]:
+    """'bgs0-bgs2,bgh3' or a list of such names -> the names."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+        raise SpecError(f"{key}: expected link names (A-B or HOST), comma-separated or a list, got "
+                        f"{shorten(repr(value))}")
+    names = tuple(v.strip() for v in items if v.strip())
+    if len(names) < len(items):
+        raise SpecError(f"{key}: {shorten(repr(value))} has an empty link name")
+    return names
 
 
 def _sizes(value) -> tuple[int, ...]:
@@ -331,6 +348,10 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
         _check_algorithm(spec)
         _check_placement(spec, fabric)
     check_link_events(spec.link_events, fabric)
+    try:
+        captured_links(fabric, spec.capture)
+    except ValueError as e:
+        raise SpecError(f"capture: {e}") from None
     if has_netem is not None:
         _check_netem(spec, has_netem)
     return fabric

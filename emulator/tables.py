@@ -58,6 +58,9 @@ TABLES = {
         {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
         {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int",
          "node": "text", "port": "int", "peer": "text", "backlog_bytes": "number?", "drops": "number?"}),
+    "captures.csv": Table(
+        {"call": "int", "link": "text", "file": "text", "start_unix_s": "number"},
+        {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int", "rate_mbps": "number?"}),
     "ops.csv": Table(
         {"job": "text", "repetition": "int", "rank": "int", "kind": "text", "start_s": "number", "end_s": "number"},
         {"topology": "text", "policy": "text", "mapping": "text", "workload": "text", "label": "text"}),

@@ -879,3 +879,11 @@ def test_a_run_whose_calls_fail_the_verdict_exits_3_and_json_says_so(capsys, tmp
     monkeypatch.setattr(emulator.emulation, "Emulation", FakeEmulation)   # a quiet machine: all ok
     assert cli.main([*argv[:-1], out + "-2"]) == pipeline.EXIT_OK
     assert "# results:" in capsys.readouterr().out
+
+
+def test_a_capture_without_tcpdump_is_refused_before_the_root_check(capsys, tmp_path, non_root_userspace, monkeypatch):
+    monkeypatch.setattr(pipeline.shutil, "which", lambda name: None)
+    out = tmp_path / "out"
+    assert cli.main(["run", "-b", "1M", "--capture", "bgs0-bgs2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "capture" in err and "tcpdump" in err and "needs root" not in err and not out.exists()

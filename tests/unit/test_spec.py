@@ -64,6 +64,7 @@ FROM_STRINGS = {
     "label": ("hello world", "hello world"),
     "workload": (TWO_TENANTS, TWO_TENANTS),
     "link_overrides": ("bgs0-bgs2:5", (LinkOverride("bgs0", "bgs2", 5.0),)),
+    "capture": ("bgs0-bgs2,bgh3", ("bgs0-bgs2", "bgh3")),
 }
 
 
@@ -122,13 +123,14 @@ def test_each_key_converted_from_string(key):
 
 def test_all_keys_from_strings_at_once():
     values = {**{k: v[0] for k, v in FROM_STRINGS.items()}, "link_events": "1.5:bgs8-bgs0:down",  # fat-tree links
-              "link_overrides": "bgs0-bgs8:5"}
+              "link_overrides": "bgs0-bgs8:5", "capture": "bgs8-bgs0,bgh3"}
     spec = make_run(values)
     for k, (_, want) in FROM_STRINGS.items():
-        if k not in ("link_events", "link_overrides"):
+        if k not in ("link_events", "link_overrides", "capture"):
             assert getattr(spec, k) == want
     assert spec.link_events == (LinkEvent(1.5, "bgs8", "bgs0", "down"),)
     assert spec.link_overrides == (LinkOverride("bgs0", "bgs8", 5.0),)
+    assert spec.capture == ("bgs8-bgs0", "bgh3")
 
 
 def test_toml_native_types():

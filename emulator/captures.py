@@ -1,0 +1,182 @@
+"""Packet captures of chosen links (pure, no root): which interface records
+a link, where its pcap goes, and what a pcap says, read with scapy: each
+TCP flow's throughput over time and its retransmissions.
+
+A run with `capture = ["bgs0-bgs2", "bgh3"]` records, during every counted
+call, the switch-side interface of each link (switch ports live in the root
+namespace), headers only, one pcap per link and call in captures/ of the
+results folder (emulator/net/capture.py runs tcpdump). One interface sees
+both directions of its link, each packet as it leaves its queue: on the wire.
+captures.csv lists the files; the report turns them into capture_flows.csv.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from emulator.fabric import Fabric, host_of_address
+from emulator.linkstats import interface_name
+from emulator.metrics import size_name
+
+FOLDER = "captures"   # in the results folder
+MAX_CAPTURED_LINKS = 4   # one tcpdump each, on the machine that also forwards every packet
+BIN_S = 0.1           # throughput bins, as the link monitor's default period
+# captures.csv: one row per captured link and call
+CAPTURE_COLUMNS = ["call", "link", "interface", "rate_mbps", "file", "start_unix_s", "packets", "dropped"]
+# capture_flows.csv: one row per flow direction and bin
+FLOW_COLUMNS = ["call", "link", "rate_mbps", "t_s", "flow", "src", "sport", "dst", "dport", "packets", "bytes", "payload_bytes",
+                "mbps", "retransmissions"]
+
+
+@dataclass(frozen=True)
+class CapturedLink:
+    name: str          # as the user named it: "bgs0-bgs2", or "bgh3" for a host's own link
+    interface: str     # the switch-side interface that carries it, e.g. "bgs0-eth3"
+    rate_mbps: float
+
+
+def captured_links(fabric: Fabric, names) -> list[CapturedLink]:
+    """The links named A-B (two switches, either order) or HOST (its own
+    link), each with the switch-side interface to record; ValueError names
+    a link the fabric lacks. Parallel links between A and B are all
+    recorded, named A-B-1, A-B-2, ..."""
+    if len(names) > MAX_CAPTURED_LINKS:
+        raise ValueError(f"{len(names)} links; capture at most {MAX_CAPTURED_LINKS} at once (tcpdump runs on "
+                         "the machine that forwards every packet)")
+    twice = sorted({n for n in names if list(names).count(n) > 1})
+    if twice:
+        raise ValueError(f"{twice[0]} is given twice")
+    captured = []
+    for name in names:
+        if name in {h.name for h in fabric.hosts}:
+            host = fabric.host(name)
+            link = fabric.peer(host.switch, host.port)[2]
+            captured.append(CapturedLink(name, interface_name(host.switch, host.port), link.rate_mbps))
+            continue
+        a, _, b = name.partition("-")
+        ends = [(l, (l.a, l.a_port) if l.a == a else (l.b, l.b_port)) for l in fabric.links
+                if l.kind == "switch" and {l.a, l.b} == {a, b}]
+        if not ends:
+            raise ValueError(f"{name!r} is not a link of {fabric.topology}: give two switches, e.g. "
+                             f"{_example(fabric)} ('bigraph-emu topo' lists the switch links), or a host for its "
+                             f"own link, e.g. {fabric.hosts[-1].name}")
+        for k, (link, (node, port)) in enumerate(ends, 1):
+            captured.append(CapturedLink(name if len(ends) == 1 else f"{name}-{k}", interface_name(node, port),
+                                         link.rate_mbps))
+    return captured
+
+
+def _example(fabric: Fabric) -> str:
+    link = next((l for l in fabric.links if l.kind == "switch"), None)
+    return f"{link.a}-{link.b}" if link else "(this fabric has no switch links)"
+
+
+def capture_file(run: int, size_bytes: int, repetition: int, link: str) -> str:
+    """Where a counted call's pcap of a link goes, in the results folder:
+    captures/run0-8M-rep1-bgs0-bgs2.pcap (repetitions counted from 1)."""
+    what = size_name(size_bytes) if size_bytes else "workload"
+    return f"{FOLDER}/run{run}-{what}-rep{repetition + 1}-{link}.pcap"
+
+
+def capture_rows(call: int, links: list[CapturedLink], files: list[str], start_unix_s: float,
+                 counts: list[tuple[int | None, int | None]]) -> list[dict]:
+    """captures.csv's rows of a call (without the run columns): each link's
+    file, the call's start in the pcap's clock (Unix time) and what tcpdump counted."""
+    return [{"call": call, "link": link.name, "interface": link.interface, "rate_mbps": link.rate_mbps, "file": file,
+             "start_unix_s": round(start_unix_s, 6), "packets": "" if captured is None else captured,
+             "dropped": "" if dropped is None else dropped}
+            for link, file, (captured, dropped) in zip(links, files, counts)]
+
+
+def tcpdump_counts(text: str) -> tuple[int | None, int | None]:
+    """(packets captured, packets dropped by the kernel) from what tcpdump
+    prints when it stops; None where it said nothing."""
+    def count(words: str) -> int | None:
+        found = re.search(rf"(\d+) packets? {words}", text)
+        return int(found.group(1)) if found else None
+    return count("captured"), count("dropped by kernel")
+
+
+# --- what a pcap says -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Segment:
+    """One TCP segment as captured (headers only, so lengths come from the headers)."""
+    t: float           # seconds since the call's start
+    src: str           # host name (or address, if not a fabric host)
+    sport: int
+    dst: str
+    dport: int
+    seq: int
+    payload: int       # TCP payload bytes (from the IP header's length)
+    syn_fin: int       # sequence numbers SYN and FIN take (0, 1 or 2)
+    wire_bytes: int    # the frame's length on the wire
+
+
+def read_segments(path: str, start_unix_s: float) -> list[Segment]:
+    """Every TCP segment of a pcap, times from `start_unix_s` (the call's
+    start); ValueError if the file is not a pcap scapy reads."""
+    from scapy.error import Scapy_Exception
+    from scapy.layers.inet import IP, TCP
+    from scapy.utils import PcapReader
+    segments = []
+    try:
+        with PcapReader(path) as packets:
+            for packet in packets:
+                if IP not in packet or TCP not in packet:
+                    continue
+                ip, tcp = packet[IP], packet[TCP]
+                flags = int(tcp.flags)
+                segments.append(Segment(
+                    float(packet.time) - start_unix_s, host_of_address(ip.src) or ip.src, tcp.sport,
+                    host_of_address(ip.dst) or ip.dst, tcp.dport, tcp.seq,
+                    max(0, ip.len - 4 * ip.ihl - 4 * tcp.dataofs), (flags & 0x02) // 0x02 + (flags & 0x01),
+                    packet.wirelen or len(packet)))
+    except (Scapy_Exception, EOFError, OSError) as e:
+        raise ValueError(f"{path}: not a pcap scapy reads ({e})") from None
+    return segments
+
+
+def retransmitted(segments: list[Segment]) -> list[bool]:
+    """Per segment, whether it carries sequence numbers its flow had sent
+    before (Wireshark's "retransmission", without its finer kinds): the
+    link saw the loss, or a timer fired. Sequence numbers are unwrapped past 2**32."""
+    highest: dict[tuple, int] = {}     # flow -> highest sequence number sent + 1, unwrapped
+    last: dict[tuple, tuple[int, int]] = {}   # flow -> (raw, unwrapped) of its last data segment
+    marks = []
+    for s in segments:
+        length = s.payload + s.syn_fin
+        flow = (s.src, s.sport, s.dst, s.dport)
+        if length == 0:                # a pure acknowledgement
+            marks.append(False)
+            continue
+        raw, unwrapped = last.get(flow, (s.seq, s.seq))
+        seq = unwrapped + ((s.seq - raw + (1 << 31)) % (1 << 32)) - (1 << 31)
+        last[flow] = (s.seq, seq)
+        marks.append(flow in highest and seq < highest[flow])
+        highest[flow] = max(highest.get(flow, seq), seq + length)
+    return marks
+
+
+def flow_rows(segments: list[Segment], bin_s: float = BIN_S) -> list[dict]:
+    """capture_flows.csv's rows of one pcap (without the run and link
+    columns): per flow direction and bin of `bin_s`, its packets, bytes on
+    the wire, TCP payload, throughput (wire Mbit/s) and retransmissions;
+    t_s is the bin's end, as in links.csv. Segments are taken in time order."""
+    segments = sorted(segments, key=lambda s: s.t)
+    bins: dict[tuple, dict] = {}
+    for s, again in zip(segments, retransmitted(segments)):
+        k = math.floor(s.t / bin_s)
+        key = (s.src, s.sport, s.dst, s.dport, k)
+        row = bins.setdefault(key, {"t_s": round((k + 1) * bin_s, 6), "flow": f"{s.src}:{s.sport}>{s.dst}:{s.dport}",
+                                    "src": s.src, "sport": s.sport, "dst": s.dst, "dport": s.dport, "packets": 0,
+                                    "bytes": 0, "payload_bytes": 0, "retransmissions": 0})
+        row["packets"] += 1
+        row["bytes"] += s.wire_bytes
+        row["payload_bytes"] += s.payload
+        row["retransmissions"] += again
+    rows = sorted(bins.values(), key=lambda r: (r["flow"], r["t_s"]))
+    for r in rows:
+        r["mbps"] = round(r["bytes"] * 8 / bin_s / 1e6, 6)
+    return rows
