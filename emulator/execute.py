@@ -99,7 +99,9 @@ def execute(job: Job, page=None) -> int:
     """Bring-up, the program, the results; the exit code (_write_results').
     `page`: the web view (pipeline.web_view), shown the links and each
     rank's state as it goes, then the summary and the plots."""
+    from emulator.captures import capture_file, capture_rows, captured_links
     from emulator.emulation import Emulation
+    from emulator.net.capture import LinkCapture
     from emulator.net.monitor import LinkMonitor
     from emulator.net.programs import Program
     from emulator.pipeline import PARTIAL, describe_fabric_run
@@ -113,7 +115,10 @@ def execute(job: Job, page=None) -> int:
         with Emulation(job.plan, work) as emu:
             slots = R.slots(job.plan.fabric, job.plan.hosts)
             web = ExecWeb(page, job, emu, slots) if page else None
-            with Program(emu.network, slots, work) as program, \
+            links = captured_links(job.plan.fabric, job.plan.spec.capture)
+            files = [capture_file(0, 0, 0, link.name).replace("workload", "program") for link in links]
+            wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the ranks the monotonic one
+            with Program(emu.network, slots, work) as program, LinkCapture(links, work, files) as capture, \
                     LinkMonitor(emu.links, job.plan.spec.monitor_interval_ms / 1e3, web and web.on_sample) as monitor:
                 start(program, emu, slots, work, job.command, job.mpiexec)
                 print(f"# {len(slots)} ranks started; outputs in {work}/{R.RANKS_FOLDER}/<rank>/", flush=True)
@@ -122,6 +127,7 @@ def execute(job: Job, page=None) -> int:
             failed = R.failures(work, exits)
             if job.mpiexec:
                 failed += R.mpiexec_failure(work, program.procs[0].returncode)
+            _write_captures(work, job, capture_rows(0, links, files, program.t0 + wall, capture.counts))
             code, text = _write_results(job, work, slots, exits, program.t0, monitor.samples, emu, stopped, failed)
             if web:
                 web.finished(exits, program.t0, text, work)
@@ -184,6 +190,9 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
                [{**run_keys, **r} for r in links])
     append_csv(os.path.join(work, "machine.csv"), list(run_keys) + linkstats.MACHINE_COLUMNS,
                [{**run_keys, **r} for r in machine])
+    ports = linkstats.port_rows(0, emu.controller.port_readings(), t0, samples[-1].t, job.plan.fabric)
+    append_csv(os.path.join(work, "ports.csv"), list(run_keys) + linkstats.PORT_COLUMNS,
+               [{**run_keys, **r} for r in ports])
     duration = samples[-1].t - samples[0].t
     figures = {**linkstats.machine_totals(samples[0], samples[-1], counters.TICKS),
                **linkstats.call_figures(links, duration, spec.mtu)}
@@ -197,6 +206,15 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     if failed or stopped:
         return EXIT_FAILED, text
     return (EXIT_OK if verdict == "ok" else EXIT_UNTRUSTED), text
+
+
+def _write_captures(work: str, job: Job, rows: list[dict]) -> None:
+    """captures.csv: the pcaps of --capture, which the report reads into capture_flows.csv."""
+    from emulator.captures import CAPTURE_COLUMNS
+    from emulator.results import append_csv
+    if rows:
+        keys = {"run": 0, "topology": job.plan.fabric.topology}
+        append_csv(os.path.join(work, "captures.csv"), list(keys) + CAPTURE_COLUMNS, [{**keys, **r} for r in rows])
 
 
 def summary_text(job: Job, slots, exits, t0: float, figures: dict, verdict: str, stopped: str,
