@@ -697,8 +697,8 @@ def cmd_report(args) -> int:
                             "report it alone")
         return _compare_folders(args.folder, args.plot)
     if _is_program_folder(args.folder[0]):   # exec's: its summary stays, its plots are redrawn
-        from emulator.report import write_plots
-        write_plots(args.folder[0])
+        from emulator.report import write_program_report
+        write_program_report(args.folder[0])
         with open(os.path.join(args.folder[0], "summary.txt")) as f:
             print(f.read(), end="")
         return 0

@@ -177,7 +177,7 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     they did, but the verdict failed) and the summary."""
     from emulator import linkstats
     from emulator.net import counters
-    from emulator.report import write_plots
+    from emulator.report import write_program_report
     from emulator.pipeline import EXIT_FAILED, EXIT_OK, EXIT_UNTRUSTED
     from emulator.results import append_csv, fidelity
     spec = job.plan.spec
@@ -200,7 +200,7 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     text = summary_text(job, slots, exits, t0, figures, verdict, stopped, failed)
     with open(os.path.join(work, "summary.txt"), "w") as f:
         f.write(text + "\n")
-    write_plots(work)
+    write_program_report(work)
     print(_stdout_tail(work, 0))
     print(text)
     if failed or stopped:

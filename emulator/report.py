@@ -176,13 +176,25 @@ def write_report(out_dir: str, plans) -> str:
     text = "\n\n".join(parts)
     with replacing(os.path.join(out_dir, "summary.txt")) as tmp, open(tmp, "w") as f:
         f.write(text + "\n")
-    if tables["capture_flows.csv"] is not None:
-        with replacing(os.path.join(out_dir, "capture_flows.csv")) as tmp:
-            tables["capture_flows.csv"].to_csv(tmp, index=False)
+    write_capture_flows(out_dir, tables)
     loads = [row for plan in plans if not plan.is_workload for row in link_load_rows(plan)]
     write_csv(os.path.join(out_dir, "link_loads.csv"), LINK_LOAD_COLUMNS, loads)   # a workload's steps differ per job
     write_plots(out_dir, tables, {plan.fabric.topology: plan.fabric for plan in plans})
     return text
+
+
+def write_program_report(out_dir: str) -> None:
+    """An `exec` folder's plots and capture_flows.csv (its summary is the program's own)."""
+    tables = read_folder(out_dir)
+    write_capture_flows(out_dir, tables)
+    write_plots(out_dir, tables)
+
+
+def write_capture_flows(out_dir: str, tables: dict) -> None:
+    """capture_flows.csv, if the folder has captures (read_folder reads them)."""
+    if tables["capture_flows.csv"] is not None:
+        with replacing(os.path.join(out_dir, "capture_flows.csv")) as tmp:
+            tables["capture_flows.csv"].to_csv(tmp, index=False)
 
 
 def read_folder(out_dir: str) -> dict:
