@@ -221,6 +221,83 @@ class HopTable(Mapping):
         return self.targets[target]
 
 
+    def paths(self, src: list[str], dst: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """`path` of many host pairs at once, hop by hop over arrays: the
+        switch (its number in `names`) and the egress port of every hop
+        after the source NIC, as (pairs, hops) arrays padded with -1. Only
+        ecmp's hash is worked out pair by pair, and only where a switch has
+        more than one way on."""
+        fabric, nswitch = self.fabric, len(self.names)
+        if not hasattr(self, "_next_key"):   # (switch, port) -> the switch at the far end
+            order = np.lexsort((self.port, self.src))
+            self._width = int(self.port.max(initial=0)) + 1
+            self._next_key = (self.src * self._width + self.port)[order]
+            self._next_switch = self.dst[order]
+        src_host = [fabric.host(h) for h in src]
+        dst_host = [fabric.host(h) for h in dst]
+        cur = np.array([self.number[h.switch] for h in src_host], dtype=np.int64)
+        goal = np.array([self.number[h.switch] for h in dst_host], dtype=np.int64)
+        down = np.array([h.port for h in dst_host], dtype=np.int64)
+        dst_index = np.array([h.index for h in dst_host], dtype=np.int64)
+        hop_switch, hop_port = [], []
+        todo = np.arange(len(src))
+        while todo.size:
+            if len(hop_switch) > nswitch:
+                i = int(todo[0])
+                raise RuntimeError(f"routing loop from {src[i]} to {dst[i]}")
+            here = cur[todo]
+            port = np.empty(todo.size, dtype=np.int64)
+            arrived = here == goal[todo]
+            port[arrived] = down[todo[arrived]]
+            on = np.flatnonzero(~arrived)
+            if on.size:
+                port[on] = self._choose_ports(todo[on], here[on], goal[todo[on]], dst_index[todo[on]], src, dst)
+            switch_col = np.full(len(src), -1, dtype=np.int64)
+            port_col = np.full(len(src), -1, dtype=np.int64)
+            switch_col[todo], port_col[todo] = here, port
+            hop_switch.append(switch_col)
+            hop_port.append(port_col)
+            go = todo[on]
+            key = cur[go] * self._width + port[on]
+            cur[go] = self._next_switch[np.searchsorted(self._next_key, key)]
+            todo = go
+        shape = (len(src), 0)
+        return (np.stack(hop_switch, axis=1) if hop_switch else np.zeros(shape, dtype=np.int64),
+                np.stack(hop_port, axis=1) if hop_port else np.zeros(shape, dtype=np.int64))
+
+    def _choose_ports(self, pairs, here, goal, dst_index, src, dst) -> np.ndarray:
+        """The port `entry` and `out_port` give each pair at switch `here` on
+        its way to switch `goal`."""
+        combo, which = np.unique(here * len(self.names) + goal, return_inverse=True)
+        which = which.ravel()
+        choices = []
+        for key in combo.tolist():
+            s, g = divmod(key, len(self.names))
+            name = (self.names[s], self.names[g])
+            if name not in self.choices:
+                hops, closer, weight = self._target(g)
+                lo, hi = self.first[s], self.first[s + 1]
+                self.choices[name] = self.port[lo:hi][closer[lo:hi]].tolist(), weight[int(hops[s])]
+            choices.append(self.choices[name])
+        count = np.array([len(c[0]) for c in choices], dtype=np.int64)
+        table = np.full((len(choices), int(count.max(initial=1))), -1, dtype=np.int64)
+        for i, (ports, _) in enumerate(choices):
+            table[i, :len(ports)] = ports
+        n = count[which]
+        if self.policy == "shortest":
+            pick = np.zeros(len(pairs), dtype=np.int64)
+        elif self.policy == "spread":
+            weight = np.array([w for _, w in choices], dtype=np.int64)[which]
+            pick = (dst_index // weight) % n
+        else:   # ecmp: out_port's hash, where there is a choice
+            pick = np.zeros(len(pairs), dtype=np.int64)
+            many = np.flatnonzero(n > 1)
+            names = self.names
+            pick[many] = [zlib.crc32(f"{src[p]}>{dst[p]}@{names[s]}".encode()) % k
+                          for p, s, k in zip(pairs[many].tolist(), here[many].tolist(), n[many].tolist())]
+        return table[which, pick]
+
+
 class _HopRow(Mapping):
     """One switch's entries of a HopTable, by destination host."""
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.routing import ForwardingTable, path
-from emulator.fabric import Fabric
+from controller.routing import ForwardingTable, HopTable, path
+from emulator.fabric import HOST_PORT, Fabric
 from emulator.flat import Flat, flat_schedule, flatten, lockstep_rounds
 from emulator.schedule import Schedule
 
@@ -86,7 +86,9 @@ class _Flows:
 
 class _Router:
     """A fabric's directed links (plus a last, infinite pad link) and the
-    routes over them as link ids, each host pair's looked up once."""
+    routes over them as link ids. A next-hop table (HopTable) routes all
+    pairs asked for at once, over arrays; other tables look each host
+    pair's route up once (`path`)."""
 
     def __init__(self, fabric: Fabric, table: ForwardingTable):
         self.fabric, self.table = fabric, table
@@ -95,6 +97,15 @@ class _Router:
         self.delay_s = np.array([link.delay_ms / 1e3 for link in fabric.links for _ in (0, 1)] + [0.0])
         self.index = {link: i for i, link in enumerate(self.links)}
         self.known: dict[tuple[str, str], list[int]] = {}
+        self.by_hops = isinstance(table, HopTable)
+        if self.by_hops:   # (switch number, port) -> directed link id
+            ends = [(table.number[node], port, i) for i, (node, port) in enumerate(self.links)
+                    if node in table.number]
+            number, port, link = np.array(ends, dtype=np.int64).reshape(-1, 3).T
+            self.port_width = int(port.max(initial=0)) + 1
+            key = number * self.port_width + port
+            order = np.argsort(key)
+            self.end_key, self.end_link = key[order], link[order]
 
     def route(self, src: str, dst: str) -> list[int]:
         if (src, dst) not in self.known:   # a host to itself: loopback, no link
@@ -102,13 +113,30 @@ class _Router:
                                                              path(self.fabric, self.table, src, dst)]
         return self.known[(src, dst)]
 
-    def routes(self, hosts, pairs) -> np.ndarray:
+    def routes(self, hosts, src_ranks: np.ndarray, dst_ranks: np.ndarray) -> np.ndarray:
         """Directed link ids of every (src rank, dst rank) pair, padded."""
-        routes = [self.route(hosts[a], hosts[b]) for a, b in pairs]
+        if self.by_hops:
+            return self._hop_routes(hosts, src_ranks, dst_ranks)
+        routes = [self.route(hosts[a], hosts[b]) for a, b in zip(src_ranks.tolist(), dst_ranks.tolist())]
         width = max(map(len, routes), default=1) or 1
         out = np.full((len(routes), width), len(self.links), dtype=np.int64)
         for i, r in enumerate(routes):
             out[i, :len(r)] = r
+        return out
+
+    def _hop_routes(self, hosts, src_ranks: np.ndarray, dst_ranks: np.ndarray) -> np.ndarray:
+        """routes() through HopTable.paths: the same links `path` gives."""
+        src = [hosts[a] for a in src_ranks.tolist()]
+        dst = [hosts[b] for b in dst_ranks.tolist()]
+        apart = np.flatnonzero([a != b for a, b in zip(src, dst)])   # a host to itself: no link
+        switch, port = self.table.paths([src[i] for i in apart], [dst[i] for i in apart])
+        out = np.full((len(src), 1 + switch.shape[1] if apart.size else 1), len(self.links), dtype=np.int64)
+        if apart.size:
+            out[apart, 0] = [self.index[(src[i], HOST_PORT)] for i in apart.tolist()]
+            hop = switch >= 0
+            ids = out[apart, 1:]
+            ids[hop] = self.end_link[np.searchsorted(self.end_key, switch[hop] * self.port_width + port[hop])]
+            out[apart, 1:] = ids
         return out
 
 
@@ -172,7 +200,7 @@ def _flows(router: _Router, flat: Flat, hosts) -> _Flows:
     send_step, src = _owner(step_base, first)
     recv_step = _match_receives(flat, src, dst, nbytes)
     pairs, pair_of = np.unique(src * flat.ranks + dst, return_inverse=True)
-    route = router.routes(hosts, [divmod(int(k), flat.ranks) for k in pairs])[pair_of.ravel()]
+    route = router.routes(hosts, pairs // flat.ranks, pairs % flat.ranks)[pair_of.ravel()]
     return _Flows(
         links=router.links, capacity_mbps=router.capacity, step_base=step_base, first=first,
         step_index=send_step - step_base[src], send_step=send_step, recv_step=recv_step,
