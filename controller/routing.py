@@ -221,53 +221,50 @@ class HopTable(Mapping):
         return self.targets[target]
 
 
-    def paths(self, src: list[str], dst: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """`path` of many host pairs at once, hop by hop over arrays: the
-        switch (its number in `names`) and the egress port of every hop
-        after the source NIC, as (pairs, hops) arrays padded with -1. Only
-        ecmp's hash is worked out pair by pair, and only where a switch has
-        more than one way on."""
-        fabric, nswitch = self.fabric, len(self.names)
-        if not hasattr(self, "_next_key"):   # (switch, port) -> the switch at the far end
-            order = np.lexsort((self.port, self.src))
+    def paths(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`path` of many host pairs at once, hop by hop over arrays; hosts
+        by their position in fabric.hosts. Returns the switch (its number in
+        `names`) and the egress port of every hop after the source NIC, as
+        (pairs, hops) arrays padded with -1. Only ecmp's hash is worked out
+        pair by pair, and only where a switch has more than one way on."""
+        if not hasattr(self, "_host_switch"):
+            hosts = self.fabric.hosts
+            self._host_switch = np.array([self.number[h.switch] for h in hosts], dtype=np.int64)
+            self._host_port = np.array([h.port for h in hosts], dtype=np.int64)
+            self._host_index = np.array([h.index for h in hosts], dtype=np.int64)
+            order = np.lexsort((self.port, self.src))   # (switch, port) -> the switch at the far end
             self._width = int(self.port.max(initial=0)) + 1
             self._next_key = (self.src * self._width + self.port)[order]
             self._next_switch = self.dst[order]
-        src_host = [fabric.host(h) for h in src]
-        dst_host = [fabric.host(h) for h in dst]
-        cur = np.array([self.number[h.switch] for h in src_host], dtype=np.int64)
-        goal = np.array([self.number[h.switch] for h in dst_host], dtype=np.int64)
-        down = np.array([h.port for h in dst_host], dtype=np.int64)
-        dst_index = np.array([h.index for h in dst_host], dtype=np.int64)
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        cur, goal = self._host_switch[src], self._host_switch[dst]
         hop_switch, hop_port = [], []
         todo = np.arange(len(src))
         while todo.size:
-            if len(hop_switch) > nswitch:
-                i = int(todo[0])
-                raise RuntimeError(f"routing loop from {src[i]} to {dst[i]}")
+            if len(hop_switch) > len(self.names):
+                a, b = (self.fabric.hosts[int(h[todo[0]])].name for h in (src, dst))
+                raise RuntimeError(f"routing loop from {a} to {b}")
             here = cur[todo]
             port = np.empty(todo.size, dtype=np.int64)
             arrived = here == goal[todo]
-            port[arrived] = down[todo[arrived]]
+            port[arrived] = self._host_port[dst[todo[arrived]]]
             on = np.flatnonzero(~arrived)
-            if on.size:
-                port[on] = self._choose_ports(todo[on], here[on], goal[todo[on]], dst_index[todo[on]], src, dst)
-            switch_col = np.full(len(src), -1, dtype=np.int64)
-            port_col = np.full(len(src), -1, dtype=np.int64)
-            switch_col[todo], port_col[todo] = here, port
-            hop_switch.append(switch_col)
-            hop_port.append(port_col)
             go = todo[on]
-            key = cur[go] * self._width + port[on]
-            cur[go] = self._next_switch[np.searchsorted(self._next_key, key)]
+            port[on] = self._choose_ports(src[go], dst[go], here[on], goal[go])
+            for column, values in ((hop_switch, here), (hop_port, port)):
+                column.append(np.full(len(src), -1, dtype=np.int64))
+                column[-1][todo] = values
+            cur[go] = self._next_switch[np.searchsorted(self._next_key, here[on] * self._width + port[on])]
             todo = go
-        shape = (len(src), 0)
-        return (np.stack(hop_switch, axis=1) if hop_switch else np.zeros(shape, dtype=np.int64),
-                np.stack(hop_port, axis=1) if hop_port else np.zeros(shape, dtype=np.int64))
+        if not hop_switch:
+            return np.zeros((len(src), 0), dtype=np.int64), np.zeros((len(src), 0), dtype=np.int64)
+        return np.stack(hop_switch, axis=1), np.stack(hop_port, axis=1)
 
-    def _choose_ports(self, pairs, here, goal, dst_index, src, dst) -> np.ndarray:
-        """The port `entry` and `out_port` give each pair at switch `here` on
-        its way to switch `goal`."""
+    def _choose_ports(self, src, dst, here, goal) -> np.ndarray:
+        """The port `entry` and `out_port` give each pair (src, dst hosts)
+        at switch `here` on its way to switch `goal`."""
+        if not here.size:
+            return np.zeros(0, dtype=np.int64)
         combo, which = np.unique(here * len(self.names) + goal, return_inverse=True)
         which = which.ravel()
         choices = []
@@ -279,22 +276,20 @@ class HopTable(Mapping):
                 lo, hi = self.first[s], self.first[s + 1]
                 self.choices[name] = self.port[lo:hi][closer[lo:hi]].tolist(), weight[int(hops[s])]
             choices.append(self.choices[name])
-        count = np.array([len(c[0]) for c in choices], dtype=np.int64)
-        table = np.full((len(choices), int(count.max(initial=1))), -1, dtype=np.int64)
+        count = np.array([len(ports) for ports, _ in choices], dtype=np.int64)
+        table = np.full((len(choices), int(count.max())), -1, dtype=np.int64)
         for i, (ports, _) in enumerate(choices):
             table[i, :len(ports)] = ports
         n = count[which]
-        if self.policy == "shortest":
-            pick = np.zeros(len(pairs), dtype=np.int64)
-        elif self.policy == "spread":
+        pick = np.zeros(len(here), dtype=np.int64)   # "shortest", and wherever there is one way on
+        if self.policy == "spread":
             weight = np.array([w for _, w in choices], dtype=np.int64)[which]
-            pick = (dst_index // weight) % n
-        else:   # ecmp: out_port's hash, where there is a choice
-            pick = np.zeros(len(pairs), dtype=np.int64)
+            pick = (self._host_index[dst] // weight) % n
+        elif self.policy == "ecmp":   # out_port's hash
             many = np.flatnonzero(n > 1)
-            names = self.names
-            pick[many] = [zlib.crc32(f"{src[p]}>{dst[p]}@{names[s]}".encode()) % k
-                          for p, s, k in zip(pairs[many].tolist(), here[many].tolist(), n[many].tolist())]
+            hosts, names = self.fabric.hosts, self.names
+            pick[many] = [zlib.crc32(f"{hosts[a].name}>{hosts[b].name}@{names[s]}".encode()) % k for a, b, s, k in
+                          zip(src[many].tolist(), dst[many].tolist(), here[many].tolist(), n[many].tolist())]
         return table[which, pick]
 
 

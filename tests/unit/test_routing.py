@@ -665,12 +665,12 @@ def test_the_model_tables_paths_at_once_are_path_pair_by_pair(topology, policy):
     from emulator.topology import build
     fabric = build(topology)
     table = routing.model_table(fabric, policy)
-    names = [h.name for h in fabric.hosts]
-    pairs = [(a, b) for a in names for b in names if a != b]
+    pairs = [(a, b) for a in range(len(fabric.hosts)) for b in range(len(fabric.hosts)) if a != b]
     switch, port = table.paths([a for a, _ in pairs], [b for _, b in pairs])
     for (a, b), sw, pt in zip(pairs, switch.tolist(), port.tolist()):
         hops = [(table.names[s], p) for s, p in zip(sw, pt) if s >= 0]
-        assert [(a, routing.HOST_PORT)] + hops == routing.path(fabric, table, a, b)
+        src, dst = fabric.hosts[a].name, fabric.hosts[b].name
+        assert [(src, routing.HOST_PORT)] + hops == routing.path(fabric, table, src, dst)
         assert all(s < 0 for s in sw[len(hops):])
 
 
