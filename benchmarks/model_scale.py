@@ -104,6 +104,10 @@ JOB_CASES = [
      'template = "data-parallel"\nplacement = "naive"\n', False),
     ("data-parallel, halving-doubling", ("bigraph:m=64,n=64", 4096), ("bigraph:m=4,n=8", 32), 1,   # issue 15's
      'template = "data-parallel"\nplacement = "hdrm"\nparams = {algorithm = "halving-doubling"}\n', False),
+    # several jobs at 4096 ranks; as rings, 2 x 2047 steps per rank and call would be 16.8 million step objects
+    ("two tenants, halving-doubling", ("bigraph:m=64,n=64", 2048), ("bigraph:m=4,n=8", 16), 2,
+     'placement = "round-robin"\n'
+     'ops = [{op = "compute", ms = 50}, {op = "allreduce", bytes = "64M", algorithm = "halving-doubling"}]\n', False),
 ]
 TARGET_JOBS_S = 10.0
 PHASES = ("fabric", "routes", "mapping", "schedule", "predict")
@@ -150,6 +154,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="median of this many runs (default 3)")
     p.add_argument("--size", default="64M", help="bytes per rank (default 64M)")
     p.add_argument("--issue15", action="store_true", help="only issue 15's figures (see above)")
+    p.add_argument("--jobs", action="store_true", help="only the jobs (their table, as after the phases)")
     p.add_argument("--large", action="store_true", help="with --issue15: also 131,072 hosts")
     p.add_argument("--every-policy", action="store_true", help="with --issue15: every routing policy")
     p.add_argument("--simai", metavar="PATH", help="a SimAI_analytical binary: only the side by side (see above)")
@@ -175,6 +180,9 @@ def main() -> None:
         issue15(size, args.quick, args.large, args.every_policy)
         return
     repeat = 1 if args.quick else max(1, args.repeat)
+    if args.jobs:
+        jobs(repeat, args.quick)
+        return
     print(f"# flow model speed, median of {repeat}; phases in seconds; 'x base' = large case / baseline case")
     print(f"{'case':34} {'topology':18} {'policy':8} {'hosts':>5} "
           + " ".join(f"{k:>8}" for k in PHASES) + f" {'sum':>7} {'plan_run':>8} {'x base':>7} {'predicted':>9}")
@@ -528,6 +536,20 @@ def simai_workload(ranks: int, size: int) -> str:
             f"allreduce -1 1 ALLREDUCE {size} 1 NONE 0 1 NONE 0 1\n")
 
 
+def simai_inputs(binary: str) -> str:
+    """The astra-sim-alibabacloud folder of the SimAI checkout the binary was
+    built in: it reads inputs/ratio/*.csv relative to its working folder."""
+    folder = os.path.dirname(os.path.realpath(binary))
+    while folder != os.path.dirname(folder):
+        here = os.path.join(folder, "astra-sim-alibabacloud")
+        if os.path.isdir(os.path.join(here, "inputs", "ratio")):
+            return here
+        if os.path.basename(folder) == "astra-sim-alibabacloud" and os.path.isdir(os.path.join(folder, "inputs", "ratio")):
+            return folder
+        folder = os.path.dirname(folder)
+    raise SystemExit(f"no astra-sim-alibabacloud/inputs/ratio above {binary}: pass the binary inside its SimAI checkout")
+
+
 def simai_run(binary: str, ranks: int, size: int, nic_gib_s: float) -> dict:
     """SimAI_analytical on that workload, one GPU and one NIC per server:
     its wall-clock time and the allreduce's time from its EndToEnd CSV
@@ -536,6 +558,7 @@ def simai_run(binary: str, ranks: int, size: int, nic_gib_s: float) -> dict:
     import glob
     with tempfile.TemporaryDirectory(prefix="simai-") as tmp:
         os.mkdir(os.path.join(tmp, "results"))   # the binary writes ./results/<name>EndToEnd.csv
+        os.symlink(simai_inputs(binary), os.path.join(tmp, "astra-sim-alibabacloud"))   # and reads ./astra-sim-...
         with open(os.path.join(tmp, "allreduce.txt"), "w") as f:
             f.write(simai_workload(ranks, size))
         cmd = [os.path.abspath(binary), "-w", "allreduce.txt", "-g", str(ranks), "-g_p_s", "1", "-n_p_s", "1",
