@@ -320,8 +320,8 @@ class _Simulation:
         self.by_recv = np.argsort(flows.recv_step, kind="stable")
         self.recv_first = np.searchsorted(flows.recv_step[self.by_recv], np.arange(nsteps + 1))
         self.step_end = np.full(nsteps, math.nan)
-        self.left = flows.nbytes.copy()
-        self.active = np.zeros(0, dtype=np.int64)
+        self.active = np.zeros(0, dtype=np.int64)   # flows sending, in the order they started
+        self.left = np.zeros(0)                      # bytes each active flow has still to send
         self.rates = np.zeros(0)
         self.stale = False
         # Since the last re-rating: did flows start, and the lowest rate of the flows that drained.
@@ -363,16 +363,16 @@ class _Simulation:
         """Move to the next drain or timed event and handle everything due then."""
         if self.stale:
             self._rerate()
-        drain = self.left[self.active] / self.rates if self.active.size else np.zeros(0)
+        drain = self.left / self.rates if self.active.size else np.zeros(0)
         t_drain = self.t + drain.min() if drain.size else math.inf
         t_next = min(t_drain, self.events[0][0] if self.events else math.inf)
         if math.isinf(t_next):
             raise RuntimeError("flows are stuck at zero rate")
         tol = REL_TOL * t_next
-        self.left[self.active] -= self.rates * (t_next - self.t)
+        self.left -= self.rates * (t_next - self.t)
         self.t = t_next
         if drain.size:
-            done = self.left[self.active] <= self.rates * tol
+            done = self.left <= self.rates * tol
             if t_drain == t_next:
                 done[drain.argmin()] = True   # round-off must not leave the due flow a hair short
             self._drain(done)
@@ -399,7 +399,7 @@ class _Simulation:
         if not done.any():
             return
         gone = self.active[done]
-        self.left[gone] = 0.0
+        self.left = self.left[~done]
         self.drained_rate = min(self.drained_rate, float(self.rates[done].min()))
         self.active, self.rates = self.active[~done], self.rates[~done]
         self.stale = True
@@ -462,6 +462,7 @@ class _Simulation:
         wire = self.f.on_wire[ids]
         if wire.any():
             self.active = np.concatenate((self.active, ids[wire]))
+            self.left = np.concatenate((self.left, self.f.nbytes[ids[wire]]))
             self.stale = self.started_flows = True
         if not wire.all():
             self._deliver(ids[~wire])
