@@ -25,6 +25,33 @@ hosts for every mapping, each through `model_sweep` (what `bigraph-emu
 model` does) in a child process of its own for its peak memory, against
 the same case at ~1024 hosts; all-to-all at 4096 ranks. Children run one
 at a time.
+
+Side by side with SimAI (--simai PATH, PATH a SimAI_analytical binary,
+built outside this project): a 64 MiB ring and halving-doubling allreduce
+over 1,024 and 16,384 ranks on 100 Gbit/s links, each given to both. SimAI's
+analytical backend has no switch topology: it takes a NIC busbw and assumes
+the network never congests. What both can express is a non-blocking fabric
+with one rank per NIC, here a BiGraph with m <= n/2 (every switch has as
+much bandwidth across as down); our model at alpha 0 (SimAI adds no
+latency to messages of 1 MiB or more) and SimAI given the payload rate our
+model gives a link (the wire rate times MTU 9000's header efficiency) as
+its NIC busbw. Then the same fabric with the naive rank mapping under
+halving-doubling, which congests: a placement SimAI takes no input for.
+Both wall-clock times are of a whole process (SimAI's binary, our
+`--one` child), with our model_sweep's own time beside.
+
+The scale plot (--scale-plot DIR): halving-doubling and ring allreduce
+through model_sweep, one child process per case, from 8 to 131,072 hosts on
+BiGraph with HDRM (ring: naive), fat-tree with ECMP and leaf-spine with
+ECMP (both naive), non-blocking shapes of switch radix R: BiGraph n=R,
+m=R/2 and leaf-spine of R leaves, R/2 spines and R/2 hosts a leaf (R*R/2
+hosts each, R = 4..512), fat-trees k = 4..80 (k^3/4 hosts). 100 Gbit/s
+links and 5 us per message (a real cluster's, not the emulator's
+defaults). It writes model-scale.csv after every case and draws
+model-scale.png (busbw, predicted time and the model's own seconds
+against hosts); --resume keeps the cases a CSV in DIR holds, so a stopped
+sweep goes on where it stopped; a case over --case-timeout seconds is
+stopped and recorded as such.
 """
 from __future__ import annotations
 
@@ -77,6 +104,10 @@ JOB_CASES = [
      'template = "data-parallel"\nplacement = "naive"\n', False),
     ("data-parallel, halving-doubling", ("bigraph:m=64,n=64", 4096), ("bigraph:m=4,n=8", 32), 1,   # issue 15's
      'template = "data-parallel"\nplacement = "hdrm"\nparams = {algorithm = "halving-doubling"}\n', False),
+    # several jobs at 4096 ranks; as rings, 2 x 2047 steps per rank and call would be 16.8 million step objects
+    ("two tenants, halving-doubling", ("bigraph:m=64,n=64", 2048), ("bigraph:m=4,n=8", 16), 2,
+     'placement = "round-robin"\n'
+     'ops = [{op = "compute", ms = 50}, {op = "allreduce", bytes = "64M", algorithm = "halving-doubling"}]\n', False),
 ]
 TARGET_JOBS_S = 10.0
 PHASES = ("fabric", "routes", "mapping", "schedule", "predict")
@@ -123,19 +154,35 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="median of this many runs (default 3)")
     p.add_argument("--size", default="64M", help="bytes per rank (default 64M)")
     p.add_argument("--issue15", action="store_true", help="only issue 15's figures (see above)")
+    p.add_argument("--jobs", action="store_true", help="only the jobs (their table, as after the phases)")
     p.add_argument("--large", action="store_true", help="with --issue15: also 131,072 hosts")
     p.add_argument("--every-policy", action="store_true", help="with --issue15: every routing policy")
+    p.add_argument("--simai", metavar="PATH", help="a SimAI_analytical binary: only the side by side (see above)")
+    p.add_argument("--scale-plot", metavar="DIR", help="only the scale plot, into DIR (see above)")
+    p.add_argument("--resume", action="store_true", help="with --scale-plot: keep the cases DIR's CSV holds")
+    p.add_argument("--case-timeout", type=float, default=900.0,
+                   help="with --scale-plot: stop a case after this many seconds (default 900)")
     p.add_argument("--one", nargs=5, metavar=("TOPOLOGY", "COLLECTIVE", "ALGORITHM", "MAPPING", "POLICY"),
                    help=argparse.SUPPRESS)   # a child: one model_sweep, its figures as JSON
+    p.add_argument("--one-spec", default="{}", help=argparse.SUPPRESS)   # the child's other RunSpec fields, JSON
     args = p.parse_args()
     size = parse_size(args.size)
     if args.one:
-        print(json.dumps(one_sweep(*args.one, size)))
+        print(json.dumps(one_sweep(*args.one, size, **json.loads(args.one_spec))))
+        return
+    if args.simai:
+        simai_side_by_side(args.simai, size)
+        return
+    if args.scale_plot:
+        scale_plot(args.scale_plot, size, args.resume, args.case_timeout, args.quick)
         return
     if args.issue15:
         issue15(size, args.quick, args.large, args.every_policy)
         return
     repeat = 1 if args.quick else max(1, args.repeat)
+    if args.jobs:
+        jobs(repeat, args.quick)
+        return
     print(f"# flow model speed, median of {repeat}; phases in seconds; 'x base' = large case / baseline case")
     print(f"{'case':34} {'topology':18} {'policy':8} {'hosts':>5} "
           + " ".join(f"{k:>8}" for k in PHASES) + f" {'sum':>7} {'plan_run':>8} {'x base':>7} {'predicted':>9}")
@@ -219,10 +266,10 @@ LOCKSTEP_ERROR = [   # exact rings with ranks drifting apart take minutes past 2
 ]
 
 
-def one_sweep(topology, collective, algorithm, mapping, policy, size: int, method: str = "auto") -> dict:
+def one_sweep(topology, collective, algorithm, mapping, policy, size: int, method: str = "auto", **spec_fields) -> dict:
     from emulator.plan import model_sweep
     spec = RunSpec(topology=topology, collective=collective, algorithm=algorithm, mapping=mapping, policy=policy,
-                   sizes=(size,), repetitions=1, warmup=0)
+                   sizes=(size,), repetitions=1, warmup=0, **spec_fields)
     t0 = time.perf_counter()
     hosts, predictions = model_sweep(spec, method)
     seconds = time.perf_counter() - t0
@@ -232,13 +279,20 @@ def one_sweep(topology, collective, algorithm, mapping, policy, size: int, metho
             "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
 
 
-def child(case, size: int) -> dict:
-    """one_sweep in a fresh process (its own peak memory); an error as {"error": ...}."""
-    run = subprocess.run([sys.executable, __file__, "--one", *case, "--size", str(size)],
-                         capture_output=True, text=True)
+def child(case, size: int, timeout: float | None = None, **spec_fields) -> dict:
+    """one_sweep in a fresh process (its own peak memory); an error as {"error": ...}.
+    "process_s": the child's whole wall-clock time, imports included."""
+    t0 = time.perf_counter()
+    try:
+        run = subprocess.run([sys.executable, __file__, "--one", *case, "--size", str(size),
+                              "--one-spec", json.dumps(spec_fields)], capture_output=True, text=True,
+                             timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"stopped after {timeout:g} s", "timeout": True, "process_s": time.perf_counter() - t0}
+    took = time.perf_counter() - t0
     if run.returncode:
         return {"error": (run.stderr.strip().splitlines() or ["exit %d" % run.returncode])[-1]}
-    return json.loads(run.stdout)
+    return {**json.loads(run.stdout), "process_s": took}
 
 
 def timed(fn):
@@ -343,6 +397,216 @@ def issue15(size: int, quick: bool, large: bool, every_policy: bool) -> None:
         before_after(size)
         lockstep_error(size)
     scale(size, quick, large, every_policy)
+
+
+# --- the scale plot --------------------------------------------------------------------
+
+SCALE_RATE_MBPS = 100_000.0
+SCALE_ALPHA_US = 5.0
+RADICES = (4, 8, 16, 32, 64, 128, 256, 512)        # BiGraph and leaf-spine: R*R/2 hosts, 8 .. 131,072
+FATTREE_K = (4, 8, 16, 24, 32, 40, 48, 64, 80)    # k^3/4 hosts, 16 .. 128,000
+QUICK_HOSTS = 2048                                 # --quick: up to this many hosts
+# family, topologies, (algorithm, mapping) per line, policy
+SCALE_FAMILIES = [
+    ("BiGraph", [f"bigraph:m={r // 2},n={r}" for r in RADICES],
+     [("halving-doubling", "hdrm"), ("ring", "naive")], "shortest"),
+    ("fat-tree", [f"fattree:k={k}" for k in FATTREE_K],
+     [("halving-doubling", "naive"), ("ring", "naive")], "ecmp"),
+    ("leaf-spine", [f"leafspine:leaves={r},spines={r // 2},hosts={r // 2}" for r in RADICES],
+     [("halving-doubling", "naive"), ("ring", "naive")], "ecmp"),
+]
+SCALE_COLUMNS = ["family", "algorithm", "mapping", "policy", "topology", "hosts", "size_bytes", "rate_mbps",
+                 "alpha_us", "predicted_s", "busbw_gbps", "method", "model_s", "process_s", "peak_gib", "status"]
+
+
+def topology_hosts(topology: str) -> int:
+    from emulator.topology import parse_topology
+    kind, params = parse_topology(topology)
+    if kind == "bigraph":
+        return params["m"] * params["n"]
+    if kind == "fattree":
+        return params["k"] ** 3 // 4
+    return params["leaves"] * params["hosts"]
+
+
+def scale_plot(out: str, size: int, resume: bool, timeout: float, quick: bool) -> None:
+    import csv
+    from emulator.metrics import busbw_mbps
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "model-scale.csv")
+    rows = []
+    if resume and os.path.exists(path):
+        with open(path) as f:
+            rows = [r for r in csv.DictReader(f) if r["status"] == "ok" or r["status"].startswith("stopped")]
+    have = {(r["family"], r["algorithm"], r["topology"]) for r in rows}
+    spec = {"host_rate_mbps": SCALE_RATE_MBPS, "switch_rate_mbps": SCALE_RATE_MBPS, "model_alpha_us": SCALE_ALPHA_US}
+    print(f"# scale plot: allreduce of {size} bytes, {SCALE_RATE_MBPS / 1e3:g} Gbit/s links, "
+          f"{SCALE_ALPHA_US:g} us per message; one child process per case -> {path}")
+    print(f"{'family':10} {'algorithm':17} {'mapping':7} {'topology':42} {'hosts':>6} {'predicted':>10} "
+          f"{'busbw':>11} {'model':>8} {'GiB':>6} method")
+    for family, topologies, lines, policy in SCALE_FAMILIES:
+        for algorithm, mapping in lines:
+            for topology in topologies:
+                hosts = topology_hosts(topology)
+                if (family, algorithm, topology) in have or (quick and hosts > QUICK_HOSTS):
+                    continue
+                got = child((topology, "allreduce", algorithm, mapping, policy), size, timeout, **spec)
+                row = {"family": family, "algorithm": algorithm, "mapping": mapping, "policy": policy,
+                       "topology": topology, "hosts": hosts, "size_bytes": size, "rate_mbps": SCALE_RATE_MBPS,
+                       "alpha_us": SCALE_ALPHA_US, "process_s": f"{got['process_s']:.3f}"}
+                if "error" in got:
+                    row.update(status=got["error"])
+                    print(f"{family:10} {algorithm:17} {mapping:7} {topology:42} {hosts:6d} {got['error']}")
+                else:
+                    busbw = busbw_mbps("allreduce", got["hosts"], size, got["predicted_s"]) / 1e3
+                    row.update(predicted_s=f"{got['predicted_s']:.9g}", busbw_gbps=f"{busbw:.6g}",
+                               method="lock-step" if got["approximated"] else "exact",
+                               model_s=f"{got['seconds']:.3f}", peak_gib=f"{got['peak_gib']:.3f}", status="ok")
+                    print(f"{family:10} {algorithm:17} {mapping:7} {topology:42} {hosts:6d} "
+                          f"{got['predicted_s'] * 1e3:8.2f}ms {busbw:6.2f} Gb/s {got['seconds']:7.2f}s "
+                          f"{got['peak_gib']:6.2f} {row['method']}")
+                rows.append(row)
+                with open(path + ".tmp", "w", newline="") as f:   # after every case: a stop loses one
+                    w = csv.DictWriter(f, SCALE_COLUMNS)
+                    w.writeheader()
+                    w.writerows(rows)
+                os.replace(path + ".tmp", path)
+    png = os.path.join(out, "model-scale.png")
+    draw_scale_plot(rows, png, size)
+    print(f"# wrote {path} and {png}")
+
+
+def draw_scale_plot(rows: list[dict], path: str, size: int) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    colours = {"BiGraph": "tab:blue", "fat-tree": "tab:orange", "leaf-spine": "tab:green"}
+    done = [r for r in rows if r["status"] == "ok"]
+    for family, _, lines, policy in SCALE_FAMILIES:
+        for algorithm, mapping in lines:
+            mine = sorted((r for r in done if r["family"] == family and r["algorithm"] == algorithm),
+                          key=lambda r: int(r["hosts"]))
+            if not mine:
+                continue
+            x = [int(r["hosts"]) for r in mine]
+            label = f"{family} {'HDRM' if mapping == 'hdrm' else {'ecmp': 'ECMP'}.get(policy, policy)}, {algorithm}"
+            style = dict(color=colours[family], ls="-" if algorithm == "halving-doubling" else "--", marker="o", ms=3)
+            axes[0].plot(x, [float(r["busbw_gbps"]) for r in mine], label=label, **style)
+            axes[1].plot(x, [float(r["predicted_s"]) * 1e3 for r in mine], label=label, **style)
+            axes[2].plot(x, [float(r["model_s"]) for r in mine], label=label, **style)
+            lock = [(h, float(r["model_s"])) for h, r in zip(x, mine) if r["method"] == "lock-step"]
+            if lock:
+                axes[2].plot(*zip(*lock), ls="none", marker="s", mfc="none", color=colours[family], ms=7)
+    titles = ("predicted busbw (Gbit/s)", "predicted allreduce time (ms)",
+              "model's own time (s; squares: lock-step)")
+    for ax, title in zip(axes, titles):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("hosts (one rank each)")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].axhline(SCALE_RATE_MBPS / 1e3, color="grey", lw=0.8, ls=":")
+    axes[0].set_ylim(bottom=0)
+    axes[1].set_yscale("log")
+    axes[2].set_yscale("log")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"flow model, allreduce of {size / 2 ** 20:g} MiB per rank, {SCALE_RATE_MBPS / 1e3:g} Gbit/s links, "
+                 f"{SCALE_ALPHA_US:g} us per message (benchmarks/model_scale.py --scale-plot)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --- side by side with SimAI's analytical backend ------------------------------------
+
+SIMAI_RATE_MBPS = 100_000.0   # every link (NICs and switch links), both tools
+# ranks, a non-blocking BiGraph of that many hosts (m <= n/2)
+SIMAI_FABRICS = [(1024, "bigraph:m=16,n=64"), (16_384, "bigraph:m=64,n=256")]
+# algorithm, mapping, policy; the last congests (a placement SimAI has no input for)
+SIMAI_CASES = [("ring", "naive", "shortest"), ("halving-doubling", "hdrm", "shortest"),
+               ("halving-doubling", "naive", "shortest")]
+
+
+def simai_workload(ranks: int, size: int) -> str:
+    """One allreduce of `size` bytes over `ranks` GPUs in SimAI's workload
+    format (as its example/microAllReduce.txt: the forward pass of one layer,
+    a tensor-parallel group of every GPU)."""
+    return (f"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: {ranks} ep: 1 pp: 1 vpp: 1 ga: 1 "
+            f"all_gpus: {ranks} checkpoints: 0 checkpoint_initiates: 0\n1\n"
+            f"allreduce -1 1 ALLREDUCE {size} 1 NONE 0 1 NONE 0 1\n")
+
+
+def simai_inputs(binary: str) -> str:
+    """The astra-sim-alibabacloud folder of the SimAI checkout the binary was
+    built in: it reads inputs/ratio/*.csv relative to its working folder."""
+    folder = os.path.dirname(os.path.realpath(binary))
+    while folder != os.path.dirname(folder):
+        here = os.path.join(folder, "astra-sim-alibabacloud")
+        if os.path.isdir(os.path.join(here, "inputs", "ratio")):
+            return here
+        if os.path.basename(folder) == "astra-sim-alibabacloud" and os.path.isdir(os.path.join(folder, "inputs", "ratio")):
+            return folder
+        folder = os.path.dirname(folder)
+    raise SystemExit(f"no astra-sim-alibabacloud/inputs/ratio above {binary}: pass the binary inside its SimAI checkout")
+
+
+def simai_run(binary: str, ranks: int, size: int, nic_gib_s: float) -> dict:
+    """SimAI_analytical on that workload, one GPU and one NIC per server:
+    its wall-clock time and the allreduce's time from its EndToEnd CSV
+    ("fwd total comm", microseconds)."""
+    import csv
+    import glob
+    with tempfile.TemporaryDirectory(prefix="simai-") as tmp:
+        os.mkdir(os.path.join(tmp, "results"))   # the binary writes ./results/<name>EndToEnd.csv
+        os.symlink(simai_inputs(binary), os.path.join(tmp, "astra-sim-alibabacloud"))   # and reads ./astra-sim-...
+        with open(os.path.join(tmp, "allreduce.txt"), "w") as f:
+            f.write(simai_workload(ranks, size))
+        cmd = [os.path.abspath(binary), "-w", "allreduce.txt", "-g", str(ranks), "-g_p_s", "1", "-n_p_s", "1",
+               "-nic", f"{nic_gib_s:.9g}", "-nv", "1000", "-g_type", "A100", "-r", "bench-"]
+        t0 = time.perf_counter()
+        run = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        took = time.perf_counter() - t0
+        found = glob.glob(os.path.join(tmp, "results", "*EndToEnd.csv"))
+        if run.returncode or not found:
+            tail = (run.stderr.strip() or run.stdout.strip()).splitlines()[-1:] or [f"exit {run.returncode}"]
+            return {"error": f"exit {run.returncode}: {tail[0]}", "process_s": took}
+        with open(found[0]) as f:
+            rows = list(csv.reader(f))
+        header = rows[0]
+        layer = next(r for r in rows[1:] if r and r[0] == "allreduce")
+        comm_us = float(layer[header.index("fwd total comm")])
+        return {"process_s": took, "predicted_s": comm_us * 1e-6, "command": " ".join(cmd[1:])}
+
+
+def simai_side_by_side(binary: str, size: int) -> None:
+    from emulator.metrics import payload_efficiency
+    from emulator.model import alpha_beta_time
+    efficiency = payload_efficiency(RunSpec().mtu)
+    nic_gib_s = SIMAI_RATE_MBPS * 1e6 / 8 * efficiency / 2 ** 30   # SimAI's GBps is 2**30 bytes/s
+    ours_spec = {"host_rate_mbps": SIMAI_RATE_MBPS, "switch_rate_mbps": SIMAI_RATE_MBPS, "model_alpha_us": 0.0}
+    print(f"# side by side with SimAI's analytical backend ({binary}): allreduce of {size} bytes, "
+          f"{SIMAI_RATE_MBPS / 1e3:g} Gbit/s links")
+    print(f"# ours: bigraph-emu's model_sweep, alpha 0, payload {efficiency:.5f} of the wire rate; SimAI: "
+          f"-nic {nic_gib_s:.6g} (GiB/s, the same payload rate), one GPU per server, busbw model")
+    print("# alpha-beta: the closed form at that payload rate; time ratios are ours / SimAI")
+    print(f"{'ranks':>6} {'topology':20} {'algorithm':17} {'mapping':7} {'ours(ms)':>9} {'SimAI(ms)':>9} "
+          f"{'a-b(ms)':>8} {'pred x':>7} {'ours wall':>9} {'(model)':>8} {'SimAI wall':>10} {'wall x':>7} "
+          f"{'ours GiB':>8}")
+    for ranks, topology in SIMAI_FABRICS:
+        for algorithm, mapping, policy in SIMAI_CASES:
+            ours = child((topology, "allreduce", algorithm, mapping, policy), size, **ours_spec)
+            theirs = simai_run(binary, ranks, size, nic_gib_s)
+            if "error" in ours or "error" in theirs:
+                print(f"{ranks:6d} {topology:20} {algorithm:17} {mapping:7} error: "
+                      f"{ours.get('error') or theirs.get('error')}")
+                continue
+            closed = alpha_beta_time("allreduce", algorithm, ranks, size, SIMAI_RATE_MBPS * efficiency, 0.0)
+            print(f"{ranks:6d} {topology:20} {algorithm:17} {mapping:7} {ours['predicted_s'] * 1e3:9.3f} "
+                  f"{theirs['predicted_s'] * 1e3:9.3f} {closed * 1e3:8.3f} "
+                  f"{ours['predicted_s'] / theirs['predicted_s']:7.3f} {ours['process_s']:8.2f}s "
+                  f"{ours['seconds']:7.2f}s {theirs['process_s']:9.2f}s {ours['process_s'] / theirs['process_s']:7.2f} "
+                  f"{ours['peak_gib']:8.2f}{'  (lock-step)' if ours['approximated'] else ''}")
+    print(f"# SimAI's command, in a scratch folder holding the workload: {theirs.get('command', '-')}")
 
 
 if __name__ == "__main__":

@@ -221,6 +221,78 @@ class HopTable(Mapping):
         return self.targets[target]
 
 
+    def paths(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`path` of many host pairs at once, hop by hop over arrays; hosts
+        by their position in fabric.hosts. Returns the switch (its number in
+        `names`) and the egress port of every hop after the source NIC, as
+        (pairs, hops) arrays padded with -1. Only ecmp's hash is worked out
+        pair by pair, and only where a switch has more than one way on."""
+        if not hasattr(self, "_host_switch"):
+            hosts = self.fabric.hosts
+            self._host_switch = np.array([self.number[h.switch] for h in hosts], dtype=np.int64)
+            self._host_port = np.array([h.port for h in hosts], dtype=np.int64)
+            self._host_index = np.array([h.index for h in hosts], dtype=np.int64)
+            order = np.lexsort((self.port, self.src))   # (switch, port) -> the switch at the far end
+            self._width = int(self.port.max(initial=0)) + 1
+            self._next_key = (self.src * self._width + self.port)[order]
+            self._next_switch = self.dst[order]
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        cur, goal = self._host_switch[src], self._host_switch[dst]
+        hop_switch, hop_port = [], []
+        todo = np.arange(len(src))
+        while todo.size:
+            if len(hop_switch) > len(self.names):
+                a, b = (self.fabric.hosts[int(h[todo[0]])].name for h in (src, dst))
+                raise RuntimeError(f"routing loop from {a} to {b}")
+            here = cur[todo]
+            port = np.empty(todo.size, dtype=np.int64)
+            arrived = here == goal[todo]
+            port[arrived] = self._host_port[dst[todo[arrived]]]
+            on = np.flatnonzero(~arrived)
+            go = todo[on]
+            port[on] = self._choose_ports(src[go], dst[go], here[on], goal[go])
+            for column, values in ((hop_switch, here), (hop_port, port)):
+                column.append(np.full(len(src), -1, dtype=np.int64))
+                column[-1][todo] = values
+            cur[go] = self._next_switch[np.searchsorted(self._next_key, here[on] * self._width + port[on])]
+            todo = go
+        if not hop_switch:
+            return np.zeros((len(src), 0), dtype=np.int64), np.zeros((len(src), 0), dtype=np.int64)
+        return np.stack(hop_switch, axis=1), np.stack(hop_port, axis=1)
+
+    def _choose_ports(self, src, dst, here, goal) -> np.ndarray:
+        """The port `entry` and `out_port` give each pair (src, dst hosts)
+        at switch `here` on its way to switch `goal`."""
+        if not here.size:
+            return np.zeros(0, dtype=np.int64)
+        combo, which = np.unique(here * len(self.names) + goal, return_inverse=True)
+        which = which.ravel()
+        choices = []
+        for key in combo.tolist():
+            s, g = divmod(key, len(self.names))
+            name = (self.names[s], self.names[g])
+            if name not in self.choices:
+                hops, closer, weight = self._target(g)
+                lo, hi = self.first[s], self.first[s + 1]
+                self.choices[name] = self.port[lo:hi][closer[lo:hi]].tolist(), weight[int(hops[s])]
+            choices.append(self.choices[name])
+        count = np.array([len(ports) for ports, _ in choices], dtype=np.int64)
+        table = np.full((len(choices), int(count.max())), -1, dtype=np.int64)
+        for i, (ports, _) in enumerate(choices):
+            table[i, :len(ports)] = ports
+        n = count[which]
+        pick = np.zeros(len(here), dtype=np.int64)   # "shortest", and wherever there is one way on
+        if self.policy == "spread":
+            weight = np.array([w for _, w in choices], dtype=np.int64)[which]
+            pick = (self._host_index[dst] // weight) % n
+        elif self.policy == "ecmp":   # out_port's hash
+            many = np.flatnonzero(n > 1)
+            hosts, names = self.fabric.hosts, self.names
+            pick[many] = [zlib.crc32(f"{hosts[a].name}>{hosts[b].name}@{names[s]}".encode()) % k for a, b, s, k in
+                          zip(src[many].tolist(), dst[many].tolist(), here[many].tolist(), n[many].tolist())]
+        return table[which, pick]
+
+
 class _HopRow(Mapping):
     """One switch's entries of a HopTable, by destination host."""
 

@@ -5,8 +5,8 @@ agents replay; a 1024-rank ring has two million of them. The model needs
 only numbers, so it reads a `Flat`: every rank's steps numbered rank by
 rank (step ids), and their sends and receives in contiguous arrays.
 `flatten` converts any schedule; `flat_schedule` builds the ring and
-power-of-two halving-doubling collectives straight into arrays, the same
-numbers `build_schedule` gives.
+power-of-two halving-doubling collectives and all-to-all straight into
+arrays, the same numbers `build_schedule` gives.
 """
 from __future__ import annotations
 
@@ -98,6 +98,8 @@ def flat_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) 
             return _ring(ranks, size_bytes, halving, doubling)
         if ranks & (ranks - 1) == 0:
             return _halving_doubling(ranks, size_bytes, halving, doubling)
+    if collective == "all-to-all":
+        return _all_to_all(ranks, size_bytes)
     return flatten(sch.build_schedule(collective, algorithm, ranks, size_bytes))
 
 
@@ -123,6 +125,18 @@ def _ring(p: int, size: int, halving: bool, doubling: bool) -> Flat:
     shift = np.tile(np.repeat(shifts, p - 1), p)
     chunk = rank + shift - k
     return _one_each(p, per_rank, (rank + 1) % p, sizes[chunk % p], (rank - 1) % p, sizes[(chunk - 1) % p])
+
+
+def _all_to_all(p: int, size: int) -> Flat:
+    """schedule._all_to_all: one step per rank, sending chunk r to every
+    other rank r and receiving its own chunk from each, in rank order."""
+    sizes = _ints(sch.chunks(size, p))
+    rank = np.repeat(np.arange(p), p - 1)
+    other = np.tile(np.arange(p - 1), p)
+    other += other >= rank   # every rank but itself, in order
+    first = np.arange(p + 1, dtype=np.int64) * (p - 1)
+    return Flat(p, np.arange(p + 1, dtype=np.int64), Transfers(first, other, sizes[other]),
+                Transfers(first, other.copy(), sizes[rank]), np.zeros(p), None)
 
 
 def _hd_columns(p: int, size: int, halving: bool, doubling: bool):

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.routing import ForwardingTable, path
-from emulator.fabric import Fabric
+from controller.routing import ForwardingTable, HopTable, path
+from emulator.fabric import HOST_PORT, Fabric
 from emulator.flat import Flat, flat_schedule, flatten, lockstep_rounds
 from emulator.schedule import Schedule
 
@@ -86,7 +86,9 @@ class _Flows:
 
 class _Router:
     """A fabric's directed links (plus a last, infinite pad link) and the
-    routes over them as link ids, each host pair's looked up once."""
+    routes over them as link ids. A next-hop table (HopTable) routes all
+    pairs asked for at once, over arrays; other tables look each host
+    pair's route up once (`path`)."""
 
     def __init__(self, fabric: Fabric, table: ForwardingTable):
         self.fabric, self.table = fabric, table
@@ -95,6 +97,15 @@ class _Router:
         self.delay_s = np.array([link.delay_ms / 1e3 for link in fabric.links for _ in (0, 1)] + [0.0])
         self.index = {link: i for i, link in enumerate(self.links)}
         self.known: dict[tuple[str, str], list[int]] = {}
+        self.by_hops = isinstance(table, HopTable)
+        if self.by_hops:   # (switch number, port) -> directed link id
+            ends = [(table.number[node], port, i) for i, (node, port) in enumerate(self.links)
+                    if node in table.number]
+            number, port, link = np.array(ends, dtype=np.int64).reshape(-1, 3).T
+            self.port_width = int(port.max(initial=0)) + 1
+            key = number * self.port_width + port
+            order = np.argsort(key)
+            self.end_key, self.end_link = key[order], link[order]
 
     def route(self, src: str, dst: str) -> list[int]:
         if (src, dst) not in self.known:   # a host to itself: loopback, no link
@@ -102,13 +113,33 @@ class _Router:
                                                              path(self.fabric, self.table, src, dst)]
         return self.known[(src, dst)]
 
-    def routes(self, hosts, pairs) -> np.ndarray:
+    def routes(self, hosts, src_ranks: np.ndarray, dst_ranks: np.ndarray) -> np.ndarray:
         """Directed link ids of every (src rank, dst rank) pair, padded."""
-        routes = [self.route(hosts[a], hosts[b]) for a, b in pairs]
+        if self.by_hops:
+            return self._hop_routes(hosts, src_ranks, dst_ranks)
+        routes = [self.route(hosts[a], hosts[b]) for a, b in zip(src_ranks.tolist(), dst_ranks.tolist())]
         width = max(map(len, routes), default=1) or 1
         out = np.full((len(routes), width), len(self.links), dtype=np.int64)
         for i, r in enumerate(routes):
             out[i, :len(r)] = r
+        return out
+
+    def _hop_routes(self, hosts, src_ranks: np.ndarray, dst_ranks: np.ndarray) -> np.ndarray:
+        """routes() through HopTable.paths: the same links `path` gives."""
+        if not hasattr(self, "nic"):
+            self.position = {h.name: i for i, h in enumerate(self.fabric.hosts)}
+            self.nic = np.array([self.index[(h.name, HOST_PORT)] for h in self.fabric.hosts], dtype=np.int64)
+        at = np.array([self.position[h] for h in hosts], dtype=np.int64)
+        src, dst = at[src_ranks], at[dst_ranks]
+        apart = np.flatnonzero(src != dst)   # a host to itself: loopback, no link
+        switch, port = self.table.paths(src[apart], dst[apart])
+        out = np.full((len(src), 1 + switch.shape[1] if apart.size else 1), len(self.links), dtype=np.int64)
+        if apart.size:
+            hop = switch >= 0
+            ids = np.full(switch.shape, len(self.links), dtype=np.int64)
+            ids[hop] = self.end_link[np.searchsorted(self.end_key, switch[hop] * self.port_width + port[hop])]
+            out[apart, 0] = self.nic[src[apart]]
+            out[apart, 1:] = ids
         return out
 
 
@@ -172,7 +203,7 @@ def _flows(router: _Router, flat: Flat, hosts) -> _Flows:
     send_step, src = _owner(step_base, first)
     recv_step = _match_receives(flat, src, dst, nbytes)
     pairs, pair_of = np.unique(src * flat.ranks + dst, return_inverse=True)
-    route = router.routes(hosts, [divmod(int(k), flat.ranks) for k in pairs])[pair_of.ravel()]
+    route = router.routes(hosts, pairs // flat.ranks, pairs % flat.ranks)[pair_of.ravel()]
     return _Flows(
         links=router.links, capacity_mbps=router.capacity, step_base=step_base, first=first,
         step_index=send_step - step_base[src], send_step=send_step, recv_step=recv_step,
@@ -289,8 +320,8 @@ class _Simulation:
         self.by_recv = np.argsort(flows.recv_step, kind="stable")
         self.recv_first = np.searchsorted(flows.recv_step[self.by_recv], np.arange(nsteps + 1))
         self.step_end = np.full(nsteps, math.nan)
-        self.left = flows.nbytes.copy()
-        self.active = np.zeros(0, dtype=np.int64)
+        self.active = np.zeros(0, dtype=np.int64)   # flows sending, in the order they started
+        self.left = np.zeros(0)                      # bytes each active flow has still to send
         self.rates = np.zeros(0)
         self.stale = False
         # Since the last re-rating: did flows start, and the lowest rate of the flows that drained.
@@ -332,16 +363,16 @@ class _Simulation:
         """Move to the next drain or timed event and handle everything due then."""
         if self.stale:
             self._rerate()
-        drain = self.left[self.active] / self.rates if self.active.size else np.zeros(0)
+        drain = self.left / self.rates if self.active.size else np.zeros(0)
         t_drain = self.t + drain.min() if drain.size else math.inf
         t_next = min(t_drain, self.events[0][0] if self.events else math.inf)
         if math.isinf(t_next):
             raise RuntimeError("flows are stuck at zero rate")
         tol = REL_TOL * t_next
-        self.left[self.active] -= self.rates * (t_next - self.t)
+        self.left -= self.rates * (t_next - self.t)
         self.t = t_next
         if drain.size:
-            done = self.left[self.active] <= self.rates * tol
+            done = self.left <= self.rates * tol
             if t_drain == t_next:
                 done[drain.argmin()] = True   # round-off must not leave the due flow a hair short
             self._drain(done)
@@ -368,13 +399,19 @@ class _Simulation:
         if not done.any():
             return
         gone = self.active[done]
-        self.left[gone] = 0.0
+        self.left = self.left[~done]
         self.drained_rate = min(self.drained_rate, float(self.rates[done].min()))
         self.active, self.rates = self.active[~done], self.rates[~done]
         self.stale = True
         self._deliver(gone)
 
     def _rerate(self) -> None:
+        if not self.started_flows and (self.rates < self.drained_rate * (1 - 1e-9)).all():
+            # Only flows at least as fast as every one left have drained: no rate changes
+            # (_rerate_after_drains), and a subset of the flows at the same rates neither
+            # raises a link's most flows nor the load in flight. Nothing to do.
+            self.drained_rate, self.stale = math.inf, False
+            return
         route = self.f.route[self.active]
         if self.started_flows:
             self.rates = max_min_rates(route, self.capacity)
@@ -425,6 +462,7 @@ class _Simulation:
         wire = self.f.on_wire[ids]
         if wire.any():
             self.active = np.concatenate((self.active, ids[wire]))
+            self.left = np.concatenate((self.left, self.f.nbytes[ids[wire]]))
             self.stale = self.started_flows = True
         if not wire.all():
             self._deliver(ids[~wire])
@@ -558,20 +596,36 @@ def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
     router = _Router(fabric, table)   # shared: rounds often reuse pairs (halving, then doubling)
     t, ends, per_step, peak = 0.0, [], [], 0.0
     link_max = np.zeros(len(router.capacity), dtype=np.int64)
+    # A round equal to an earlier one (halving-doubling's doubling round k sends what halving round k
+    # received, to the same partner) is the same simulation: its figures are taken, not simulated again.
+    done: dict[bytes, tuple] = {}
     for i, (flat, repeats) in enumerate(rounds):
         if progress:
             progress(i / len(rounds))
-        flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, None)
-        took = float(sim.step_end.max(initial=0.0))
+        key = _round_key(flat)
+        if key not in done:
+            flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, None)
+            done[key] = (float(sim.step_end.max(initial=0.0)), _max_per_step(flows, 1), sim.max_flows,
+                         sim.peak_switch_mbps)
+        took, busiest, max_flows, round_peak = done[key]
         ends += [t + took * (k + 1) for k in range(repeats)]
         t = ends[-1]
-        per_step += _max_per_step(flows, 1) * repeats
-        np.maximum(link_max, sim.max_flows, out=link_max)
-        peak = max(peak, sim.peak_switch_mbps)
+        per_step += busiest * repeats
+        np.maximum(link_max, max_flows, out=link_max)
+        peak = max(peak, round_peak)
     return Prediction(time_s=t, step_end_s=_EveryRank(tuple(ends), len(hosts)),
                       link_max_flows=_link_max_flows(router, link_max), max_flows_per_step=per_step,
                       peak_switch_mbps=peak,
                       approximation="; ".join(filter(None, (LOCKSTEP, note))))
+
+
+def _round_key(flat: Flat) -> bytes:
+    """What a lock-step round's simulation depends on besides the routes:
+    every rank's sends and receives (peers and bytes) and compute."""
+    parts = [np.array([flat.ranks]), flat.step_base]
+    for side in (flat.sends, flat.recvs):
+        parts += [side.first, side.peer, side.nbytes]
+    return b"".join(np.ascontiguousarray(a, dtype=np.int64).tobytes() for a in parts) + flat.compute_s.tobytes()
 
 
 # Past this many flows (sends) the exact simulation takes seconds, and far

@@ -307,6 +307,25 @@ def test_lockstep_is_exact_where_ranks_stay_together(topology, policy, mapping, 
     assert approx.approximation == LOCKSTEP and exact.approximation == ""
 
 
+def test_lockstep_simulates_a_repeated_round_once(monkeypatch):
+    """Halving-doubling's doubling round k is halving round k mirrored: the
+    same sends, so one simulation serves both, and the figures are those of
+    simulating every round."""
+    import emulator.model as model
+    from emulator.flat import lockstep_rounds
+    fabric, table, _, hosts = setup("bigraph:m=4,n=8", "shortest", "random", "halving-doubling")
+    rounds, note = lockstep_rounds("allreduce", "halving-doubling", len(hosts), S)
+    calls = []
+    simulate = model._simulate
+    monkeypatch.setattr(model, "_simulate", lambda *a: calls.append(1) or simulate(*a))
+    once = model.predict_lockstep(fabric, table, rounds, hosts, ALPHA, note=note)
+    assert len(rounds) == 10 and len(calls) == 5
+    monkeypatch.setattr(model, "_round_key", lambda flat: id(flat))   # every round simulated
+    every = model.predict_lockstep(fabric, table, rounds, hosts, ALPHA, note=note)
+    assert len(calls) == 15
+    assert once == every
+
+
 @pytest.mark.parametrize("algorithm, mapping", [("ring", "random"), ("halving-doubling", "naive")])
 def test_a_sweep_without_step_objects_predicts_as_plan_run(algorithm, mapping):
     from emulator.plan import model_sweep, plan_run

@@ -658,6 +658,22 @@ def test_the_model_table_holds_the_full_tables_entries(topology, policy):
         assert {dst: lazy[switch][dst] for dst in row} == row
 
 
+@pytest.mark.parametrize("topology", ["bigraph:m=2,n=6", "bigraph:m=3,n=4", "fattree:k=4", "fattree:k=6",
+                                      "leafspine:leaves=4,spines=3,hosts=2", "leafspine:leaves=5,spines=2,hosts=3"])
+@pytest.mark.parametrize("policy", ["shortest", "spread", "ecmp"])
+def test_the_model_tables_paths_at_once_are_path_pair_by_pair(topology, policy):
+    from emulator.topology import build
+    fabric = build(topology)
+    table = routing.model_table(fabric, policy)
+    pairs = [(a, b) for a in range(len(fabric.hosts)) for b in range(len(fabric.hosts)) if a != b]
+    switch, port = table.paths([a for a, _ in pairs], [b for _, b in pairs])
+    for (a, b), sw, pt in zip(pairs, switch.tolist(), port.tolist()):
+        hops = [(table.names[s], p) for s, p in zip(sw, pt) if s >= 0]
+        src, dst = fabric.hosts[a].name, fabric.hosts[b].name
+        assert [(src, routing.HOST_PORT)] + hops == routing.path(fabric, table, src, dst)
+        assert all(s < 0 for s in sw[len(hops):])
+
+
 def test_the_model_table_of_other_policies_is_the_full_table():
     fabric = bigraph(2, 4)
     assert routing.model_table(fabric, "bigraph") == routing.forwarding_table(fabric, "bigraph")
