@@ -72,8 +72,8 @@ FLAGS = [
                                                   "another rate, Mbit/s; or TARGET:rate=MBPS,delay=MS,loss=PCT "
                                                   "with TARGET a link, a host or two tiers (leaf-spine, "
                                                   "host-edge, lower-upper); repeatable"),
-    (("--capture",), "capture", "run and compare: record these links (pcap, headers only, for Wireshark) during "
-                                "every counted call, into captures/ of the results folder: A-B (two switches) or "
+    (("--capture",), "capture", "record these links (pcap, headers only, for Wireshark) during "
+                                "every counted call (exec: the whole program), into captures/ of the results folder: A-B (two switches) or "
                                 "HOST (its own link), e.g. bgs0-bgs2,bgh3; needs tcpdump"),
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
@@ -89,6 +89,7 @@ METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_pa
 # --vary accepts a key or its long flag name (policy, host-rate, delay, ...)
 FLAG_KEYS = {flags[-1].lstrip("-"): key for flags, key, _ in FLAGS}
 MAX_COMPARE_RUNS = 64
+NOT_EMULATED = ("capture",)   # flags of what only an emulation does: not on model, topo, cli
 
 
 # --- parsing --------------------------------------------------------------------------
@@ -187,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (("run", "emulate (needs root)"), ("compare", "one emulated run per --vary value (needs root)"),
                        ("model", "flow model only (no root)")):
         sp = _command(sub, name, help=text, description=text)
-        _add_spec_flags(sp)
+        _add_spec_flags(sp, skip=NOT_EMULATED if name == "model" else ())
         sp.add_argument("--out", metavar="FOLDER", help=out_help)
         if name != "model":
             _add_web_flags(sp, "shows the run live, then its results until Ctrl-C")
@@ -212,7 +213,7 @@ def _parser() -> argparse.ArgumentParser:
     sp = _command(sub, "cli", help="fabric and controller up, then Mininet's CLI (needs root)",
                        description="Bring the fabric and controller up, then Mininet's interactive CLI "
                                    "(ping, iperf3, ...); 'exit' tears everything down.")
-    _add_spec_flags(sp, sizes=False)
+    _add_spec_flags(sp, sizes=False, skip=NOT_EMULATED)
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
     sp = _command(sub, "exec", help="your own program once per rank on the emulated hosts (needs root)",
                        description="Bring the fabric and controller up as 'run' does, start CMD once per rank "
@@ -231,7 +232,7 @@ def _parser() -> argparse.ArgumentParser:
     sp = _command(sub, "topo", help="describe a fabric and its routes (no root)",
                        description="Switches per tier, hosts, links and rates of a fabric; with --path, "
                                    "the route a policy gives between two hosts. Policies: " + _policies())
-    _add_spec_flags(sp, sizes=False)
+    _add_spec_flags(sp, sizes=False, skip=NOT_EMULATED)
     sp.add_argument("--path", nargs=2, metavar=("SRC", "DST"), help="hosts, e.g. bgh0 bgh5 (or 0 5)")
     sp.add_argument("--json", action="store_true", help="print the fabric (and the route) as JSON, for scripts")
     sp = _command(sub, "report", help="summary, plot and link loads of results folders (no root)")

@@ -259,6 +259,7 @@ class ExecWeb:
         from emulator.web.view import fabric_message
         self.page, self.job, self.emu, self.slots = page, job, emu, slots
         self.states = [{"rank": s.rank, "host": s.host, "state": "starting"} for s in slots]
+        self.last: dict = {}   # the last sample's message, without the ranks
         self.t0 = time.monotonic()
         page.publish(fabric_message(job.plan.fabric))
 
@@ -268,9 +269,9 @@ class ExecWeb:
         if len(samples) < 2:
             return
         rows = linkstats.link_rows(0, self.emu.links, samples[-2:], samples[0].t)
-        self.page.publish({"type": "sample", "label": describe_exec(self.job).lstrip("# "),
-                           "t_s": round(samples[-1].t - self.t0, 3), "links": link_values(rows),
-                           "ranks": list(self.states)})
+        self.last = {"type": "sample", "label": describe_exec(self.job).lstrip("# "),
+                     "t_s": round(samples[-1].t - self.t0, 3), "links": link_values(rows)}
+        self.page.publish({**self.last, "ranks": list(self.states)})
 
     def on_poll(self, exits) -> None:
         self.states = [{**state, "state": "running" if e.exit_code is None else f"exited {e.exit_code}"}
@@ -279,6 +280,8 @@ class ExecWeb:
     def finished(self, exits, t0: float, summary: str, work: str) -> None:
         from emulator.web.view import call_row, end_message, plots_of
         self.on_poll(exits)
+        if self.last:   # the monitor has stopped: the ranks' last states in a sample of their own
+            self.page.publish({**self.last, "ranks": list(self.states)})
         ends = [e.end_s for e in exits if e.end_s is not None]
         took = f"{max(ends) - t0:.2f} s" if ends else "-"
         verdict = "ok" if all(e.exit_code == 0 for e in exits) else "FAIL: " + ", ".join(

@@ -73,12 +73,11 @@ def test_a_dying_agent_fails_the_run_and_is_cleaned_up(tmp_path, clean_machine):
         killer.join()
 
 
-def test_cli_run_writes_the_results_table(tmp_path, clean_machine, timing):
+def test_cli_run_writes_the_results_table(tmp_path, clean_machine):
     out = tmp_path / "res"
     proc = subprocess.run([sys.executable, "-m", "emulator.cli", "run", "-b", "128K", "-e", "256K",
                            "-n", "2", "-w", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode in pipeline.FINISHED, proc.stdout + proc.stderr
-    timing(proc.returncode == pipeline.EXIT_OK, "every call passed the fidelity verdict: " + proc.stdout[-300:])
+    assert proc.returncode in pipeline.FINISHED, proc.stdout + proc.stderr   # the verdict: tests/emulation/test_fidelity.py
     assert "busbw" in proc.stdout and "(Mb/s)" in proc.stdout   # nccl-tests: units in a row of their own
     assert "userspace datapath" in proc.stdout or "kernel datapath" in proc.stdout
     with open(out / "collectives.csv") as f:

@@ -120,7 +120,9 @@ def test_the_live_page_follows_a_program_under_exec(browser, tmp_path, clean_mac
         browser.get(out.wait_for(URL_LINE, 60).group(1))
         WebDriverWait(browser, BRING_UP_S).until(
             lambda b: len(b.find_elements("css selector", "g.link")) == len(fabric.links))
-        ranks = lambda b: [r.text for r in b.find_elements("css selector", "#ranks .rank")]   # noqa: E731
+        # in one script: the page replaces the rank rows at every sample (elements found earlier go stale)
+        ranks = lambda b: b.execute_script(   # noqa: E731
+            "return [...document.querySelectorAll('#ranks .rank')].map((r) => r.textContent)")
         WebDriverWait(browser, BRING_UP_S).until(lambda b: any("running" in r for r in ranks(b)))
         before, deadline, changed = drawn_links(browser), time.monotonic() + CALL_S, []
         while not changed and time.monotonic() < deadline:

@@ -451,7 +451,9 @@ def test_top_level_help_lists_commands(capsys):
 def test_run_compare_model_share_flags():
     sub = cli._parser()._subparsers._group_actions[0].choices
     flags = {name: {s for a in sub[name]._actions for s in a.option_strings} for name in ("run", "model", "compare")}
-    assert flags["run"] <= flags["model"] | {"--out", "--web", "--web-host", "--web-port"}   # model shows no run
+    # model shows no run and records no packets
+    assert flags["run"] <= flags["model"] | {"--out", "--web", "--web-host", "--web-port", "--capture"}
+    assert "--capture" not in flags["model"]
     assert flags["compare"] == flags["run"] | {"--vary"}
 
 
