@@ -99,7 +99,7 @@ def execute(job: Job, page=None) -> int:
     """Bring-up, the program, the results; the exit code (_write_results').
     `page`: the web view (pipeline.web_view), shown the links and each
     rank's state as it goes, then the summary and the plots."""
-    from emulator.captures import capture_file, capture_rows, captured_links
+    from emulator.captures import FOLDER as CAPTURES, capture_rows, captured_links
     from emulator.emulation import Emulation
     from emulator.net.capture import LinkCapture
     from emulator.net.monitor import LinkMonitor
@@ -116,7 +116,7 @@ def execute(job: Job, page=None) -> int:
             slots = R.slots(job.plan.fabric, job.plan.hosts)
             web = ExecWeb(page, job, emu, slots) if page else None
             links = captured_links(job.plan.fabric, job.plan.spec.capture)
-            files = [capture_file(0, 0, 0, link.name).replace("workload", "program") for link in links]
+            files = [f"{CAPTURES}/program-{link.name}.pcap" for link in links]   # one per link, the whole program
             wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the ranks the monotonic one
             with Program(emu.network, slots, work) as program, LinkCapture(links, work, files) as capture, \
                     LinkMonitor(emu.links, job.plan.spec.monitor_interval_ms / 1e3, web and web.on_sample) as monitor:
