@@ -570,10 +570,10 @@ def simai_run(binary: str, ranks: int, size: int, nic_gib_s: float) -> dict:
         if run.returncode or not found:
             tail = (run.stderr.strip() or run.stdout.strip()).splitlines()[-1:] or [f"exit {run.returncode}"]
             return {"error": f"exit {run.returncode}: {tail[0]}", "process_s": took}
-        with open(found[0]) as f:
-            rows = list(csv.reader(f))
-        header = rows[0]
-        layer = next(r for r in rows[1:] if r and r[0] == "allreduce")
+        with open(found[0]) as f:   # a summary line and its header, then the layers' header and rows
+            rows = [[cell.strip() for cell in r] for r in csv.reader(f)]
+        header = next(r for r in rows if r and r[0] == "layer_name")
+        layer = next(r for r in rows if r and r[0] == "allreduce")
         comm_us = float(layer[header.index("fwd total comm")])
         return {"process_s": took, "predicted_s": comm_us * 1e-6, "command": " ".join(cmd[1:])}
 
@@ -603,8 +603,8 @@ def simai_side_by_side(binary: str, size: int) -> None:
             closed = alpha_beta_time("allreduce", algorithm, ranks, size, SIMAI_RATE_MBPS * efficiency, 0.0)
             print(f"{ranks:6d} {topology:20} {algorithm:17} {mapping:7} {ours['predicted_s'] * 1e3:9.3f} "
                   f"{theirs['predicted_s'] * 1e3:9.3f} {closed * 1e3:8.3f} "
-                  f"{ours['predicted_s'] / theirs['predicted_s']:7.3f} {ours['process_s']:8.2f}s "
-                  f"{ours['seconds']:7.2f}s {theirs['process_s']:9.2f}s {ours['process_s'] / theirs['process_s']:7.2f} "
+                  f"{ours['predicted_s'] / theirs['predicted_s']:7.4f} {ours['process_s']:8.3f}s "
+                  f"{ours['seconds']:7.3f}s {theirs['process_s']:9.4f}s {ours['process_s'] / theirs['process_s']:7.1f} "
                   f"{ours['peak_gib']:8.2f}{'  (lock-step)' if ours['approximated'] else ''}")
     print(f"# SimAI's command, in a scratch folder holding the workload: {theirs.get('command', '-')}")
 

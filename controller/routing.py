@@ -201,13 +201,19 @@ class HopTable(Mapping):
         """Hops of every switch to `target`, which ports lead one hop closer,
         and the digit weights of "spread" (`_digit_weights`)."""
         if target not in self.targets:
+            if not hasattr(self, "_into"):   # the edges into every switch
+                self._into = np.argsort(self.dst, kind="stable")
+                self._into_first = np.searchsorted(self.dst[self._into], np.arange(len(self.names) + 1))
             hops = np.full(len(self.names), -1, dtype=np.int64)
-            hops[target], d = 0, 0
-            while True:
-                reach = (hops[self.dst] == d) & (hops[self.src] < 0)
-                if not reach.any():
-                    break
-                hops[self.src[reach]] = d = d + 1
+            hops[target], d, frontier = 0, 0, np.array([target])
+            while frontier.size:   # the switches with an edge into the last ring, not reached before
+                lo, hi = self._into_first[frontier], self._into_first[frontier + 1]
+                count = hi - lo
+                near = self.src[self._into[np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())]]
+                ring = np.zeros(len(self.names), dtype=bool)
+                ring[near[hops[near] < 0]] = True
+                frontier = np.flatnonzero(ring)
+                hops[frontier] = d = d + 1
             if (hops < 0).any():
                 raise ValueError(f"{self.fabric.topology}: switch {self.names[int(np.argmin(hops))]} cannot reach "
                                  f"{self.names[target]}")
@@ -219,7 +225,6 @@ class HopTable(Mapping):
                 w *= max(1, int(choices[hops == dist].max()))
             self.targets[target] = hops, closer, weight
         return self.targets[target]
-
 
     def paths(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`path` of many host pairs at once, hop by hop over arrays; hosts
@@ -265,32 +270,49 @@ class HopTable(Mapping):
         at switch `here` on its way to switch `goal`."""
         if not here.size:
             return np.zeros(0, dtype=np.int64)
-        combo, which = np.unique(here * len(self.names) + goal, return_inverse=True)
-        which = which.ravel()
-        choices = []
-        for key in combo.tolist():
-            s, g = divmod(key, len(self.names))
-            name = (self.names[s], self.names[g])
-            if name not in self.choices:
-                hops, closer, weight = self._target(g)
-                lo, hi = self.first[s], self.first[s + 1]
-                self.choices[name] = self.port[lo:hi][closer[lo:hi]].tolist(), weight[int(hops[s])]
-            choices.append(self.choices[name])
-        count = np.array([len(ports) for ports, _ in choices], dtype=np.int64)
-        table = np.full((len(choices), int(count.max())), -1, dtype=np.int64)
-        for i, (ports, _) in enumerate(choices):
-            table[i, :len(ports)] = ports
-        n = count[which]
-        pick = np.zeros(len(here), dtype=np.int64)   # "shortest", and wherever there is one way on
+        row = self._rows(goal)
+        first = self._start[row, here]
+        n = self._start[row, here + 1] - first
         if self.policy == "spread":
-            weight = np.array([w for _, w in choices], dtype=np.int64)[which]
-            pick = (self._host_index[dst] // weight) % n
-        elif self.policy == "ecmp":   # out_port's hash
+            pick = (self._host_index[dst] // self._weight[row, self._hops[row, here]]) % n
+        elif self.policy == "ecmp":   # out_port's hash, where there is a choice
+            pick = np.zeros(len(here), dtype=np.int64)
             many = np.flatnonzero(n > 1)
             hosts, names = self.fabric.hosts, self.names
-            pick[many] = [zlib.crc32(f"{hosts[a].name}>{hosts[b].name}@{names[s]}".encode()) % k for a, b, s, k in
+            pick[many] = [zlib.crc32(f"{hosts[a].name}>{hosts[b].name}@{names[w]}".encode()) % k for a, b, w, k in
                           zip(src[many].tolist(), dst[many].tolist(), here[many].tolist(), n[many].tolist())]
-        return table[which, pick]
+        else:   # "shortest": the lowest-numbered port
+            pick = 0
+        return self.port[self._ways[first + pick]]
+
+    def _rows(self, goal: np.ndarray) -> np.ndarray:
+        """Rows of the stacked choices of target switches `goal`, the new
+        targets' added (_target): hops (_hops), the edges one hop closer,
+        switch by switch in port order (switch s's are
+        _ways[_start[row, s]:_start[row, s+1]]), spread's digit weight by
+        distance (_weight)."""
+        if not hasattr(self, "_row_of"):
+            self._row_of = np.full(len(self.names), -1, dtype=np.int64)
+            self._stacked: list[tuple] = []
+        new = np.unique(goal[self._row_of[goal] < 0])
+        if new.size:
+            for target in new.tolist():
+                hops, closer, weight = self._target(target)
+                ways = np.flatnonzero(closer)
+                by_distance = np.ones(int(hops.max()) + 1, dtype=np.int64)
+                for dist, w in weight.items():
+                    by_distance[dist] = w
+                self._row_of[target] = len(self._stacked)
+                self._stacked.append((hops, ways, np.searchsorted(self.src[ways], np.arange(len(self.names) + 1)),
+                                      by_distance))
+            offsets = np.cumsum([0] + [len(ways) for _, ways, _, _ in self._stacked])
+            self._ways = np.concatenate([ways for _, ways, _, _ in self._stacked])
+            self._start = np.stack([start + offset for (_, _, start, _), offset in zip(self._stacked, offsets)])
+            self._hops = np.stack([hops for hops, _, _, _ in self._stacked])
+            self._weight = np.ones((len(self._stacked), max(len(w) for *_, w in self._stacked)), dtype=np.int64)
+            for i, (*_, w) in enumerate(self._stacked):
+                self._weight[i, :len(w)] = w
+        return self._row_of[goal]
 
 
 class _HopRow(Mapping):

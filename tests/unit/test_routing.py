@@ -672,6 +672,8 @@ def test_the_model_tables_paths_at_once_are_path_pair_by_pair(topology, policy):
         src, dst = fabric.hosts[a].name, fabric.hosts[b].name
         assert [(src, routing.HOST_PORT)] + hops == routing.path(fabric, table, src, dst)
         assert all(s < 0 for s in sw[len(hops):])
+    assert [a.shape for a in table.paths([], [])] == [(0, 0), (0, 0)]
+    assert table.paths([0], [0])[1].tolist() == [[fabric.hosts[0].port]]   # one host: its own downlink
 
 
 def test_the_model_table_of_other_policies_is_the_full_table():
