@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flavour", default="12", choices=sorted(FLAVOURS), help="Debian release (default 12)")
     ap.add_argument("--command", default="tests",
-                    help="what vm/guest-stage.sh runs: tests (default), demo, or a shell command")
+                    help="what vm/guest-stage.sh runs: tests (default: the demo and the kernel-datapath tests), all-tests, demo, or a shell command")
     ap.add_argument("--out", default="results/vm-stage", help="where the VM's output and console log go")
     ap.add_argument("--timeout", type=float, default=2700, help="seconds before the VM is killed")
     ap.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
