@@ -300,6 +300,79 @@ def _rerate_after_drains(route: np.ndarray, rates: np.ndarray, capacity: np.ndar
 
 # --- event-driven simulation ------------------------------------------------
 
+class _Sending:
+    """The flows sending since the last re-rating (in the order they
+    started), the bytes each has left and its rate.
+
+    Every event takes the time elapsed off every flow's bytes, as it always
+    has (the arithmetic the predictions are pinned to), but only the flows
+    that may drain next are looked at: the ones whose finish time at the
+    re-rating's rates lies within 2 REL_TOL of the earliest, an order found
+    once per re-rating. That estimate is off by round-off only (1e-16 per
+    event), far inside the margin, so the flows looked at hold the next one
+    due and every flow due with it, and the result is the same to the bit."""
+
+    def __init__(self, t: float, ids: np.ndarray, left: np.ndarray, rates: np.ndarray):
+        self.ids, self.left, self.rates = ids, left, rates
+        self.gone = np.zeros(len(ids), dtype=bool)   # drained, until the next re-rating
+        self.count = len(ids)                         # flows still sending
+        with np.errstate(divide="ignore"):
+            finish = t + left / rates
+        self.order = np.argsort(finish, kind="stable")
+        self.finish_in_order = finish[self.order]
+        self._in_order(np.ones(len(ids), dtype=bool))
+
+    def _in_order(self, keep: np.ndarray) -> None:
+        """Keep the flows of `keep` (by position) in the finish order."""
+        kept = keep[self.order]
+        self.order = (np.cumsum(keep) - 1)[self.order[kept]]
+        self.finish_in_order = self.finish_in_order[kept]
+        self.fastest_from = np.maximum.accumulate(self.rates[self.order][::-1])[::-1]   # of order[i:]
+        self.head = 0                                  # order[:head] are gone
+        self.scratch = np.empty(len(self.ids))
+
+    def _skip_gone(self) -> None:
+        while self.count:
+            window = self.gone[self.order[self.head:self.head + 1024]]
+            if not window.all():
+                self.head += int(window.argmin())
+                return
+            self.head += len(window)
+
+    def candidates(self) -> np.ndarray:
+        """Positions of the flows that may drain next, in start order."""
+        if not self.count:
+            return self.order[:0]
+        stop = np.searchsorted(self.finish_in_order, self.finish_in_order[self.head] * (1 + 2 * REL_TOL), "right")
+        near = self.order[self.head:stop]
+        return np.sort(near[~self.gone[near]])
+
+    def elapse(self, seconds: float) -> None:
+        np.subtract(self.left, np.multiply(self.rates, seconds, out=self.scratch), out=self.left)
+
+    def retire(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The flows at `positions` drained: their ids and rates. Past half
+        of them gone, the arrays shrink to the flows still sending."""
+        self.gone[positions] = True
+        self.count -= len(positions)
+        drained = self.ids[positions], self.rates[positions]
+        if self.count < len(self.ids) // 2:
+            keep = ~self.gone
+            self.ids, self.left, self.rates, self.gone = self.ids[keep], self.left[keep], self.rates[keep], self.gone[keep]
+            self._in_order(keep)
+        self._skip_gone()
+        return drained
+
+    def all_slower_than(self, rate: float) -> bool:
+        if self.count == 0 or self.fastest_from[self.head] < rate:
+            return True
+        return bool((self.rates[~self.gone] < rate).all())
+
+    def still_sending(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        keep = ~self.gone
+        return self.ids[keep], self.left[keep], self.rates[keep]
+
+
 class _Simulation:
     """One run of the event loop over a `_Flows`; step_end holds the result."""
 
@@ -320,12 +393,10 @@ class _Simulation:
         self.by_recv = np.argsort(flows.recv_step, kind="stable")
         self.recv_first = np.searchsorted(flows.recv_step[self.by_recv], np.arange(nsteps + 1))
         self.step_end = np.full(nsteps, math.nan)
-        self.active = np.zeros(0, dtype=np.int64)   # flows sending, in the order they started
-        self.left = np.zeros(0)                      # bytes each active flow has still to send
-        self.rates = np.zeros(0)
+        self.sending = _Sending(0.0, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
         self.stale = False
-        # Since the last re-rating: did flows start, and the lowest rate of the flows that drained.
-        self.started_flows = False
+        # Since the last re-rating: the flows that started, and the lowest rate of the flows that drained.
+        self.fresh: list[np.ndarray] = []
         self.drained_rate = math.inf
         self.max_flows = np.zeros(len(self.capacity), dtype=np.int64)
         self.switch_hops = (flows.route != flows.pad).sum(axis=1) - 1   # links of a path minus one
@@ -340,7 +411,7 @@ class _Simulation:
     def run(self, progress=None) -> None:
         self._finish(self._start(np.flatnonzero(self.waiting == 0)))   # empty first steps end at once
         rounds = 0
-        while self.active.size or self.events:
+        while self.sending.count or self.fresh or self.events:
             self._advance()
             rounds += 1
             if progress and rounds % 256 == 0:
@@ -363,19 +434,21 @@ class _Simulation:
         """Move to the next drain or timed event and handle everything due then."""
         if self.stale:
             self._rerate()
-        drain = self.left / self.rates if self.active.size else np.zeros(0)
+        near = self.sending.candidates()
+        drain = self.sending.left[near] / self.sending.rates[near]
         t_drain = self.t + drain.min() if drain.size else math.inf
         t_next = min(t_drain, self.events[0][0] if self.events else math.inf)
         if math.isinf(t_next):
             raise RuntimeError("flows are stuck at zero rate")
         tol = REL_TOL * t_next
-        self.left -= self.rates * (t_next - self.t)
+        self.sending.elapse(t_next - self.t)
         self.t = t_next
         if drain.size:
-            done = self.left <= self.rates * tol
+            done = self.sending.left[near] <= self.sending.rates[near] * tol
             if t_drain == t_next:
                 done[drain.argmin()] = True   # round-off must not leave the due flow a hair short
-            self._drain(done)
+            if done.any():
+                self._drain(*self.sending.retire(near[done]))
         # Handling events may start steps whose empty transfers are due at once when alpha is 0.
         while self.events and self.events[0][0] <= self.t + tol:
             delivered, computed = [], []
@@ -394,32 +467,31 @@ class _Simulation:
                 steps.append(done)
             self._finish(np.unique(np.concatenate(steps)))
 
-    def _drain(self, done: np.ndarray) -> None:
-        """Retire the active flows marked `done`; they arrive later (`_deliver`)."""
-        if not done.any():
-            return
-        gone = self.active[done]
-        self.left = self.left[~done]
-        self.drained_rate = min(self.drained_rate, float(self.rates[done].min()))
-        self.active, self.rates = self.active[~done], self.rates[~done]
+    def _drain(self, gone: np.ndarray, rates: np.ndarray) -> None:
+        """The flows `gone` (at `rates`) sent their last byte; they arrive later (`_deliver`)."""
+        self.drained_rate = min(self.drained_rate, float(rates.min()))
         self.stale = True
         self._deliver(gone)
 
     def _rerate(self) -> None:
-        if not self.started_flows and (self.rates < self.drained_rate * (1 - 1e-9)).all():
+        if not self.fresh and self.sending.all_slower_than(self.drained_rate * (1 - 1e-9)):
             # Only flows at least as fast as every one left have drained: no rate changes
             # (_rerate_after_drains), and a subset of the flows at the same rates neither
             # raises a link's most flows nor the load in flight. Nothing to do.
             self.drained_rate, self.stale = math.inf, False
             return
-        route = self.f.route[self.active]
-        if self.started_flows:
-            self.rates = max_min_rates(route, self.capacity)
+        active, left, rates = self.sending.still_sending()
+        new = np.concatenate(self.fresh) if self.fresh else active[:0]
+        active, left = np.concatenate((active, new)), np.concatenate((left, self.f.nbytes[new]))
+        route = self.f.route[active]
+        if new.size:
+            rates = max_min_rates(route, self.capacity)
         else:
-            self.rates = _rerate_after_drains(route, self.rates, self.capacity, self.drained_rate)
-        self.started_flows, self.drained_rate = False, math.inf
+            rates = _rerate_after_drains(route, rates, self.capacity, self.drained_rate)
+        self.fresh, self.drained_rate = [], math.inf
+        self.sending = _Sending(self.t, active, left, rates)
         np.maximum(self.max_flows, np.bincount(route.ravel(), minlength=len(self.capacity)), out=self.max_flows)
-        load = float(self.rates @ self.switch_hops[self.active]) * self.wire_mbps
+        load = float(rates @ self.switch_hops[active]) * self.wire_mbps
         self.peak_switch_mbps = max(self.peak_switch_mbps, load)
         self.stale = False
 
@@ -461,9 +533,8 @@ class _Simulation:
             return
         wire = self.f.on_wire[ids]
         if wire.any():
-            self.active = np.concatenate((self.active, ids[wire]))
-            self.left = np.concatenate((self.left, self.f.nbytes[ids[wire]]))
-            self.stale = self.started_flows = True
+            self.fresh.append(ids[wire])
+            self.stale = True
         if not wire.all():
             self._deliver(ids[~wire])
 
