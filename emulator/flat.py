@@ -70,6 +70,23 @@ def flatten(schedule: sch.Schedule) -> Flat:
                 None if simple else _waits(schedule, base))
 
 
+def ranks_alone(flat: Flat, first: int, count: int) -> Flat:
+    """Ranks first..first+count-1 by themselves, renumbered from 0: one job
+    of a workload (whose ranks talk only among themselves), without the
+    step objects of its schedule."""
+    lo, hi = int(flat.step_base[first]), int(flat.step_base[first + count])
+
+    def side(t: Transfers) -> Transfers:
+        a, b = t.first[lo], t.first[hi]
+        return Transfers(t.first[lo:hi + 1] - a, t.peer[a:b] - first, t.nbytes[a:b])
+    waits = flat.waits
+    if waits is not None:
+        mine = (lo <= waits[0]) & (waits[0] < hi)
+        waits = (waits[0][mine] - lo, waits[1][mine] - lo)
+    return Flat(count, flat.step_base[first:first + count + 1] - lo, side(flat.sends), side(flat.recvs),
+                flat.compute_s[lo:hi], waits)
+
+
 def _waits(schedule: sch.Schedule, step_base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(earlier step id, later step id) for every wait: the step before on
     the same channel and every `after` step."""

@@ -80,18 +80,6 @@ def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive",
     return Compiled(Schedule(name, "", len(hosts), 0, tuple(steps)), hosts, layouts)
 
 
-def job_alone(compiled: Compiled, index: int) -> tuple[Schedule, list[str]]:
-    """The schedule and hosts of job `index` by itself (its ranks renumbered from 0)."""
-    layout = compiled.jobs[index]
-    base = layout.offset
-
-    def local(transfers):
-        return tuple(Transfer(t.peer - base, t.nbytes) for t in transfers)
-    steps = tuple(tuple(dataclasses.replace(s, sends=local(s.sends), recvs=local(s.recvs))
-                        for s in compiled.schedule.steps[r]) for r in layout.ranks)
-    return Schedule(layout.job.name, "", layout.job.ranks, 0, steps), layout.hosts
-
-
 # --- one rank's steps ------------------------------------------------------------
 
 def _sized(job: Job, ranks: int) -> Job:
