@@ -120,6 +120,7 @@ class _Builder:
 
     def __init__(self, offset: int):
         self.offset = offset
+        self.global_transfer: dict[tuple[int, int], Transfer] = {}   # (job-local peer, bytes) -> with the offset
         self.steps: list[Step] = []
         self.in_flight: dict[str, int] = {}   # tag (or op index) -> last step of an async op
         self.batch = False                    # the last step is an open batch of async send/recv
@@ -145,8 +146,21 @@ class _Builder:
         if targets:
             self.add(Step(phase="wait", channel=COMPUTE, after=tuple(sorted(set(targets))), op=op))
 
+    def globalised(self, transfers: tuple[Transfer, ...]) -> tuple[Transfer, ...]:
+        """Job-local peers as global ranks (a rank's steps repeat a few transfers: each made once)."""
+        if not self.offset:
+            return transfers
+        known = self.global_transfer
+        out = []
+        for t in transfers:
+            key = (t.peer, t.nbytes)
+            if key not in known:
+                known[key] = Transfer(t.peer + self.offset, t.nbytes)
+            out.append(known[key])
+        return tuple(out)
+
     def communicate(self, op: Op, index: int, steps: list[Step]) -> None:
-        steps = [_globalised(s, self.offset) for s in steps]
+        steps = [Step(self.globalised(s.sends), self.globalised(s.recvs), s.phase) for s in steps]
         if not steps:          # a group of one: nothing to send
             return
         if op.nonblocking:
@@ -177,15 +191,6 @@ class _Builder:
     def end_iteration(self, ops: int) -> None:
         self.wait("", ops, "")
         self.batch = False
-
-
-def _globalised(step: Step, offset: int) -> Step:
-    if not offset:
-        return step
-
-    def shift(transfers):
-        return tuple(Transfer(t.peer + offset, t.nbytes) for t in transfers)
-    return dataclasses.replace(step, sends=shift(step.sends), recvs=shift(step.recvs))
 
 
 # --- groups and the steps of one communication op ------------------------------------
