@@ -20,6 +20,7 @@ ranks whose chunks differ by a byte advance together instead of one by one.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from dataclasses import dataclass
@@ -257,25 +258,29 @@ def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     Progressive filling, many bottlenecks per round: a link whose fair share
     is the smallest among all links its flows cross is a bottleneck of all of
     them, so they are fixed at that share and their rate is taken off the
-    other links they cross. The globally smallest share always qualifies."""
+    other links they cross. The globally smallest share always qualifies.
+    Routes are read column by column (every flow's j-th link): numpy is slow
+    across rows of a few links."""
     nflows, width = route.shape
     rate = np.empty(nflows)
     left = capacity.astype(float)
-    todo = np.arange(nflows)
+    todo, r = np.arange(nflows), route
+    n = np.bincount(route.ravel(), minlength=left.size)   # flows not fixed, per link
     while todo.size:
-        r = route[todo]
-        n = np.bincount(r.ravel(), minlength=left.size)
         share = np.full(left.size, math.inf)
         used = n > 0
         share[used] = left[used] / n[used]
-        flow_share = share[r].min(axis=1)
-        lowest = np.full(left.size, math.inf)
-        np.minimum.at(lowest, r.ravel(), np.repeat(flow_share, width))
-        fixed = (share <= lowest)[r].any(axis=1)
+        shares = [share[link] for link in r.T]
+        flow_share = functools.reduce(np.minimum, shares)
+        beaten = np.zeros(left.size, dtype=bool)   # a flow of the link has a lower share elsewhere
+        for link, s in zip(r.T, shares):
+            beaten[link[s > flow_share]] = True
+        fixed = functools.reduce(np.logical_or, [~beaten[link] for link in r.T])
         rate[todo[fixed]] = flow_share[fixed]
         left -= np.bincount(r[fixed].ravel(), weights=np.repeat(flow_share[fixed], width), minlength=left.size)
         np.maximum(left, 0.0, out=left)
-        todo = todo[~fixed]
+        n -= np.bincount(r[fixed].ravel(), minlength=left.size)
+        todo, r = todo[~fixed], r[~fixed]
     return rate
 
 
