@@ -258,9 +258,7 @@ def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     Progressive filling, many bottlenecks per round: a link whose fair share
     is the smallest among all links its flows cross is a bottleneck of all of
     them, so they are fixed at that share and their rate is taken off the
-    other links they cross. The globally smallest share always qualifies.
-    Routes are read column by column (every flow's j-th link): numpy is slow
-    across rows of a few links."""
+    other links they cross. The globally smallest share always qualifies."""
     nflows, width = route.shape
     rate = np.empty(nflows)
     left = capacity.astype(float)
@@ -270,18 +268,36 @@ def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         share = np.full(left.size, math.inf)
         used = n > 0
         share[used] = left[used] / n[used]
-        shares = [share[link] for link in r.T]
-        flow_share = functools.reduce(np.minimum, shares)
-        beaten = np.zeros(left.size, dtype=bool)   # a flow of the link has a lower share elsewhere
-        for link, s in zip(r.T, shares):
-            beaten[link[s > flow_share]] = True
-        fixed = functools.reduce(np.logical_or, [~beaten[link] for link in r.T])
+        flow_share, fixed = _bottlenecked(share, r)
         rate[todo[fixed]] = flow_share[fixed]
         left -= np.bincount(r[fixed].ravel(), weights=np.repeat(flow_share[fixed], width), minlength=left.size)
         np.maximum(left, 0.0, out=left)
         n -= np.bincount(r[fixed].ravel(), minlength=left.size)
         todo, r = todo[~fixed], r[~fixed]
     return rate
+
+
+# From this many flows on, routes are read column by column (every flow's j-th
+# link): numpy is slow across rows of a few links, but a column costs calls.
+COLUMN_FLOWS = 1 << 12
+
+
+def _bottlenecked(share: np.ndarray, route: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every flow's smallest link share, and whether one of its links is a
+    bottleneck (no flow crossing it has a smaller share elsewhere)."""
+    if len(route) < COLUMN_FLOWS:
+        shares = share[route]
+        flow_share = shares.min(axis=1)
+        beaten = np.zeros(share.size, dtype=bool)
+        beaten[route[shares > flow_share[:, None]]] = True
+        return flow_share, (~beaten)[route].any(axis=1)
+    shares = [share[link] for link in route.T]
+    flow_share = functools.reduce(np.minimum, shares)
+    beaten = np.zeros(share.size, dtype=bool)
+    for link, s in zip(route.T, shares):
+        beaten[link[s > flow_share]] = True
+    qualifies = ~beaten
+    return flow_share, functools.reduce(np.logical_or, [qualifies[link] for link in route.T])
 
 
 def _rerate_after_drains(route: np.ndarray, rates: np.ndarray, capacity: np.ndarray, drained: float) -> np.ndarray:
@@ -305,77 +321,116 @@ def _rerate_after_drains(route: np.ndarray, rates: np.ndarray, capacity: np.ndar
 
 # --- event-driven simulation ------------------------------------------------
 
+# Below this many flows, classes and the finish order cost more than they save.
+ALIKE_FLOWS = 1 << 12
+
+
+def _sending(t: float, ids: np.ndarray, left: np.ndarray, rates: np.ndarray) -> "_Sending":
+    return (_Sending if len(ids) >= ALIKE_FLOWS else _FewSending)(t, ids, left, rates)
+
+
 class _Sending:
     """The flows sending since the last re-rating (in the order they
-    started), the bytes each has left and its rate.
+    started), grouped in classes of equal bytes left and equal rate.
 
-    Every event takes the time elapsed off every flow's bytes, as it always
-    has (the arithmetic the predictions are pinned to), but only the flows
-    that may drain next are looked at: the ones whose finish time at the
-    re-rating's rates lies within 2 REL_TOL of the earliest, an order found
-    once per re-rating. That estimate is off by round-off only (1e-16 per
-    event), far inside the margin, so the flows looked at hold the next one
-    due and every flow due with it, and the result is the same to the bit."""
+    Every event takes the time elapsed off the bytes left, as it always has
+    (the arithmetic the predictions are pinned to), but once per class: the
+    flows of a class see the same numbers, so they keep equal bytes to the
+    bit and drain together. Only the classes that may drain next are looked
+    at: those whose finish time at the re-rating's rates lies within
+    2 REL_TOL of the earliest, an order found once per re-rating. That
+    estimate is off by round-off only (1e-16 per event), far inside the
+    margin, so they hold the next flow due and every flow due with it: the
+    result is the same to the bit as looking at every flow."""
 
     def __init__(self, t: float, ids: np.ndarray, left: np.ndarray, rates: np.ndarray):
-        self.ids, self.left, self.rates = ids, left, rates
-        self.gone = np.zeros(len(ids), dtype=bool)   # drained, until the next re-rating
-        self.count = len(ids)                         # flows still sending
+        self._flows(ids, left, rates)
+        alike, class_of = np.unique(np.stack((left, rates), axis=1), axis=0, return_inverse=True)
+        self.left, self.rates, self.class_of = alike[:, 0].copy(), alike[:, 1].copy(), class_of.ravel()
+        self.members = np.argsort(self.class_of, kind="stable")          # by class, in start order
+        self.member_first = np.searchsorted(self.class_of[self.members], np.arange(len(alike) + 1))
+        self.alive = np.diff(self.member_first)                          # flows of a class still sending
         with np.errstate(divide="ignore"):
-            finish = t + left / rates
+            finish = t + self.left / self.rates
         self.order = np.argsort(finish, kind="stable")
         self.finish_in_order = finish[self.order]
-        self._in_order(np.ones(len(ids), dtype=bool))
-
-    def _in_order(self, keep: np.ndarray) -> None:
-        """Keep the flows of `keep` (by position) in the finish order."""
-        kept = keep[self.order]
-        self.order = (np.cumsum(keep) - 1)[self.order[kept]]
-        self.finish_in_order = self.finish_in_order[kept]
         self.fastest_from = np.maximum.accumulate(self.rates[self.order][::-1])[::-1]   # of order[i:]
-        self.head = 0                                  # order[:head] are gone
-        self.scratch = np.empty(len(self.ids))
+        self.head = 0                                   # the classes order[:head] have drained
 
-    def _skip_gone(self) -> None:
+    def _flows(self, ids: np.ndarray, left: np.ndarray, rates: np.ndarray) -> None:
+        self.ids, self.flow_rates = ids, rates
+        self.gone = np.zeros(len(ids), dtype=bool)
+        self.count = len(ids)
+
+    def _skip_drained(self) -> None:
         while self.count:
-            window = self.gone[self.order[self.head:self.head + 1024]]
+            window = self.alive[self.order[self.head:self.head + 1024]] == 0
             if not window.all():
                 self.head += int(window.argmin())
                 return
             self.head += len(window)
 
     def candidates(self) -> np.ndarray:
-        """Positions of the flows that may drain next, in start order."""
+        """The classes that may drain next."""
         if not self.count:
             return self.order[:0]
         stop = np.searchsorted(self.finish_in_order, self.finish_in_order[self.head] * (1 + 2 * REL_TOL), "right")
         near = self.order[self.head:stop]
-        return np.sort(near[~self.gone[near]])
+        return near[self.alive[near] > 0]
 
     def elapse(self, seconds: float) -> None:
-        np.subtract(self.left, np.multiply(self.rates, seconds, out=self.scratch), out=self.left)
+        self.left -= self.rates * seconds
 
-    def retire(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The flows at `positions` drained: their ids and rates. Past half
-        of them gone, the arrays shrink to the flows still sending."""
+    def _positions(self, classes: np.ndarray) -> np.ndarray:
+        """The flows of `classes` still sending, in start order."""
+        positions = self.members[_ranges(self.member_first[classes], self.member_first[classes + 1])]
+        return np.sort(positions[~self.gone[positions]])
+
+    def retire(self, classes: np.ndarray, due: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The flows of `classes` drained, and the first of the classes `due`
+        (the next to finish, whatever round-off left it): their ids and rates."""
+        positions = self._positions(classes)
+        first_due = self._positions(due)[:1]
+        self.gone[positions] = True
+        if first_due.size and not self.gone[first_due[0]]:
+            positions = np.sort(np.concatenate((positions, first_due)))
         self.gone[positions] = True
         self.count -= len(positions)
-        drained = self.ids[positions], self.rates[positions]
-        if self.count < len(self.ids) // 2:
-            keep = ~self.gone
-            self.ids, self.left, self.rates, self.gone = self.ids[keep], self.left[keep], self.rates[keep], self.gone[keep]
-            self._in_order(keep)
-        self._skip_gone()
-        return drained
+        np.subtract.at(self.alive, self.class_of[positions], 1)
+        self._skip_drained()
+        return self.ids[positions], self.flow_rates[positions]
 
     def all_slower_than(self, rate: float) -> bool:
         if self.count == 0 or self.fastest_from[self.head] < rate:
             return True
-        return bool((self.rates[~self.gone] < rate).all())
+        return bool((self.rates[self.alive > 0] < rate).all())
 
     def still_sending(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """ids, bytes left and rates of the flows not drained, in start order."""
         keep = ~self.gone
-        return self.ids[keep], self.left[keep], self.rates[keep]
+        return self.ids[keep], self.left[self.class_of[keep]], self.flow_rates[keep]
+
+
+class _FewSending(_Sending):
+    """_Sending for a few flows: every flow its own class, every one looked
+    at in every event (as the simulation always did; cheaper than sorting)."""
+
+    def __init__(self, t: float, ids: np.ndarray, left: np.ndarray, rates: np.ndarray):
+        self._flows(ids, left, rates)
+        self.left, self.rates, self.class_of = left.copy(), rates, np.arange(len(ids))
+        self.alive = np.ones(len(ids), dtype=np.int64)
+
+    def _skip_drained(self) -> None:
+        pass
+
+    def candidates(self) -> np.ndarray:
+        return np.flatnonzero(~self.gone)
+
+    def _positions(self, classes: np.ndarray) -> np.ndarray:
+        return np.sort(classes[~self.gone[classes]])
+
+    def all_slower_than(self, rate: float) -> bool:
+        return bool((self.rates[~self.gone] < rate).all())
 
 
 class _Simulation:
@@ -398,7 +453,7 @@ class _Simulation:
         self.by_recv = np.argsort(flows.recv_step, kind="stable")
         self.recv_first = np.searchsorted(flows.recv_step[self.by_recv], np.arange(nsteps + 1))
         self.step_end = np.full(nsteps, math.nan)
-        self.sending = _Sending(0.0, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
+        self.sending = _sending(0.0, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
         self.stale = False
         # Since the last re-rating: the flows that started, and the lowest rate of the flows that drained.
         self.fresh: list[np.ndarray] = []
@@ -450,10 +505,10 @@ class _Simulation:
         self.t = t_next
         if drain.size:
             done = self.sending.left[near] <= self.sending.rates[near] * tol
-            if t_drain == t_next:
-                done[drain.argmin()] = True   # round-off must not leave the due flow a hair short
-            if done.any():
-                self._drain(*self.sending.retire(near[done]))
+            # round-off must not leave the due flow a hair short
+            due = near[drain == drain.min()] if t_drain == t_next else near[:0]
+            if done.any() or due.size:
+                self._drain(*self.sending.retire(near[done], due))
         # Handling events may start steps whose empty transfers are due at once when alpha is 0.
         while self.events and self.events[0][0] <= self.t + tol:
             delivered, computed = [], []
@@ -494,7 +549,7 @@ class _Simulation:
         else:
             rates = _rerate_after_drains(route, rates, self.capacity, self.drained_rate)
         self.fresh, self.drained_rate = [], math.inf
-        self.sending = _Sending(self.t, active, left, rates)
+        self.sending = _sending(self.t, active, left, rates)
         np.maximum(self.max_flows, np.bincount(route.ravel(), minlength=len(self.capacity)), out=self.max_flows)
         load = float(rates @ self.switch_hops[active]) * self.wire_mbps
         self.peak_switch_mbps = max(self.peak_switch_mbps, load)
