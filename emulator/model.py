@@ -345,8 +345,10 @@ class _Sending:
 
     def __init__(self, t: float, ids: np.ndarray, left: np.ndarray, rates: np.ndarray):
         self._flows(ids, left, rates)
-        alike, class_of = np.unique(np.stack((left, rates), axis=1), axis=0, return_inverse=True)
-        self.left, self.rates, self.class_of = alike[:, 0].copy(), alike[:, 1].copy(), class_of.ravel()
+        pair = np.empty(len(ids), dtype=complex)   # (bytes left, rate) as one number: one sort finds the classes
+        pair.real, pair.imag = left, rates
+        alike, class_of = np.unique(pair, return_inverse=True)
+        self.left, self.rates, self.class_of = alike.real.copy(), alike.imag.copy(), class_of.ravel()
         self.members = np.argsort(self.class_of, kind="stable")          # by class, in start order
         self.member_first = np.searchsorted(self.class_of[self.members], np.arange(len(alike) + 1))
         self.alive = np.diff(self.member_first)                          # flows of a class still sending
