@@ -160,31 +160,32 @@ class _Builder:
         return tuple(out)
 
     def communicate(self, op: Op, index: int, steps: list[Step]) -> None:
-        steps = [Step(self.globalised(s.sends), self.globalised(s.recvs), s.phase) for s in steps]
-        if not steps:          # a group of one: nothing to send
+        parts = [(self.globalised(s.sends), self.globalised(s.recvs), s.phase) for s in steps]
+        if not parts:          # a group of one: nothing to send
             return
         if op.nonblocking:
-            self._issue(op, index, steps)
+            self._issue(op, index, parts)
         elif not self.in_flight:   # nothing queued ahead of it: runs in program order
             self.batch = False
-            for s in steps:
-                self.add(Step(s.sends, s.recvs, s.phase, channel=COMPUTE, op=index))
+            for sends, recvs, phase in parts:
+                self.add(Step(sends, recvs, phase, channel=COMPUTE, op=index))
         else:
-            self._issue(op, index, steps)
+            self._issue(op, index, parts)
             self.wait(op.tag or f"#{index}", index, "")
 
-    def _issue(self, op: Op, index: int, steps: list[Step]) -> None:
+    def _issue(self, op: Op, index: int, parts: list[tuple]) -> None:
+        """Steps of (sends, recvs, phase) on the communication channel."""
         tag = op.tag or f"#{index}"
         p2p = op.kind in ("send", "recv")
         if p2p and self.batch:   # joins the open batch: one step, both directions at once
-            last = self.steps[-1]
-            self.steps[-1] = Step(last.sends + steps[0].sends, last.recvs + steps[0].recvs, "p2p",
+            last, (sends, recvs, _) = self.steps[-1], parts[0]
+            self.steps[-1] = Step(last.sends + sends, last.recvs + recvs, "p2p",
                                   channel=COMM, after=last.after, op=last.op)
             self.in_flight[tag] = len(self.steps) - 1
             return
         after = self.issue_point
-        for i, s in enumerate(steps):
-            self.add(Step(s.sends, s.recvs, s.phase, channel=COMM, after=after if i == 0 else (), op=index))
+        for i, (sends, recvs, phase) in enumerate(parts):
+            self.add(Step(sends, recvs, phase, channel=COMM, after=after if i == 0 else (), op=index))
         self.in_flight[tag] = len(self.steps) - 1
         self.batch = p2p
 
