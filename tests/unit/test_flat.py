@@ -121,3 +121,9 @@ ops = [{op = "compute", ms = 20}, {op = "allreduce", bytes = "1M"}]
             np.testing.assert_array_equal(mine, theirs)   # the same waits, given or implied
         got = predict(fabric, table, cut, layout.hosts, alpha_s=5e-4)
         assert got.step_end_s == predict(fabric, table, own, layout.hosts, alpha_s=5e-4).step_end_s
+
+
+def test_a_wait_named_twice_is_listed_once_and_ranks_keep_their_own_steps():
+    steps = ((Step(), Step(after=(0,))), (Step(channel=1), Step(channel=1), Step(after=(1,))))
+    src, dst = flatten(Schedule("x", "", 2, 0, steps)).waits
+    assert list(zip(src.tolist(), dst.tolist())) == [(0, 1), (2, 3), (3, 4)]
