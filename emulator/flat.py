@@ -45,31 +45,23 @@ def _ints(values) -> np.ndarray:
 
 
 def flatten(schedule: sch.Schedule) -> Flat:
-    """Any schedule as arrays, in one pass over its steps."""
-    step_base, compute, channel, after = [0], [], [], {}   # after: step id -> the earlier steps it names
-    lists = {side: ([], [], []) for side in ("sends", "recvs")}   # first, peer, nbytes
-    for steps in schedule.steps:
-        step_base.append(step_base[-1] + len(steps))
-        for step in steps:
-            compute.append(step.compute_s)
-            channel.append(step.channel)
-            if step.after:
-                after[len(compute) - 1] = step.after
-            for side, transfers in (("sends", step.sends), ("recvs", step.recvs)):
-                first, peer, nbytes = lists[side]
-                first.append(len(peer))
-                for t in transfers:
-                    peer.append(t.peer)
-                    nbytes.append(t.nbytes)
+    """Any schedule as arrays, a few passes over its steps."""
     if len(schedule.steps) != schedule.ranks:
         raise ValueError(f"schedule of {schedule.ranks} ranks lists steps of {len(schedule.steps)}")
+    steps = [step for rank_steps in schedule.steps for step in rank_steps]
     sides = {}
-    for side, (first, peer, nbytes) in lists.items():
-        first.append(len(peer))
-        sides[side] = Transfers(_ints(first), _ints(peer), _ints(nbytes))
-    base, channel = _ints(step_base), _ints(channel)
+    for side in ("sends", "recvs"):
+        lists = [getattr(step, side) for step in steps]
+        first = np.zeros(len(steps) + 1, dtype=np.int64)
+        np.cumsum([len(transfers) for transfers in lists], out=first[1:])
+        sides[side] = Transfers(first, _ints([t.peer for transfers in lists for t in transfers]),
+                                _ints([t.nbytes for transfers in lists for t in transfers]))
+    base = np.zeros(schedule.ranks + 1, dtype=np.int64)
+    np.cumsum([len(rank_steps) for rank_steps in schedule.steps], out=base[1:])
+    channel = _ints([step.channel for step in steps])
+    after = {k: step.after for k, step in enumerate(steps) if step.after}   # step id -> the earlier steps it names
     simple = not after and not channel.any()
-    return Flat(schedule.ranks, base, sides["sends"], sides["recvs"], np.array(compute, dtype=float),
+    return Flat(schedule.ranks, base, sides["sends"], sides["recvs"], np.array([step.compute_s for step in steps], dtype=float),
                 None if simple else _waits(base, channel, after))
 
 
