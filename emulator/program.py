@@ -167,11 +167,19 @@ class _Builder:
             self._issue(op, index, parts)
         elif not self.in_flight:   # nothing queued ahead of it: runs in program order
             self.batch = False
-            for sends, recvs, phase in parts:
-                self.add(Step(sends, recvs, phase, channel=COMPUTE, op=index))
+            self._add_all(parts, COMPUTE, index)
         else:
             self._issue(op, index, parts)
             self.wait(op.tag or f"#{index}", index, "")
+
+    def _add_all(self, parts: list[tuple], channel: int, op: int) -> None:
+        """Steps of (sends, recvs, phase) on `channel`; equal ones (a ring's
+        steps repeat) are one object."""
+        made: dict[tuple, Step] = {}
+        for part in parts:
+            if part not in made:
+                made[part] = Step(*part, channel=channel, op=op)
+            self.add(made[part])
 
     def _issue(self, op: Op, index: int, parts: list[tuple]) -> None:
         """Steps of (sends, recvs, phase) on the communication channel."""
@@ -184,8 +192,8 @@ class _Builder:
             self.in_flight[tag] = len(self.steps) - 1
             return
         after = self.issue_point
-        for i, (sends, recvs, phase) in enumerate(parts):
-            self.add(Step(sends, recvs, phase, channel=COMM, after=after if i == 0 else (), op=index))
+        self.add(Step(*parts[0], channel=COMM, after=after, op=index))
+        self._add_all(parts[1:], COMM, index)
         self.in_flight[tag] = len(self.steps) - 1
         self.batch = p2p
 
