@@ -45,45 +45,65 @@ def _ints(values) -> np.ndarray:
 
 
 def flatten(schedule: sch.Schedule) -> Flat:
-    """Any schedule as arrays, in one pass over its steps."""
-    step_base, compute, simple = [0], [], True
-    lists = {side: ([], [], []) for side in ("sends", "recvs")}   # first, peer, nbytes
-    for steps in schedule.steps:
-        step_base.append(step_base[-1] + len(steps))
-        for step in steps:
-            compute.append(step.compute_s)
-            simple = simple and step.channel == 0 and not step.after
-            for side, transfers in (("sends", step.sends), ("recvs", step.recvs)):
-                first, peer, nbytes = lists[side]
-                first.append(len(peer))
-                for t in transfers:
-                    peer.append(t.peer)
-                    nbytes.append(t.nbytes)
+    """Any schedule as arrays, a few passes over its steps."""
     if len(schedule.steps) != schedule.ranks:
         raise ValueError(f"schedule of {schedule.ranks} ranks lists steps of {len(schedule.steps)}")
+    steps = [step for rank_steps in schedule.steps for step in rank_steps]
     sides = {}
-    for side, (first, peer, nbytes) in lists.items():
-        first.append(len(peer))
-        sides[side] = Transfers(_ints(first), _ints(peer), _ints(nbytes))
-    base = _ints(step_base)
-    return Flat(schedule.ranks, base, sides["sends"], sides["recvs"], np.array(compute, dtype=float),
-                None if simple else _waits(schedule, base))
+    for side in ("sends", "recvs"):
+        lists = [getattr(step, side) for step in steps]
+        first = np.zeros(len(steps) + 1, dtype=np.int64)
+        np.cumsum([len(transfers) for transfers in lists], out=first[1:])
+        sides[side] = Transfers(first, _ints([t.peer for transfers in lists for t in transfers]),
+                                _ints([t.nbytes for transfers in lists for t in transfers]))
+    base = np.zeros(schedule.ranks + 1, dtype=np.int64)
+    np.cumsum([len(rank_steps) for rank_steps in schedule.steps], out=base[1:])
+    channel = _ints([step.channel for step in steps])
+    after = {k: step.after for k, step in enumerate(steps) if step.after}   # step id -> the earlier steps it names
+    simple = not after and not channel.any()
+    return Flat(schedule.ranks, base, sides["sends"], sides["recvs"], np.array([step.compute_s for step in steps], dtype=float),
+                None if simple else _waits(base, channel, after))
 
 
-def _waits(schedule: sch.Schedule, step_base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(earlier step id, later step id) for every wait: the step before on
-    the same channel and every `after` step."""
-    src, dst = [], []
-    for rank, steps in enumerate(schedule.steps):
-        base, last = int(step_base[rank]), {}
-        for k, step in enumerate(steps):
-            waits = set(step.after) | ({last[step.channel]} if step.channel in last else set())
-            if any(not 0 <= j < k for j in waits):
-                raise ValueError(f"rank {rank} step {k} waits for a step that is not before it: {step.after}")
-            src += [base + j for j in sorted(waits)]
-            dst += [base + k] * len(waits)
-            last[step.channel] = k
-    return _ints(src), _ints(dst)
+def ranks_alone(flat: Flat, first: int, count: int) -> Flat:
+    """Ranks first..first+count-1 by themselves, renumbered from 0: one job
+    of a workload (whose ranks talk only among themselves), without the
+    step objects of its schedule."""
+    lo, hi = int(flat.step_base[first]), int(flat.step_base[first + count])
+
+    def side(t: Transfers) -> Transfers:
+        a, b = t.first[lo], t.first[hi]
+        return Transfers(t.first[lo:hi + 1] - a, t.peer[a:b] - first, t.nbytes[a:b])
+    waits = flat.waits
+    if waits is not None:
+        mine = (lo <= waits[0]) & (waits[0] < hi)
+        waits = (waits[0][mine] - lo, waits[1][mine] - lo)
+    return Flat(count, flat.step_base[first:first + count + 1] - lo, side(flat.sends), side(flat.recvs),
+                flat.compute_s[lo:hi], waits)
+
+
+def _waits(step_base: np.ndarray, channel: np.ndarray, after: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(earlier step id, later step id) for every wait, by later step and
+    then earlier: the step before on the same channel and every `after`
+    step (indices into the rank's steps)."""
+    ids = np.arange(len(channel))
+    rank = np.repeat(np.arange(len(step_base) - 1), np.diff(step_base))
+    order = np.lexsort((ids, channel, rank))   # each rank's channels, each in step order
+    same = (rank[order][1:] == rank[order][:-1]) & (channel[order][1:] == channel[order][:-1])
+    later = _ints([k for k, named in after.items() for _ in named])
+    local = _ints([j for named in after.values() for j in named])
+    bad = np.flatnonzero((local < 0) | (local >= later - step_base[rank[later]]))
+    if bad.size:
+        k = int(later[bad[0]])
+        raise ValueError(f"rank {rank[k]} step {k - step_base[rank[k]]} waits for a step that is not before it: "
+                         f"{after[k]}")
+    src = np.concatenate((order[:-1][same], local + step_base[rank[later]]))
+    dst = np.concatenate((order[1:][same], later))
+    by_later = np.lexsort((src, dst))
+    src, dst = src[by_later], dst[by_later]
+    repeated = np.zeros(len(src), dtype=bool)   # a step named in `after` that is also the one before
+    repeated[1:] = (src[1:] == src[:-1]) & (dst[1:] == dst[:-1])
+    return src[~repeated], dst[~repeated]
 
 
 # --- collectives straight into arrays ---------------------------------------------

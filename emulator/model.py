@@ -20,6 +20,7 @@ ranks whose chunks differ by a byte advance together instead of one by one.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from dataclasses import dataclass
@@ -261,22 +262,42 @@ def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     nflows, width = route.shape
     rate = np.empty(nflows)
     left = capacity.astype(float)
-    todo = np.arange(nflows)
+    todo, r = np.arange(nflows), route
+    n = np.bincount(route.ravel(), minlength=left.size)   # flows not fixed, per link
     while todo.size:
-        r = route[todo]
-        n = np.bincount(r.ravel(), minlength=left.size)
         share = np.full(left.size, math.inf)
         used = n > 0
         share[used] = left[used] / n[used]
-        flow_share = share[r].min(axis=1)
-        lowest = np.full(left.size, math.inf)
-        np.minimum.at(lowest, r.ravel(), np.repeat(flow_share, width))
-        fixed = (share <= lowest)[r].any(axis=1)
+        flow_share, fixed = _bottlenecked(share, r)
         rate[todo[fixed]] = flow_share[fixed]
         left -= np.bincount(r[fixed].ravel(), weights=np.repeat(flow_share[fixed], width), minlength=left.size)
         np.maximum(left, 0.0, out=left)
-        todo = todo[~fixed]
+        n -= np.bincount(r[fixed].ravel(), minlength=left.size)
+        todo, r = todo[~fixed], r[~fixed]
     return rate
+
+
+# From this many flows on, routes are read column by column (every flow's j-th
+# link): numpy is slow across rows of a few links, but a column costs calls.
+COLUMN_FLOWS = 1 << 12
+
+
+def _bottlenecked(share: np.ndarray, route: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every flow's smallest link share, and whether one of its links is a
+    bottleneck (no flow crossing it has a smaller share elsewhere)."""
+    if len(route) < COLUMN_FLOWS:
+        shares = share[route]
+        flow_share = shares.min(axis=1)
+        beaten = np.zeros(share.size, dtype=bool)
+        beaten[route[shares > flow_share[:, None]]] = True
+        return flow_share, (~beaten)[route].any(axis=1)
+    shares = [share[link] for link in route.T]
+    flow_share = functools.reduce(np.minimum, shares)
+    beaten = np.zeros(share.size, dtype=bool)
+    for link, s in zip(route.T, shares):
+        beaten[link[s > flow_share]] = True
+    qualifies = ~beaten
+    return flow_share, functools.reduce(np.logical_or, [qualifies[link] for link in route.T])
 
 
 def _rerate_after_drains(route: np.ndarray, rates: np.ndarray, capacity: np.ndarray, drained: float) -> np.ndarray:
@@ -300,6 +321,120 @@ def _rerate_after_drains(route: np.ndarray, rates: np.ndarray, capacity: np.ndar
 
 # --- event-driven simulation ------------------------------------------------
 
+# Below this many flows, classes and the finish order cost more than they save.
+ALIKE_FLOWS = 1 << 12
+
+
+def _sending(t: float, ids: np.ndarray, left: np.ndarray, rates: np.ndarray) -> "_Sending":
+    return (_Sending if len(ids) >= ALIKE_FLOWS else _FewSending)(t, ids, left, rates)
+
+
+class _Sending:
+    """The flows sending since the last re-rating (in the order they
+    started), grouped in classes of equal bytes left and equal rate.
+
+    Every event takes the time elapsed off the bytes left, as it always has
+    (the arithmetic the predictions are pinned to), but once per class: the
+    flows of a class see the same numbers, so they keep equal bytes to the
+    bit and drain together. Only the classes that may drain next are looked
+    at: those whose finish time at the re-rating's rates lies within
+    2 REL_TOL of the earliest, an order found once per re-rating. That
+    estimate is off by round-off only (1e-16 per event), far inside the
+    margin, so they hold the next flow due and every flow due with it: the
+    result is the same to the bit as looking at every flow."""
+
+    def __init__(self, t: float, ids: np.ndarray, left: np.ndarray, rates: np.ndarray):
+        self._flows(ids, left, rates)
+        pair = np.empty(len(ids), dtype=complex)   # (bytes left, rate) as one number: one sort finds the classes
+        pair.real, pair.imag = left, rates
+        alike, class_of = np.unique(pair, return_inverse=True)
+        self.left, self.rates, self.class_of = alike.real.copy(), alike.imag.copy(), class_of.ravel()
+        self.members = np.argsort(self.class_of, kind="stable")          # by class, in start order
+        self.member_first = np.searchsorted(self.class_of[self.members], np.arange(len(alike) + 1))
+        self.alive = np.diff(self.member_first)                          # flows of a class still sending
+        with np.errstate(divide="ignore"):
+            finish = t + self.left / self.rates
+        self.order = np.argsort(finish, kind="stable")
+        self.finish_in_order = finish[self.order]
+        self.fastest_from = np.maximum.accumulate(self.rates[self.order][::-1])[::-1]   # of order[i:]
+        self.head = 0                                   # the classes order[:head] have drained
+
+    def _flows(self, ids: np.ndarray, left: np.ndarray, rates: np.ndarray) -> None:
+        self.ids, self.flow_rates = ids, rates
+        self.gone = np.zeros(len(ids), dtype=bool)
+        self.count = len(ids)
+
+    def _skip_drained(self) -> None:
+        while self.count:
+            window = self.alive[self.order[self.head:self.head + 1024]] == 0
+            if not window.all():
+                self.head += int(window.argmin())
+                return
+            self.head += len(window)
+
+    def candidates(self) -> np.ndarray:
+        """The classes that may drain next."""
+        if not self.count:
+            return self.order[:0]
+        stop = np.searchsorted(self.finish_in_order, self.finish_in_order[self.head] * (1 + 2 * REL_TOL), "right")
+        near = self.order[self.head:stop]
+        return near[self.alive[near] > 0]
+
+    def elapse(self, seconds: float) -> None:
+        self.left -= self.rates * seconds
+
+    def _positions(self, classes: np.ndarray) -> np.ndarray:
+        """The flows of `classes` still sending, in start order."""
+        positions = self.members[_ranges(self.member_first[classes], self.member_first[classes + 1])]
+        return np.sort(positions[~self.gone[positions]])
+
+    def retire(self, classes: np.ndarray, due: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The flows of `classes` drained, and the first of the classes `due`
+        (the next to finish, whatever round-off left it): their ids and rates."""
+        positions = self._positions(classes)
+        first_due = self._positions(due)[:1]
+        self.gone[positions] = True
+        if first_due.size and not self.gone[first_due[0]]:
+            positions = np.sort(np.concatenate((positions, first_due)))
+        self.gone[positions] = True
+        self.count -= len(positions)
+        np.subtract.at(self.alive, self.class_of[positions], 1)
+        self._skip_drained()
+        return self.ids[positions], self.flow_rates[positions]
+
+    def all_slower_than(self, rate: float) -> bool:
+        if self.count == 0 or self.fastest_from[self.head] < rate:
+            return True
+        return bool((self.rates[self.alive > 0] < rate).all())
+
+    def still_sending(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """ids, bytes left and rates of the flows not drained, in start order."""
+        keep = ~self.gone
+        return self.ids[keep], self.left[self.class_of[keep]], self.flow_rates[keep]
+
+
+class _FewSending(_Sending):
+    """_Sending for a few flows: every flow its own class, every one looked
+    at in every event (as the simulation always did; cheaper than sorting)."""
+
+    def __init__(self, t: float, ids: np.ndarray, left: np.ndarray, rates: np.ndarray):
+        self._flows(ids, left, rates)
+        self.left, self.rates, self.class_of = left.copy(), rates, np.arange(len(ids))
+        self.alive = np.ones(len(ids), dtype=np.int64)
+
+    def _skip_drained(self) -> None:
+        pass
+
+    def candidates(self) -> np.ndarray:
+        return np.flatnonzero(~self.gone)
+
+    def _positions(self, classes: np.ndarray) -> np.ndarray:
+        return np.sort(classes[~self.gone[classes]])
+
+    def all_slower_than(self, rate: float) -> bool:
+        return bool((self.rates[~self.gone] < rate).all())
+
+
 class _Simulation:
     """One run of the event loop over a `_Flows`; step_end holds the result."""
 
@@ -320,12 +455,10 @@ class _Simulation:
         self.by_recv = np.argsort(flows.recv_step, kind="stable")
         self.recv_first = np.searchsorted(flows.recv_step[self.by_recv], np.arange(nsteps + 1))
         self.step_end = np.full(nsteps, math.nan)
-        self.active = np.zeros(0, dtype=np.int64)   # flows sending, in the order they started
-        self.left = np.zeros(0)                      # bytes each active flow has still to send
-        self.rates = np.zeros(0)
+        self.sending = _sending(0.0, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
         self.stale = False
-        # Since the last re-rating: did flows start, and the lowest rate of the flows that drained.
-        self.started_flows = False
+        # Since the last re-rating: the flows that started, and the lowest rate of the flows that drained.
+        self.fresh: list[np.ndarray] = []
         self.drained_rate = math.inf
         self.max_flows = np.zeros(len(self.capacity), dtype=np.int64)
         self.switch_hops = (flows.route != flows.pad).sum(axis=1) - 1   # links of a path minus one
@@ -340,7 +473,7 @@ class _Simulation:
     def run(self, progress=None) -> None:
         self._finish(self._start(np.flatnonzero(self.waiting == 0)))   # empty first steps end at once
         rounds = 0
-        while self.active.size or self.events:
+        while self.sending.count or self.fresh or self.events:
             self._advance()
             rounds += 1
             if progress and rounds % 256 == 0:
@@ -363,19 +496,21 @@ class _Simulation:
         """Move to the next drain or timed event and handle everything due then."""
         if self.stale:
             self._rerate()
-        drain = self.left / self.rates if self.active.size else np.zeros(0)
+        near = self.sending.candidates()
+        drain = self.sending.left[near] / self.sending.rates[near]
         t_drain = self.t + drain.min() if drain.size else math.inf
         t_next = min(t_drain, self.events[0][0] if self.events else math.inf)
         if math.isinf(t_next):
             raise RuntimeError("flows are stuck at zero rate")
         tol = REL_TOL * t_next
-        self.left -= self.rates * (t_next - self.t)
+        self.sending.elapse(t_next - self.t)
         self.t = t_next
         if drain.size:
-            done = self.left <= self.rates * tol
-            if t_drain == t_next:
-                done[drain.argmin()] = True   # round-off must not leave the due flow a hair short
-            self._drain(done)
+            done = self.sending.left[near] <= self.sending.rates[near] * tol
+            # round-off must not leave the due flow a hair short
+            due = near[drain == drain.min()] if t_drain == t_next else near[:0]
+            if done.any() or due.size:
+                self._drain(*self.sending.retire(near[done], due))
         # Handling events may start steps whose empty transfers are due at once when alpha is 0.
         while self.events and self.events[0][0] <= self.t + tol:
             delivered, computed = [], []
@@ -394,32 +529,31 @@ class _Simulation:
                 steps.append(done)
             self._finish(np.unique(np.concatenate(steps)))
 
-    def _drain(self, done: np.ndarray) -> None:
-        """Retire the active flows marked `done`; they arrive later (`_deliver`)."""
-        if not done.any():
-            return
-        gone = self.active[done]
-        self.left = self.left[~done]
-        self.drained_rate = min(self.drained_rate, float(self.rates[done].min()))
-        self.active, self.rates = self.active[~done], self.rates[~done]
+    def _drain(self, gone: np.ndarray, rates: np.ndarray) -> None:
+        """The flows `gone` (at `rates`) sent their last byte; they arrive later (`_deliver`)."""
+        self.drained_rate = min(self.drained_rate, float(rates.min()))
         self.stale = True
         self._deliver(gone)
 
     def _rerate(self) -> None:
-        if not self.started_flows and (self.rates < self.drained_rate * (1 - 1e-9)).all():
+        if not self.fresh and self.sending.all_slower_than(self.drained_rate * (1 - 1e-9)):
             # Only flows at least as fast as every one left have drained: no rate changes
             # (_rerate_after_drains), and a subset of the flows at the same rates neither
             # raises a link's most flows nor the load in flight. Nothing to do.
             self.drained_rate, self.stale = math.inf, False
             return
-        route = self.f.route[self.active]
-        if self.started_flows:
-            self.rates = max_min_rates(route, self.capacity)
+        active, left, rates = self.sending.still_sending()
+        new = np.concatenate(self.fresh) if self.fresh else active[:0]
+        active, left = np.concatenate((active, new)), np.concatenate((left, self.f.nbytes[new]))
+        route = self.f.route[active]
+        if new.size:
+            rates = max_min_rates(route, self.capacity)
         else:
-            self.rates = _rerate_after_drains(route, self.rates, self.capacity, self.drained_rate)
-        self.started_flows, self.drained_rate = False, math.inf
+            rates = _rerate_after_drains(route, rates, self.capacity, self.drained_rate)
+        self.fresh, self.drained_rate = [], math.inf
+        self.sending = _sending(self.t, active, left, rates)
         np.maximum(self.max_flows, np.bincount(route.ravel(), minlength=len(self.capacity)), out=self.max_flows)
-        load = float(self.rates @ self.switch_hops[self.active]) * self.wire_mbps
+        load = float(rates @ self.switch_hops[active]) * self.wire_mbps
         self.peak_switch_mbps = max(self.peak_switch_mbps, load)
         self.stale = False
 
@@ -461,9 +595,8 @@ class _Simulation:
             return
         wire = self.f.on_wire[ids]
         if wire.any():
-            self.active = np.concatenate((self.active, ids[wire]))
-            self.left = np.concatenate((self.left, self.f.nbytes[ids[wire]]))
-            self.stale = self.started_flows = True
+            self.fresh.append(ids[wire])
+            self.stale = True
         if not wire.all():
             self._deliver(ids[~wire])
 

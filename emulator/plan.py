@@ -17,7 +17,8 @@ from emulator.fabric import Fabric
 from emulator.mapping import hosts_for_ranks
 from emulator.metrics import payload_efficiency
 from emulator.model import Prediction, predict, predict_collective
-from emulator.program import Compiled, compile_workload, job_alone
+from emulator.flat import flatten, ranks_alone
+from emulator.program import Compiled, JobLayout, compile_workload
 from emulator.schedule import Schedule, over_connections
 from emulator.spec import RunSpec, SpecError, load_workload
 from emulator.workload import Workload, sweep_job
@@ -68,15 +69,19 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
     except ValueError as e:
         raise SpecError(str(e)) from None
     model = _model(fabric, table, spec)
-    predictions = {key: model(sched, hosts) for key, sched in schedules.items()}
+    flats = {key: flatten(sched) for key, sched in schedules.items()}
+    predictions = {key: model(flat, hosts) for key, flat in flats.items()}
     calls = [Call(i, key, rep) for i, (key, rep) in
              enumerate((key, rep) for key in schedules for rep in range(-spec.warmup, spec.repetitions))]
     alone = []
     if spec.workload and len(programs[WORKLOAD_KEY].jobs) > 1:
-        for index in range(len(programs[WORKLOAD_KEY].jobs)):
-            sched, job_hosts = job_alone(programs[WORKLOAD_KEY], index)
-            alone.append(model(over_connections(sched, spec.connections), job_hosts))
+        alone = [model(*job_alone(flats[WORKLOAD_KEY], layout)) for layout in programs[WORKLOAD_KEY].jobs]
     return RunPlan(spec, fabric, table, hosts, calls, schedules, predictions, programs, alone)
+
+
+def job_alone(flat, layout: JobLayout):
+    """The schedule (as arrays) and hosts of one job of a workload by itself."""
+    return ranks_alone(flat, layout.offset, layout.job.ranks), layout.hosts
 
 
 def model_sweep(spec: RunSpec, method: str = "auto", progress=None) -> tuple[list[str], dict[int, Prediction]]:
@@ -135,10 +140,11 @@ def fit_durations(workload: Workload, fabric: Fabric, spec: RunSpec) -> Workload
     table = forwarding_table(fabric, spec.policy, route_demands(spec, {WORKLOAD_KEY: program.schedule},
                                                                 program.hosts), spec.seed)
     model = _model(fabric, table, spec)
+    flat = flatten(program.schedule)
     jobs = []
-    for index, job in enumerate(workload.jobs):
+    for layout, job in zip(program.jobs, workload.jobs):
         if job.duration_s:
-            one = model(*job_alone(program, index)).time_s
+            one = model(*job_alone(flat, layout)).time_s
             job = dataclasses.replace(job, iterations=max(1, int(job.duration_s / one)) if one > 0 else 1)
         jobs.append(job)
     return dataclasses.replace(workload, jobs=tuple(jobs))

@@ -80,18 +80,6 @@ def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive",
     return Compiled(Schedule(name, "", len(hosts), 0, tuple(steps)), hosts, layouts)
 
 
-def job_alone(compiled: Compiled, index: int) -> tuple[Schedule, list[str]]:
-    """The schedule and hosts of job `index` by itself (its ranks renumbered from 0)."""
-    layout = compiled.jobs[index]
-    base = layout.offset
-
-    def local(transfers):
-        return tuple(Transfer(t.peer - base, t.nbytes) for t in transfers)
-    steps = tuple(tuple(dataclasses.replace(s, sends=local(s.sends), recvs=local(s.recvs))
-                        for s in compiled.schedule.steps[r]) for r in layout.ranks)
-    return Schedule(layout.job.name, "", layout.job.ranks, 0, steps), layout.hosts
-
-
 # --- one rank's steps ------------------------------------------------------------
 
 def _sized(job: Job, ranks: int) -> Job:
@@ -132,6 +120,7 @@ class _Builder:
 
     def __init__(self, offset: int):
         self.offset = offset
+        self.global_transfer: dict[tuple[int, int], Transfer] = {}   # (job-local peer, bytes) -> with the offset
         self.steps: list[Step] = []
         self.in_flight: dict[str, int] = {}   # tag (or op index) -> last step of an async op
         self.batch = False                    # the last step is an open batch of async send/recv
@@ -157,47 +146,60 @@ class _Builder:
         if targets:
             self.add(Step(phase="wait", channel=COMPUTE, after=tuple(sorted(set(targets))), op=op))
 
+    def globalised(self, transfers: tuple[Transfer, ...]) -> tuple[Transfer, ...]:
+        """Job-local peers as global ranks (a rank's steps repeat a few transfers: each made once)."""
+        if not self.offset:
+            return transfers
+        known = self.global_transfer
+        out = []
+        for t in transfers:
+            key = (t.peer, t.nbytes)
+            if key not in known:
+                known[key] = Transfer(t.peer + self.offset, t.nbytes)
+            out.append(known[key])
+        return tuple(out)
+
     def communicate(self, op: Op, index: int, steps: list[Step]) -> None:
-        steps = [_globalised(s, self.offset) for s in steps]
-        if not steps:          # a group of one: nothing to send
+        parts = [(self.globalised(s.sends), self.globalised(s.recvs), s.phase) for s in steps]
+        if not parts:          # a group of one: nothing to send
             return
         if op.nonblocking:
-            self._issue(op, index, steps)
+            self._issue(op, index, parts)
         elif not self.in_flight:   # nothing queued ahead of it: runs in program order
             self.batch = False
-            for s in steps:
-                self.add(Step(s.sends, s.recvs, s.phase, channel=COMPUTE, op=index))
+            self._add_all(parts, COMPUTE, index)
         else:
-            self._issue(op, index, steps)
+            self._issue(op, index, parts)
             self.wait(op.tag or f"#{index}", index, "")
 
-    def _issue(self, op: Op, index: int, steps: list[Step]) -> None:
+    def _add_all(self, parts: list[tuple], channel: int, op: int) -> None:
+        """Steps of (sends, recvs, phase) on `channel`; equal ones (a ring's
+        steps repeat) are one object."""
+        made: dict[tuple, Step] = {}
+        for part in parts:
+            if part not in made:
+                made[part] = Step(*part, channel=channel, op=op)
+            self.add(made[part])
+
+    def _issue(self, op: Op, index: int, parts: list[tuple]) -> None:
+        """Steps of (sends, recvs, phase) on the communication channel."""
         tag = op.tag or f"#{index}"
         p2p = op.kind in ("send", "recv")
         if p2p and self.batch:   # joins the open batch: one step, both directions at once
-            last = self.steps[-1]
-            self.steps[-1] = Step(last.sends + steps[0].sends, last.recvs + steps[0].recvs, "p2p",
+            last, (sends, recvs, _) = self.steps[-1], parts[0]
+            self.steps[-1] = Step(last.sends + sends, last.recvs + recvs, "p2p",
                                   channel=COMM, after=last.after, op=last.op)
             self.in_flight[tag] = len(self.steps) - 1
             return
         after = self.issue_point
-        for i, s in enumerate(steps):
-            self.add(Step(s.sends, s.recvs, s.phase, channel=COMM, after=after if i == 0 else (), op=index))
+        self.add(Step(*parts[0], channel=COMM, after=after, op=index))
+        self._add_all(parts[1:], COMM, index)
         self.in_flight[tag] = len(self.steps) - 1
         self.batch = p2p
 
     def end_iteration(self, ops: int) -> None:
         self.wait("", ops, "")
         self.batch = False
-
-
-def _globalised(step: Step, offset: int) -> Step:
-    if not offset:
-        return step
-
-    def shift(transfers):
-        return tuple(Transfer(t.peer + offset, t.nbytes) for t in transfers)
-    return dataclasses.replace(step, sends=shift(step.sends), recvs=shift(step.recvs))
 
 
 # --- groups and the steps of one communication op ------------------------------------

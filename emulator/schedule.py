@@ -91,8 +91,14 @@ def _ring_phase(p: int, rank: int, sizes: list[int], phase: str, shift: int) -> 
     """p-1 steps: send chunk (rank+shift-k) to rank+1, receive chunk
     (rank+shift-k-1) from rank-1."""
     nxt, prev = (rank + 1) % p, (rank - 1) % p
-    return [_exchange(nxt, sizes[(rank + shift - k) % p], prev, sizes[(rank + shift - k - 1) % p], phase)
-            for k in range(p - 1)]
+    made: dict[tuple[int, int], Step] = {}   # chunks differ by a byte at most: a few distinct steps, each made once
+    steps = []
+    for k in range(p - 1):
+        key = (sizes[(rank + shift - k) % p], sizes[(rank + shift - k - 1) % p])
+        if key not in made:
+            made[key] = _exchange(nxt, key[0], prev, key[1], phase)
+        steps.append(made[key])
+    return steps
 
 
 def ring_reduce_scatter(p: int, rank: int, size: int) -> list[Step]:

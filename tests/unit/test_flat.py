@@ -1,9 +1,11 @@
 """Schedules as arrays: built straight into arrays, they hold the numbers
 flattening the step objects gives."""
+import dataclasses
+
 import numpy as np
 import pytest
 
-from emulator.flat import flat_schedule, flatten, lockstep_rounds
+from emulator.flat import flat_schedule, flatten, lockstep_rounds, ranks_alone
 from emulator.schedule import Schedule, Step, build_schedule
 
 
@@ -78,3 +80,50 @@ def test_lockstep_ring_rounds_say_they_round_uneven_chunks_up():
     assert set(rounds[0][0].sends.nbytes.tolist()) == {101}
     assert lockstep_rounds("all-to-all", "ring", 8, 800) is None
     assert len(lockstep_rounds("allreduce", "halving-doubling", 6, 800)[0]) == 2 + 2 * 2   # pre, core, post
+
+
+def test_ranks_alone_are_the_flattened_steps_of_that_job_by_itself():
+    """A job cut out of a workload's arrays holds what flattening its own
+    steps (peers renumbered from 0) gives, waits included, and predicts
+    the same to the bit."""
+    import tomllib
+
+    from controller.routing import forwarding_table
+    from emulator.model import _dependencies, predict
+    from emulator.program import compile_workload
+    from emulator.schedule import Transfer
+    from emulator.topology import build
+    from emulator.workload import parse_workload
+    text = """
+[[job]]
+name = "dp"
+ranks = 8
+template = "data-parallel"
+params = {params_m = 1.0, bucket_mb = 1}
+[[job]]
+name = "plain"
+ranks = 6
+ops = [{op = "compute", ms = 20}, {op = "allreduce", bytes = "1M"}]
+"""
+    fabric = build("bigraph:m=4,n=4")
+    compiled = compile_workload(parse_workload(tomllib.loads(text), "w.toml"), fabric)
+    whole = flatten(compiled.schedule)
+    table = forwarding_table(fabric, "ecmp")
+    for layout in compiled.jobs:
+        def local(transfers, base=layout.offset):
+            return tuple(Transfer(t.peer - base, t.nbytes) for t in transfers)
+        steps = tuple(tuple(Step(local(s.sends), local(s.recvs), s.phase, s.compute_s, s.channel, s.after, s.op)
+                            for s in compiled.schedule.steps[r]) for r in layout.ranks)
+        own = flatten(Schedule(layout.job.name, "", layout.job.ranks, 0, steps))
+        cut = ranks_alone(whole, layout.offset, layout.job.ranks)
+        assert_same_flat(dataclasses.replace(cut, waits=own.waits), own)
+        for mine, theirs in zip(dataclasses.astuple(_dependencies(cut)), dataclasses.astuple(_dependencies(own))):
+            np.testing.assert_array_equal(mine, theirs)   # the same waits, given or implied
+        got = predict(fabric, table, cut, layout.hosts, alpha_s=5e-4)
+        assert got.step_end_s == predict(fabric, table, own, layout.hosts, alpha_s=5e-4).step_end_s
+
+
+def test_a_wait_named_twice_is_listed_once_and_ranks_keep_their_own_steps():
+    steps = ((Step(), Step(after=(0,))), (Step(channel=1), Step(channel=1), Step(after=(1,))))
+    src, dst = flatten(Schedule("x", "", 2, 0, steps)).waits
+    assert list(zip(src.tolist(), dst.tolist())) == [(0, 1), (2, 3), (3, 4)]

@@ -3,9 +3,11 @@ and the flow model on compiled jobs (compute, overlap, several jobs)."""
 import pytest
 
 from controller.routing import forwarding_table
+from emulator.flat import flatten
 from emulator.mapping import place
 from emulator.model import max_flows_per_step, predict
-from emulator.program import compile_workload, groups, job_alone
+from emulator.plan import job_alone
+from emulator.program import compile_workload, groups
 from emulator.schedule import ALGORITHMS, COLLECTIVES, build_schedule
 from emulator.templates import TEMPLATES
 from emulator.topology import LinkProfile, build
@@ -130,7 +132,7 @@ def test_two_jobs_on_shared_links_slow_each_other_and_alone_is_faster():
     compiled = compile_workload(both, fab)
     table = forwarding_table(fab, "shortest")
     together = predict(fab, table, compiled.schedule, compiled.hosts)
-    sched, hosts = job_alone(compiled, 1)
+    sched, hosts = job_alone(flatten(compiled.schedule), compiled.jobs[1])
     alone = predict(fab, table, sched, hosts)
     ends_b = max(together.step_end_s[r][-1] for r in compiled.jobs[1].ranks)
     assert ends_b > 1.2 * alone.time_s
