@@ -74,7 +74,7 @@ def _likely_cause(time_over_model: float, counters: dict) -> str:
     if counters.get("queue_drops", 0) or counters.get("tcp_retrans", 0) > spurious:
         causes.append("packet losses")
     elif spurious:
-        causes.append("spurious retransmissions: RTT jumps")
+        causes.append("spurious retransmissions: RTT jumps or reordering")
     return f" ({', '.join(causes)})" if causes else ""
 
 

@@ -71,7 +71,7 @@ def test_read_segments_takes_lengths_from_the_headers_of_a_pcap_without_payload(
 
 def test_the_segment_sent_twice_is_the_one_retransmission(pcap):
     segments = captures.read_segments(str(pcap), START)
-    marked = [s for s, again in zip(segments, captures.retransmitted(segments)) if again]
+    marked = [s for s, kind in zip(segments, captures.kinds(segments)) if kind == captures.RETRANSMISSION]
     assert len(marked) == 1
     assert (marked[0].src, marked[0].seq, marked[0].t) == ("bgh0", A_SEQ + 2 * MSS, pytest.approx(0.25))
 
@@ -79,7 +79,36 @@ def test_the_segment_sent_twice_is_the_one_retransmission(pcap):
 def test_sequence_numbers_that_wrap_past_2_32_are_no_retransmission(pcap):
     segments = [s for s in captures.read_segments(str(pcap), START) if s.src == "bgh1"]
     assert [s.seq for s in segments][2:] == [0, MSS]      # wrapped
-    assert not any(captures.retransmitted(segments))
+    assert not any(captures.kinds(segments))
+
+
+def sent(order_sent: int, k: int, ip_id_base: int = 100) -> captures.Segment:
+    """bgh0 -> bgh4's k-th segment of MSS bytes, the `order_sent`-th packet its socket sent."""
+    return captures.Segment(0.01 * order_sent, "bgh0", 40000, "bgh4", 5201, A_SEQ + k * MSS, MSS, 0, FRAME,
+                            (ip_id_base + order_sent) % (1 << 16))
+
+
+def test_an_earlier_segment_overtaken_on_the_way_is_out_of_order_not_a_retransmission():
+    # sent 0, 1, 2, 3; the link sees 0, 2, 1, 3 (1 was held up, as an upcall to OVS's userspace is)
+    wire = [sent(0, 0), sent(2, 2), sent(1, 1), sent(3, 3)]
+    assert captures.kinds(wire) == [None, None, captures.OUT_OF_ORDER, None]
+
+
+def test_a_segment_lost_before_the_link_and_sent_again_is_a_retransmission():
+    # segment 1 was dropped upstream: the link sees 0, 2, 3, then 1 again, sent after them
+    wire = [sent(0, 0), sent(2, 2), sent(3, 3), sent(4, 1)]
+    assert captures.kinds(wire) == [None, None, None, captures.RETRANSMISSION]
+    # ... and so also when the retransmission is itself overtaken by the new segment sent after it
+    assert captures.kinds([sent(0, 0), sent(1, 2), sent(3, 3), sent(2, 1)])[-1] == captures.RETRANSMISSION
+
+
+def test_ip_ids_wrap_past_2_16_and_a_segment_seen_twice_is_always_a_retransmission():
+    wrapping = [sent(0, 0, 65534), sent(2, 2, 65534), sent(1, 1, 65534)]   # ids 65534, 0, 65535
+    assert captures.kinds(wrapping)[-1] == captures.OUT_OF_ORDER
+    same_id = [sent(0, 0), sent(1, 1), sent(0, 0)]                          # a stack with constant ids
+    assert captures.kinds(same_id)[-1] == captures.RETRANSMISSION
+    inside_the_last = [sent(0, 0), sent(1, 1), dataclasses.replace(sent(2, 1), seq=A_SEQ + MSS + 100)]
+    assert captures.kinds(inside_the_last)[-1] == captures.RETRANSMISSION   # repacketized
 
 
 def test_flow_rows_give_each_flows_throughput_per_bin_and_its_retransmissions(pcap):
@@ -95,12 +124,12 @@ def test_flow_rows_give_each_flows_throughput_per_bin_and_its_retransmissions(pc
     assert (a, 0.2) not in by                                  # nothing sent in that bin
     b = "bgh1:40001>bgh5:5201"
     assert [(r["t_s"], r["packets"]) for r in rows if r["flow"] == b] == [(0.2, 4)]
-    assert sum(r["retransmissions"] for r in rows) == 1
+    assert sum(r["retransmissions"] for r in rows) == 1 and sum(r["out_of_order"] for r in rows) == 0
     assert set(rows[0]) == set(captures.FLOW_COLUMNS) - {"call", "link", "rate_mbps"}
 
 
 def test_packets_before_the_call_start_fall_in_bins_that_end_by_it():
-    seg = captures.Segment(-0.03, "bgh0", 1, "bgh1", 2, 5, 0, 0, 66)
+    seg = captures.Segment(-0.03, "bgh0", 1, "bgh1", 2, 5, 0, 0, 66, 0)
     assert [r["t_s"] for r in captures.flow_rows([seg], 0.1)] == [0.0]
 
 

@@ -333,7 +333,7 @@ def test_fidelity_passes_a_faithful_call_and_names_every_reason_to_doubt_one():
 
 def test_retransmissions_the_receivers_saw_twice_are_not_called_losses():
     from emulator.results import fidelity
-    assert fidelity(1.3, {"tcp_retrans": 5, "tcp_spurious": 5}).endswith("(spurious retransmissions: RTT jumps)")
+    assert fidelity(1.3, {"tcp_retrans": 5, "tcp_spurious": 5}).endswith("(spurious retransmissions: RTT jumps or reordering)")
     assert fidelity(1.3, {"tcp_retrans": 6, "tcp_spurious": 5}).endswith("(packet losses)")
     assert fidelity(1.3, {"tcp_retrans": 5}).endswith("(packet losses)")   # folders from before the column
     assert fidelity(1.05, {"tcp_retrans": 5, "tcp_spurious": 5}) == "ok"
