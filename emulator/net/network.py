@@ -78,8 +78,11 @@ class EmulatedFabric:
                     intf, link.rate_mbps, link.queue_packets, self.mtu, link.delay_ms, 0.0,   # loss: start_loss
                     self.dataplane.tso)))
         switches = [s.name for s in self.fabric.switches]
+        ports = [self.net[n].intfs[p].name for link in self.fabric.links for n, p in link.ends()
+                 if self.fabric.is_switch(n)]
         scripts = {"": _batch("ip", [line for n in switches for line in ip_lines.get(n, [])])
-                   + _batch("tc", [line for n in switches for line in tc_lines.get(n, [])])}
+                   + _batch("tc", [line for n in switches for line in tc_lines.get(n, [])])
+                   + _no_ipv6(ports)}
         for h in self.fabric.hosts:
             scripts[h.name] = (_batch("ip", ip_lines[h.name]) + self._offload_lines(h.name)
                                + _batch("tc", tc_lines[h.name]) + self._host_lines(h.name, segment))
@@ -275,3 +278,12 @@ def _batch(tool: str, lines: list[str]) -> str:
     if not lines:
         return ""
     return f"{tool} -batch - <<'EOF'\n" + "\n".join(lines) + "\nEOF\n"
+
+
+def _no_ipv6(interfaces: list[str]) -> str:
+    """Shell lines that turn IPv6 off on switch ports (in the root
+    namespace, where the hosts' `all` setting does not reach): else each
+    port's kernel sends router solicitations and MLD reports into the
+    fabric, bytes no host sent. A kernel without IPv6 has none to turn off."""
+    return "".join(f"[ ! -d /proc/sys/net/ipv6/conf/{i} ] || echo 1 > /proc/sys/net/ipv6/conf/{i}/disable_ipv6\n"
+                   for i in interfaces)
