@@ -151,8 +151,7 @@ def _sent_after(a: int, b: int) -> bool:
 def kinds(segments: list[Segment]) -> list[str | None]:
     """Per segment (in capture order): RETRANSMISSION if it carries sequence
     numbers its flow had sent before, OUT_OF_ORDER if it is an earlier
-    segment that arrives after later ones (the network reordered it: a
-    switch's upcall to userspace overtaken by the packets behind it), else
+    segment that arrives after later ones (reordered on the way), else
     None. The IP id tells them apart: a segment whose sequence numbers were
     not seen yet is a retransmission only if it was sent after the segment
     that first went past them (its original was lost before this link).

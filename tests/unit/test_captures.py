@@ -89,7 +89,7 @@ def sent(order_sent: int, k: int, ip_id_base: int = 100) -> captures.Segment:
 
 
 def test_an_earlier_segment_overtaken_on_the_way_is_out_of_order_not_a_retransmission():
-    # sent 0, 1, 2, 3; the link sees 0, 2, 1, 3 (1 was held up, as an upcall to OVS's userspace is)
+    # sent 0, 1, 2, 3; the link sees 0, 2, 1, 3 (1 was held up on the way)
     wire = [sent(0, 0), sent(2, 2), sent(1, 1), sent(3, 3)]
     assert captures.kinds(wire) == [None, None, captures.OUT_OF_ORDER, None]
 
