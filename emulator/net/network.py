@@ -68,21 +68,21 @@ class EmulatedFabric:
         each host's ARP table and TCP settings. One script per namespace, all
         at once: command by command through Mininet's shells took seconds."""
         segment = segment_bytes(min(link.rate_mbps for link in self.fabric.links), self.mtu)
-        ip_lines, tc_lines = {}, {}
+        ip_lines, tc_lines, switch_ports = {}, {}, []
         for link in self.fabric.links:
             for node, port in link.ends():
                 intf = self.net[node].intfs[port].name
-                gso = f" gso_max_size {segment}" if self.dataplane.tso and not self.fabric.is_switch(node) else ""
+                on_switch = self.fabric.is_switch(node)
+                switch_ports += [intf] if on_switch else []
+                gso = f" gso_max_size {segment}" if self.dataplane.tso and not on_switch else ""
                 ip_lines.setdefault(node, []).append(f"link set dev {intf} mtu {self.mtu}{gso}")
                 tc_lines.setdefault(node, []).extend(tc_batch(tc_commands(
                     intf, link.rate_mbps, link.queue_packets, self.mtu, link.delay_ms, 0.0,   # loss: start_loss
                     self.dataplane.tso)))
         switches = [s.name for s in self.fabric.switches]
-        ports = [self.net[n].intfs[p].name for link in self.fabric.links for n, p in link.ends()
-                 if self.fabric.is_switch(n)]
         scripts = {"": _batch("ip", [line for n in switches for line in ip_lines.get(n, [])])
                    + _batch("tc", [line for n in switches for line in tc_lines.get(n, [])])
-                   + _no_ipv6(ports)}
+                   + _no_ipv6(switch_ports)}
         for h in self.fabric.hosts:
             scripts[h.name] = (_batch("ip", ip_lines[h.name]) + self._offload_lines(h.name)
                                + _batch("tc", tc_lines[h.name]) + self._host_lines(h.name, segment))

@@ -12,6 +12,7 @@ import pytest
 
 from emulator import pipeline
 from emulator.emulation import Emulation
+from emulator.linkstats import interface_name
 from emulator.net import processes
 from emulator.net.agents import AgentError
 from emulator.plan import plan_run
@@ -29,7 +30,7 @@ def test_fabric_comes_up_with_routes_and_full_reachability(tmp_path, clean_machi
         # one route per host plus the drop rule, read back from OVS itself
         assert {s: len(rules) for s, rules in emu.installed_rules().items()} == {s.name: 9 for s in plan.fabric.switches}
         assert emu.network.ping_all() == []
-        ports = [f"{n}-eth{p}" for link in plan.fabric.links for n, p in link.ends() if plan.fabric.is_switch(n)]
+        ports = [interface_name(n, p) for link in plan.fabric.links for n, p in link.ends() if plan.fabric.is_switch(n)]
         if os.path.isdir("/proc/sys/net/ipv6"):   # no IPv6 from switch ports into the fabric
             assert {p: open(f"/proc/sys/net/ipv6/conf/{p}/disable_ipv6").read().strip() for p in ports} == \
                 {p: "1" for p in ports}
