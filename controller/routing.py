@@ -278,9 +278,9 @@ class HopTable(Mapping):
         elif self.policy == "ecmp":   # out_port's hash, where there is a choice
             pick = np.zeros(len(here), dtype=np.int64)
             many = np.flatnonzero(n > 1)
-            hosts, names = self.fabric.hosts, self.names
-            pick[many] = [zlib.crc32(f"{hosts[a].name}>{hosts[b].name}@{names[w]}".encode()) % k for a, b, w, k in
-                          zip(src[many].tolist(), dst[many].tolist(), here[many].tolist(), n[many].tolist())]
+            if not hasattr(self, "_hashes"):
+                self._hashes = EcmpHashes([h.name for h in self.fabric.hosts], self.names)
+            pick[many] = self._hashes(src[many], dst[many], here[many]) % n[many]
         else:   # "shortest": the lowest-numbered port
             pick = 0
         return self.port[self._ways[first + pick]]
@@ -347,7 +347,57 @@ def out_port(table: ForwardingTable, switch: str, src: str, dst: str) -> int:
         return entry
     if isinstance(entry, dict):
         return entry.get(src, entry[ANY_SOURCE])
-    return entry[zlib.crc32(f"{src}>{dst}@{switch}".encode()) % len(entry)]
+    return entry[ecmp_hash(src, dst, switch) % len(entry)]
+
+
+def ecmp_hash(src: str, dst: str, switch: str) -> int:
+    """What ecmp picks one of a switch's equal-cost ports by (modulo their count)."""
+    return zlib.crc32(f"{src}>{dst}@{switch}".encode())
+
+
+class EcmpHashes:
+    """ecmp_hash of many (src host, dst host, switch) at once, the names
+    given by their index in `hosts` and `switches`.
+
+    CRC-32 is affine in the message: the CRC of a message is that of as many
+    zero bytes, XOR one term per part (src, ">", dst, "@", switch), which
+    depends only on the part and on how many bytes follow it. A part's term
+    is found once with zlib and moved past the bytes after it by the linear
+    map a zero byte applies to the CRC register."""
+
+    def __init__(self, hosts: list[str], switches: list[str]):
+        names = [n.encode() for n in hosts], [n.encode() for n in switches]
+        self.host_len, self.switch_len = (np.array([len(n) for n in part], dtype=np.int64) for part in names)
+        tails = int(self.host_len.max(initial=0) + self.switch_len.max(initial=0)) + 3
+        self.host_term = self._terms(names[0], tails)            # [host, bytes after it]
+        self.switch_term = self._terms(names[1], 1)[:, 0]        # the switch ends the message
+        self.gt_term, self.at_term = (self._terms([sep], tails)[0] for sep in (b">", b"@"))
+        self.zeros = np.array([zlib.crc32(bytes(n)) for n in range(2 * tails)], dtype=np.int64)
+
+    @staticmethod
+    def _terms(parts: list[bytes], tails: int) -> np.ndarray:
+        term = np.array([zlib.crc32(p) ^ zlib.crc32(bytes(len(p))) for p in parts], dtype=np.int64)
+        out = np.empty((len(parts), tails), dtype=np.int64)
+        for tail in range(tails):
+            out[:, tail] = term
+            term = _CRC_TABLE[term & 0xFF] ^ (term >> 8)   # one zero byte more after the part
+        return out
+
+    def __call__(self, src: np.ndarray, dst: np.ndarray, switch: np.ndarray) -> np.ndarray:
+        ls, ld, lw = self.host_len[src], self.host_len[dst], self.switch_len[switch]
+        return (self.zeros[ls + ld + lw + 2] ^ self.host_term[src, ld + lw + 2] ^ self.gt_term[ld + lw + 1]
+                ^ self.host_term[dst, lw + 1] ^ self.at_term[lw] ^ self.switch_term[switch])
+
+
+def _crc_table() -> np.ndarray:
+    """zlib's CRC-32 byte table (reflected polynomial 0xEDB88320)."""
+    table = np.arange(256, dtype=np.int64)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ 0xEDB88320, table >> 1)
+    return table
+
+
+_CRC_TABLE = _crc_table()
 
 
 def path(fabric: Fabric, table: ForwardingTable, src: str, dst: str) -> Route:

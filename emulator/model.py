@@ -252,10 +252,21 @@ def max_flows_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedul
 
 # --- max-min fair rates -----------------------------------------------------
 
-def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """Max-min fair rate of every flow (row of link ids) on links of `capacity`.
+# From this many route entries (flows x links per route) on, progressive
+# filling goes link by link: the flow-by-flow rounds cost a pass over every
+# flow not yet fixed, and congested fabrics have hundreds of rate levels.
+LINKWISE_ENTRIES = 1 << 21
 
-    Progressive filling, many bottlenecks per round: a link whose fair share
+
+def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rate of every flow (row of link ids) on links of `capacity`."""
+    if route.size >= LINKWISE_ENTRIES:
+        return _filling_by_link(route, capacity)
+    return _filling_by_flow(route, capacity)
+
+
+def _filling_by_flow(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Progressive filling, many bottlenecks per round: a link whose fair share
     is the smallest among all links its flows cross is a bottleneck of all of
     them, so they are fixed at that share and their rate is taken off the
     other links they cross. The globally smallest share always qualifies."""
@@ -275,6 +286,50 @@ def max_min_rates(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         n -= np.bincount(r[fixed].ravel(), minlength=left.size)
         todo, r = todo[~fixed], r[~fixed]
     return rate
+
+
+def _filling_by_link(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Progressive filling, one level per round: the links of the smallest
+    fair share are the bottleneck of every flow still free on them, which
+    are fixed at that share. A round touches the links and the flows it
+    fixes only (flows listed per link once), so all rounds together cost
+    about one pass over the routes, however many levels there are."""
+    nflows, width = route.shape
+    entries = route.ravel()
+    by_link = _group_by_link(entries, capacity.size)
+    n = np.bincount(entries, minlength=capacity.size)   # flows not fixed, per link
+    start = np.concatenate(([0], np.cumsum(n)))
+    left = capacity.astype(float)
+    rate = np.full(nflows, math.inf)                     # flows on pad links only stay unbounded
+    free = np.ones(nflows, dtype=bool)
+    slot = np.empty(nflows, dtype=np.int64)
+    share = np.empty(capacity.size)
+    while True:
+        share.fill(math.inf)
+        used = n > 0
+        np.divide(left, n, out=share, where=used)
+        level = share.min()
+        if math.isinf(level):
+            return rate
+        links = np.flatnonzero(share == level)
+        flows = by_link[_ranges(start[links], start[links + 1])] // width
+        flows = flows[free[flows]]
+        slot[flows] = np.arange(flows.size)              # a flow on two of the links: keep it once
+        flows = flows[slot[flows] == np.arange(flows.size)]
+        free[flows], rate[flows] = False, level
+        crossed = np.bincount(route[flows].ravel(), minlength=capacity.size)
+        left -= crossed * level
+        np.maximum(left, 0.0, out=left)
+        n -= crossed
+
+
+def _group_by_link(entries: np.ndarray, links: int) -> np.ndarray:
+    """Positions of `entries` (link ids) grouped by link, by a stable radix
+    sort on 16-bit digits (a comparison sort of 10^8 entries takes seconds)."""
+    order = np.argsort((entries & 0xFFFF).astype(np.uint16), kind="stable")
+    for shift in range(16, max(links - 1, 1).bit_length(), 16):
+        order = order[np.argsort(((entries[order] >> shift) & 0xFFFF).astype(np.uint16), kind="stable")]
+    return order
 
 
 # From this many flows on, routes are read column by column (every flow's j-th
@@ -590,7 +645,7 @@ class _Simulation:
         recvs = self.by_recv[_ranges(self.recv_first[steps], self.recv_first[steps + 1])]
         opened = np.concatenate((sends, recvs))
         np.subtract.at(self.gate, opened, 1)
-        ids = np.unique(opened[self.gate[opened] == 0])
+        ids = _sorted_once(opened[self.gate[opened] == 0], len(self.gate))
         if not ids.size:
             return
         wire = self.f.on_wire[ids]
@@ -625,6 +680,16 @@ def _dependencies(flat: Flat) -> _Dependencies:
     return _Dependencies(count=np.bincount(dst, minlength=nsteps),
                          first=np.searchsorted(src[order], np.arange(nsteps + 1)),
                          dependents=dst[order], compute_s=flat.compute_s)
+
+
+def _sorted_once(ids: np.ndarray, bound: int) -> np.ndarray:
+    """np.unique of ids in 0..bound-1; past bound/8 of them, through a mask
+    (one pass) rather than a sort."""
+    if ids.size * 8 < bound:
+        return np.unique(ids)
+    seen = np.zeros(bound, dtype=bool)
+    seen[ids] = True
+    return np.flatnonzero(seen)
 
 
 def _ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from controller.routing import forwarding_table
+from controller.routing import forwarding_table, model_table
 from emulator.mapping import hosts_for_ranks
 from emulator.model import (alpha_beta_time, link_loads_per_step, max_flows_per_step, max_min_rates,
                             predict)
@@ -101,6 +101,42 @@ def test_max_min_rates_directly():
     route = np.array([[0, 1], [0, 2], [2, 3]])
     capacity = np.array([10.0, 4.0, 10.0, math.inf])   # link 3 pads short routes
     assert max_min_rates(route, capacity).tolist() == pytest.approx([4.0, 5.0, 5.0])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_filling_link_by_link_gives_the_rates_of_filling_flow_by_flow(seed):
+    from emulator.model import _filling_by_flow, _filling_by_link
+    rng = np.random.default_rng(seed)
+    links, flows, width = int(rng.integers(2, 40)), int(rng.integers(1, 400)), int(rng.integers(1, 5))
+    capacity = np.append(rng.choice([10.0, 25.0, 40.0, 7.5], links), math.inf)
+    route = rng.integers(0, links + 1, (flows, width))   # link id `links` is the infinite pad
+    route[0] = links                                     # a flow on the pad only: unbounded
+    with np.errstate(invalid="ignore"):                  # inf - inf on the pad link
+        want = _filling_by_flow(route, capacity)
+    got = _filling_by_link(route, capacity)
+    assert math.isinf(got[0]) and math.isinf(want[0])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_filling_link_by_link_groups_past_16_bit_link_ids():
+    from emulator.model import _filling_by_flow, _filling_by_link
+    rng = np.random.default_rng(1)
+    links = 70_000
+    capacity = np.append(rng.choice([10.0, 25.0], links), math.inf)
+    route = rng.integers(0, links, (5000, 3))
+    np.testing.assert_allclose(_filling_by_link(route, capacity), _filling_by_flow(route, capacity), rtol=1e-12)
+
+
+def test_a_large_all_to_all_fills_link_by_link_as_flow_by_flow(monkeypatch):
+    import emulator.model as model
+    fabric = build("fattree:k=8")
+    table = model_table(fabric, "ecmp")
+    hosts = [h.name for h in fabric.hosts]
+    flow_by_flow = model.predict_collective(fabric, table, "all-to-all", "ring", hosts, 4 * M, ALPHA)
+    monkeypatch.setattr(model, "LINKWISE_ENTRIES", 0)
+    link_by_link = model.predict_collective(fabric, table, "all-to-all", "ring", hosts, 4 * M, ALPHA)
+    assert link_by_link.time_s == pytest.approx(flow_by_flow.time_s, rel=1e-9)
+    assert link_by_link.link_max_flows == flow_by_flow.link_max_flows
 
 
 def test_a_drained_flow_frees_its_share():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+import numpy as np
 import pytest
 
 from controller import routing
@@ -679,3 +680,13 @@ def test_the_model_tables_paths_at_once_are_path_pair_by_pair(topology, policy):
 def test_the_model_table_of_other_policies_is_the_full_table():
     fabric = bigraph(2, 4)
     assert routing.model_table(fabric, "bigraph") == routing.forwarding_table(fabric, "bigraph")
+
+
+def test_ecmp_hashes_at_once_are_ecmp_hash_pair_by_pair():
+    hosts = [f"bgh{i}" for i in range(1200)] + ["h", "a-much-longer-host-name", "hôte"]
+    switches = [f"bgs{i}" for i in range(150)] + ["s", "spine-switch-07"]
+    rng = np.random.default_rng(4)
+    src, dst, via = (rng.integers(0, len(names), 3000) for names in (hosts, hosts, switches))
+    hashes = routing.EcmpHashes(hosts, switches)(src, dst, via)
+    assert hashes.tolist() == [routing.ecmp_hash(hosts[a], hosts[b], switches[w])
+                               for a, b, w in zip(src.tolist(), dst.tolist(), via.tolist())]
