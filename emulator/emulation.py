@@ -186,21 +186,23 @@ class Emulation:
         ips = [self.fabric.host(h).ip for h in plan.hosts]
         calls = [plan.schedules[c.size_bytes] for c in plan.calls]
         self.fleet = fleet = AgentFleet(hosts, ips, calls, self.run_dir, plan.spec.connections)
-        timers: list[threading.Timer] = []
+        events = None
         try:
             fleet.start()
             results = []
             host_pids = [self.network.host(h).pid for h in dict.fromkeys(plan.hosts)]   # each host once
             for call in plan.calls:
-                if call.repetition == 0 and not timers:   # the first counted call starts now
-                    timers = self._schedule_link_events(plan.spec.link_events)
+                if call.repetition == 0 and events is None and plan.spec.link_events:
+                    events = _LinkEvents(plan.spec.link_events, self._link_event)   # the first counted call starts now
                 results.append(self._call(plan, call, host_pids))
                 if on_call is not None:
                     on_call(call, results[-1])
+            if events:
+                events.finish()
             return results
         finally:
-            for timer in timers:
-                timer.cancel()
+            if events:
+                events.stop()
             fleet.stop()
 
     def _installed_paths(self) -> dict:
@@ -214,15 +216,6 @@ class Emulation:
                        payload_efficiency(plan.spec.mtu)).time_s
 
     # --- faults --------------------------------------------------------------
-    def _schedule_link_events(self, events) -> list[threading.Timer]:
-        """Start a timer per link event, counted from the call about to start."""
-        t0 = time.monotonic() + START_DELAY_S
-        timers = [threading.Timer(max(0.0, t0 + e.time_s - time.monotonic()), self._link_event, (e, t0))
-                  for e in events]
-        for timer in timers:
-            timer.start()
-        return timers
-
     def _link_event(self, event, t0: float) -> None:
         """Take a switch-switch link down or up (both ends, as a pulled cable
         does) and record when; the controller sees the port change."""
@@ -265,3 +258,39 @@ class Emulation:
         record.captures = capture_rows(call.index, links, files, t0 + wall, capture.counts)
         record.counters.update(linkstats.call_figures(record.links, call_time(steps), plan.spec.mtu))
         return record
+
+
+class _LinkEvents:
+    """A run's link events, applied in time order by one thread, counted
+    from the call about to start. One thread, because each event runs
+    commands in the shells of the link's two switches, which take one
+    command at a time: under software emulation taking a link down can
+    outlast the gap to the next event."""
+
+    def __init__(self, events, apply):
+        self.t0 = time.monotonic() + START_DELAY_S
+        self.events, self.apply = sorted(events, key=lambda e: e.time_s), apply
+        self.stopped, self.error = threading.Event(), None
+        self.thread = threading.Thread(target=self._run, name="link-events", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for event in self.events:
+                if self.stopped.wait(max(0.0, self.t0 + event.time_s - time.monotonic())):
+                    return
+                self.apply(event, self.t0)
+        except Exception as e:   # noqa: BLE001 - raised in the run's thread by finish()
+            self.error = e
+
+    def stop(self) -> None:
+        """No more events; the one being applied is finished first."""
+        self.stopped.set()
+        self.thread.join(timeout=60)
+
+    def finish(self) -> None:
+        """stop(), then raise what applying an event raised."""
+        self.stop()
+        if self.error is not None:
+            raise RuntimeError(f"a link event failed: {self.error}") from self.error
+
