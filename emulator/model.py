@@ -203,8 +203,12 @@ def _flows(router: _Router, flat: Flat, hosts) -> _Flows:
     step_base, first, dst, nbytes = flat.step_base, flat.sends.first, flat.sends.peer, flat.sends.nbytes
     send_step, src = _owner(step_base, first)
     recv_step = _match_receives(flat, src, dst, nbytes)
-    pairs, pair_of = np.unique(src * flat.ranks + dst, return_inverse=True)
-    route = router.routes(hosts, pairs // flat.ranks, pairs % flat.ranks)[pair_of.ravel()]
+    key = src * flat.ranks + dst
+    if np.all(key[1:] > key[:-1]):   # every pair once, in order (all-to-all): no copies to share
+        route = router.routes(hosts, src, dst)
+    else:
+        pairs, pair_of = np.unique(key, return_inverse=True)
+        route = router.routes(hosts, pairs // flat.ranks, pairs % flat.ranks)[pair_of.ravel()]
     return _Flows(
         links=router.links, capacity_mbps=router.capacity, step_base=step_base, first=first,
         step_index=send_step - step_base[src], send_step=send_step, recv_step=recv_step,
