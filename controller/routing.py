@@ -237,16 +237,15 @@ class HopTable(Mapping):
             self._host_switch = np.array([self.number[h.switch] for h in hosts], dtype=np.int64)
             self._host_port = np.array([h.port for h in hosts], dtype=np.int64)
             self._host_index = np.array([h.index for h in hosts], dtype=np.int64)
-            order = np.lexsort((self.port, self.src))   # (switch, port) -> the switch at the far end
-            self._width = int(self.port.max(initial=0)) + 1
-            self._next_key = (self.src * self._width + self.port)[order]
-            self._next_switch = self.dst[order]
+            self._width = int(self.port.max(initial=0)) + 1   # switch * width + port -> the switch at the far end
+            self._next_switch = np.full(len(self.names) * self._width, -1, dtype=np.int64)
+            self._next_switch[self.src * self._width + self.port] = self.dst
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         cur, goal = self._host_switch[src], self._host_switch[dst]
-        hop_switch, hop_port = [], []
+        hops = []   # (pairs still on their way, their switch, its egress port), hop by hop
         todo = np.arange(len(src))
         while todo.size:
-            if len(hop_switch) > len(self.names):
+            if len(hops) > len(self.names):
                 a, b = (self.fabric.hosts[int(h[todo[0]])].name for h in (src, dst))
                 raise RuntimeError(f"routing loop from {a} to {b}")
             here = cur[todo]
@@ -256,14 +255,14 @@ class HopTable(Mapping):
             on = np.flatnonzero(~arrived)
             go = todo[on]
             port[on] = self._choose_ports(src[go], dst[go], here[on], goal[go])
-            for column, values in ((hop_switch, here), (hop_port, port)):
-                column.append(np.full(len(src), -1, dtype=np.int64))
-                column[-1][todo] = values
-            cur[go] = self._next_switch[np.searchsorted(self._next_key, here[on] * self._width + port[on])]
+            hops.append((todo, here, port))
+            cur[go] = self._next_switch[here[on] * self._width + port[on]]
             todo = go
-        if not hop_switch:
-            return np.zeros((len(src), 0), dtype=np.int64), np.zeros((len(src), 0), dtype=np.int64)
-        return np.stack(hop_switch, axis=1), np.stack(hop_port, axis=1)
+        switch, egress = (np.full((len(src), len(hops)), -1, dtype=np.int64) for _ in range(2))
+        for k, (pairs, here, port) in enumerate(hops):
+            whole = len(pairs) == len(src)   # every pair: a column, no rows to pick
+            switch[slice(None) if whole else pairs, k], egress[slice(None) if whole else pairs, k] = here, port
+        return switch, egress
 
     def _choose_ports(self, src, dst, here, goal) -> np.ndarray:
         """The port `entry` and `out_port` give each pair (src, dst hosts)

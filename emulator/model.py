@@ -99,14 +99,14 @@ class _Router:
         self.index = {link: i for i, link in enumerate(self.links)}
         self.known: dict[tuple[str, str], list[int]] = {}
         self.by_hops = isinstance(table, HopTable)
-        if self.by_hops:   # (switch number, port) -> directed link id
+        if self.by_hops:   # switch number * port_width + port -> directed link id
             ends = [(table.number[node], port, i) for i, (node, port) in enumerate(self.links)
                     if node in table.number]
             number, port, link = np.array(ends, dtype=np.int64).reshape(-1, 3).T
             self.port_width = int(port.max(initial=0)) + 1
-            key = number * self.port_width + port
-            order = np.argsort(key)
-            self.end_key, self.end_link = key[order], link[order]
+            # one more entry, the last, for the -1 of hops past a route's end: the pad link
+            self.end_link = np.full(len(table.number) * self.port_width + 1, len(self.links), dtype=np.int64)
+            self.end_link[number * self.port_width + port] = link
 
     def route(self, src: str, dst: str) -> list[int]:
         if (src, dst) not in self.known:   # a host to itself: loopback, no link
@@ -136,11 +136,11 @@ class _Router:
         switch, port = self.table.paths(src[apart], dst[apart])
         out = np.full((len(src), 1 + switch.shape[1] if apart.size else 1), len(self.links), dtype=np.int64)
         if apart.size:
-            hop = switch >= 0
-            ids = np.full(switch.shape, len(self.links), dtype=np.int64)
-            ids[hop] = self.end_link[np.searchsorted(self.end_key, switch[hop] * self.port_width + port[hop])]
-            out[apart, 0] = self.nic[src[apart]]
-            out[apart, 1:] = ids
+            ids = self.end_link[np.where(switch >= 0, switch * self.port_width + port, -1)]
+            if apart.size == len(src):   # no host to itself: no rows to pick
+                out[:, 0], out[:, 1:] = self.nic[src], ids
+            else:
+                out[apart, 0], out[apart, 1:] = self.nic[src[apart]], ids
         return out
 
 
@@ -182,7 +182,7 @@ def _match_receives(flat: Flat, src, dst, send_bytes) -> np.ndarray:
     peer, nbytes = flat.recvs.peer, flat.recvs.nbytes
     recv_step, receiver = _owner(flat.step_base, flat.recvs.first)
     p = flat.ranks
-    by_send = np.argsort(src * p + dst, kind="stable")
+    by_send = np.argsort(src * p + dst, kind="stable")   # runs of sorted keys: a merge sort is quick
     by_recv = np.argsort(peer * p + receiver, kind="stable")
     _check_matching((src * p + dst)[by_send], (peer * p + receiver)[by_recv],
                     send_bytes[by_send], nbytes[by_recv], p)
@@ -225,7 +225,7 @@ def _step_count(flat: Flat) -> int:
 def _step_link_counts(flows: _Flows, steps: int):
     """Yield (k, flows of step index k per directed link) for every k."""
     wire = np.flatnonzero(flows.on_wire)
-    by_step = wire[np.argsort(flows.step_index[wire], kind="stable")]
+    by_step = wire[_stable_order(flows.step_index[wire], steps)]
     bounds = np.searchsorted(flows.step_index[by_step], np.arange(steps + 1))
     for k in range(steps):
         counts = np.bincount(flows.route[by_step[bounds[k]:bounds[k + 1]]].ravel(), minlength=flows.pad + 1)
@@ -300,7 +300,7 @@ def _filling_by_link(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     about one pass over the routes, however many levels there are."""
     nflows, width = route.shape
     entries = route.ravel()
-    by_link = _group_by_link(entries, capacity.size)
+    by_link = _stable_order(entries, capacity.size)
     n = np.bincount(entries, minlength=capacity.size)   # flows not fixed, per link
     start = np.concatenate(([0], np.cumsum(n)))
     left = capacity.astype(float)
@@ -327,12 +327,15 @@ def _filling_by_link(route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         n -= crossed
 
 
-def _group_by_link(entries: np.ndarray, links: int) -> np.ndarray:
-    """Positions of `entries` (link ids) grouped by link, by a stable radix
-    sort on 16-bit digits (a comparison sort of 10^8 entries takes seconds)."""
-    order = np.argsort((entries & 0xFFFF).astype(np.uint16), kind="stable")
-    for shift in range(16, max(links - 1, 1).bit_length(), 16):
-        order = order[np.argsort(((entries[order] >> shift) & 0xFFFF).astype(np.uint16), kind="stable")]
+def _stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """np.argsort(keys, kind="stable") of keys in 0..bound-1. Many keys are
+    sorted by 16-bit digits, each a counting sort (numpy's stable sort of
+    uint16): a comparison sort of 10^7 keys takes seconds."""
+    if keys.size < 1 << 16:
+        return np.argsort(keys, kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    for shift in range(16, max(bound - 1, 1).bit_length(), 16):
+        order = order[np.argsort(((keys[order] >> shift) & 0xFFFF).astype(np.uint16), kind="stable")]
     return order
 
 
@@ -404,12 +407,9 @@ class _Sending:
 
     def __init__(self, t: float, ids: np.ndarray, left: np.ndarray, rates: np.ndarray):
         self._flows(ids, left, rates)
-        pair = np.empty(len(ids), dtype=complex)   # (bytes left, rate) as one number: one sort finds the classes
-        pair.real, pair.imag = left, rates
-        alike, class_of = np.unique(pair, return_inverse=True)
-        self.left, self.rates, self.class_of = alike.real.copy(), alike.imag.copy(), class_of.ravel()
-        self.members = np.argsort(self.class_of, kind="stable")          # by class, in start order
-        self.member_first = np.searchsorted(self.class_of[self.members], np.arange(len(alike) + 1))
+        self.left, self.rates, self.class_of = _classes(left, rates)
+        self.members = _stable_order(self.class_of, len(self.left))      # by class, in start order
+        self.member_first = np.searchsorted(self.class_of[self.members], np.arange(len(self.left) + 1))
         self.alive = np.diff(self.member_first)                          # flows of a class still sending
         with np.errstate(divide="ignore"):
             finish = t + self.left / self.rates
@@ -472,6 +472,18 @@ class _Sending:
         return self.ids[keep], self.left[self.class_of[keep]], self.flow_rates[keep]
 
 
+def _classes(left: np.ndarray, rates: np.ndarray):
+    """The distinct (bytes left, rate) pairs in sorted order, and each
+    flow's: bytes left and rate of every class, and the class of every flow."""
+    if left.size and left.min() == left.max():   # flows that all start now: the rates alone
+        alike, class_of = np.unique(rates, return_inverse=True)
+        return np.full(alike.size, left[0]), alike, class_of.ravel()
+    pair = np.empty(len(left), dtype=complex)   # (bytes left, rate) as one number: one sort finds the classes
+    pair.real, pair.imag = left, rates
+    alike, class_of = np.unique(pair, return_inverse=True)
+    return alike.real.copy(), alike.imag.copy(), class_of.ravel()
+
+
 class _FewSending(_Sending):
     """_Sending for a few flows: every flow its own class, every one looked
     at in every event (as the simulation always did; cheaper than sorting)."""
@@ -511,7 +523,7 @@ class _Simulation:
         self.started = np.zeros(nsteps, dtype=bool)
         # A flow waits for two events: its sender's and its receiver's step starting.
         self.gate = np.full(len(flows.nbytes), 2, dtype=np.int64)
-        self.by_recv = np.argsort(flows.recv_step, kind="stable")
+        self.by_recv = _stable_order(flows.recv_step, nsteps)
         self.recv_first = np.searchsorted(flows.recv_step[self.by_recv], np.arange(nsteps + 1))
         self.step_end = np.full(nsteps, math.nan)
         self.sending = _sending(0.0, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
@@ -586,7 +598,7 @@ class _Simulation:
                 done = np.concatenate(computed)
                 np.subtract.at(self.pending, done, 1)
                 steps.append(done)
-            self._finish(np.unique(np.concatenate(steps)))
+            self._finish(_sorted_once(np.concatenate(steps), len(self.pending)))
 
     def _drain(self, gone: np.ndarray, rates: np.ndarray) -> None:
         """The flows `gone` (at `rates`) sent their last byte; they arrive later (`_deliver`)."""
@@ -680,7 +692,7 @@ def _dependencies(flat: Flat) -> _Dependencies:
         src, dst = ids[chained] - 1, ids[chained]
     else:
         src, dst = flat.waits
-    order = np.argsort(src, kind="stable")
+    order = _stable_order(src, nsteps)
     return _Dependencies(count=np.bincount(dst, minlength=nsteps),
                          first=np.searchsorted(src[order], np.arange(nsteps + 1)),
                          dependents=dst[order], compute_s=flat.compute_s)
