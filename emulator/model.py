@@ -175,18 +175,26 @@ def _check_matching(send_key, recv_key, send_bytes, recv_bytes, ranks) -> None:
                      f"which receives {got.get(key, 0)}")
 
 
-def _match_receives(flat: Flat, src, dst, send_bytes) -> np.ndarray:
+def _match_receives(flat: Flat, send_key, once: bool, send_bytes) -> np.ndarray:
     """Receiver step id of every flow: the n-th transfer a sends to b is the
-    n-th transfer b receives from a. A stable sort by (src, dst) keeps each
-    side in step order, so equal positions of the two sorts are matches."""
+    n-th transfer b receives from a (send_key: a * ranks + b; once: every
+    pair sends once). A stable sort by (src, dst) keeps each side in step
+    order, so equal positions of the two sorts are matches."""
     peer, nbytes = flat.recvs.peer, flat.recvs.nbytes
     recv_step, receiver = _owner(flat.step_base, flat.recvs.first)
     p = flat.ranks
-    by_send = np.argsort(src * p + dst, kind="stable")   # runs of sorted keys: a merge sort is quick
-    by_recv = np.argsort(peer * p + receiver, kind="stable")
-    _check_matching((src * p + dst)[by_send], (peer * p + receiver)[by_recv],
-                    send_bytes[by_send], nbytes[by_recv], p)
-    matched = np.empty(len(src), dtype=np.int64)
+    recv_key = peer * p + receiver
+    if once and len(recv_key) == len(send_key) and p * p <= 4 * len(send_key):
+        # every pair once (all-to-all): a table by pair is the match, if each receives once
+        slot = np.full(p * p, -1, dtype=np.int64)
+        slot[recv_key] = np.arange(len(recv_key))
+        at = slot[send_key]
+        if (at >= 0).all() and np.count_nonzero(slot >= 0) == len(recv_key) and np.array_equal(nbytes[at], send_bytes):
+            return recv_step[at]
+    by_send = np.argsort(send_key, kind="stable")   # runs of sorted keys: a merge sort is quick
+    by_recv = np.argsort(recv_key, kind="stable")
+    _check_matching(send_key[by_send], recv_key[by_recv], send_bytes[by_send], nbytes[by_recv], p)
+    matched = np.empty(len(send_key), dtype=np.int64)
     matched[by_send] = recv_step[by_recv]
     return matched
 
@@ -202,9 +210,10 @@ def _flows(router: _Router, flat: Flat, hosts) -> _Flows:
     _check_peers(flat)
     step_base, first, dst, nbytes = flat.step_base, flat.sends.first, flat.sends.peer, flat.sends.nbytes
     send_step, src = _owner(step_base, first)
-    recv_step = _match_receives(flat, src, dst, nbytes)
     key = src * flat.ranks + dst
-    if np.all(key[1:] > key[:-1]):   # every pair once, in order (all-to-all): no copies to share
+    once = bool(np.all(key[1:] > key[:-1]))   # every pair once, in order (all-to-all)
+    recv_step = _match_receives(flat, key, once, nbytes)
+    if once:   # no routes to share between flows
         route = router.routes(hosts, src, dst)
     else:
         pairs, pair_of = np.unique(key, return_inverse=True)
@@ -225,10 +234,15 @@ def _step_count(flat: Flat) -> int:
 def _step_link_counts(flows: _Flows, steps: int):
     """Yield (k, flows of step index k per directed link) for every k."""
     wire = np.flatnonzero(flows.on_wire)
-    by_step = wire[_stable_order(flows.step_index[wire], steps)]
-    bounds = np.searchsorted(flows.step_index[by_step], np.arange(steps + 1))
+    index = flows.step_index[wire]
+    if wire.size == len(flows.route) and np.all(index[1:] >= index[:-1]):   # in step order: no copy
+        route = flows.route
+    else:
+        by_step = wire[_stable_order(index, steps)]
+        route, index = flows.route[by_step], flows.step_index[by_step]
+    bounds = np.searchsorted(index, np.arange(steps + 1))
     for k in range(steps):
-        counts = np.bincount(flows.route[by_step[bounds[k]:bounds[k + 1]]].ravel(), minlength=flows.pad + 1)
+        counts = np.bincount(route[bounds[k]:bounds[k + 1]].ravel(), minlength=flows.pad + 1)
         yield k, counts[:flows.pad]
 
 
