@@ -21,7 +21,7 @@ from emulator.flat import flatten, ranks_alone
 from emulator.program import Compiled, JobLayout, compile_workload
 from emulator.schedule import Schedule, over_connections
 from emulator.spec import RunSpec, SpecError, load_workload
-from emulator.workload import Workload, sweep_job
+from emulator.workload import Workload, fit_iterations, sweep_job
 
 
 @dataclass
@@ -141,10 +141,6 @@ def fit_durations(workload: Workload, fabric: Fabric, spec: RunSpec) -> Workload
                                                                 program.hosts), spec.seed)
     model = _model(fabric, table, spec)
     flat = flatten(program.schedule)
-    jobs = []
-    for layout, job in zip(program.jobs, workload.jobs):
-        if job.duration_s:
-            one = model(*job_alone(flat, layout)).time_s
-            job = dataclasses.replace(job, iterations=max(1, int(job.duration_s / one)) if one > 0 else 1)
-        jobs.append(job)
+    jobs = [fit_iterations(job, model(*job_alone(flat, layout)).time_s) if job.duration_s else job
+            for layout, job in zip(program.jobs, workload.jobs)]
     return dataclasses.replace(workload, jobs=tuple(jobs))
