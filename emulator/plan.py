@@ -16,9 +16,11 @@ from controller.routing import POLICIES, ForwardingTable, demands_from_schedule,
 from emulator.fabric import Fabric
 from emulator.mapping import hosts_for_ranks
 from emulator.metrics import payload_efficiency
-from emulator.model import Prediction, predict, predict_collective
+from emulator.jobs import iteration_rows, model_rows
+from emulator.lockstep import NotLockstep, predict_jobs
+from emulator.model import EXACT_FLOWS, METHODS, Prediction, predict, predict_collective
 from emulator.flat import flatten, ranks_alone
-from emulator.program import Compiled, JobLayout, compile_workload
+from emulator.program import Compiled, JobLayout, compile_workload, place_jobs
 from emulator.schedule import Schedule, over_connections
 from emulator.spec import RunSpec, SpecError, load_workload
 from emulator.workload import Workload, fit_iterations, sweep_job
@@ -144,3 +146,35 @@ def fit_durations(workload: Workload, fabric: Fabric, spec: RunSpec) -> Workload
     jobs = [fit_iterations(job, model(*job_alone(flat, layout)).time_s) if job.duration_s else job
             for layout, job in zip(program.jobs, workload.jobs)]
     return dataclasses.replace(workload, jobs=tuple(jobs))
+
+
+def model_workload(spec: RunSpec, method: str = "auto") -> tuple[int, list[dict], str]:
+    """The rank count and the model's per-job iterations of a workload
+    (jobs.iteration_rows), without step objects where it can, and how:
+    in lock-step (emulator.lockstep; `method` as model_sweep's, "auto" past
+    EXACT_FLOWS flows) its approximation, else plan_run's exact simulation
+    ("", or "exact: " and why not lock-step)."""
+    if method not in METHODS:
+        raise SpecError(f"unknown model method {method!r}; choose one of: {', '.join(METHODS)}")
+    how = ""
+    if method != "exact":
+        try:
+            return _lockstep_workload(spec, method)
+        except NotLockstep as e:
+            how = f"exact: {e}" if str(e) else ""
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+    plan = plan_run(spec)
+    return plan.ranks, model_rows(plan), how
+
+
+def _lockstep_workload(spec: RunSpec, method: str) -> tuple[int, list[dict], str]:
+    if spec.connections > 1 or POLICIES[spec.policy].needs_demands:
+        raise NotLockstep("several connections per pair and policies that route the demands need the step objects")
+    fabric = spec.fabric()
+    workload = load_workload(spec.workload)
+    placed = place_jobs(workload, fabric, spec.mapping, spec.ranks)
+    modelled, approximation = predict_jobs(fabric, model_table(fabric, spec.policy, spec.seed), workload, placed,
+                                           spec.algorithm, spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu),
+                                           EXACT_FLOWS if method == "auto" else 0)
+    return sum(job.ranks for job, _ in placed), iteration_rows(modelled, spec.mapping), approximation

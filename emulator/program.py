@@ -93,6 +93,15 @@ def place_jobs(workload: Workload, fabric: Fabric, mapping: str = "naive", ranks
     return out
 
 
+def representative(job: Job, host: str, speed: float, algorithm: str, block_s) -> Compiled:
+    """Rank 0 of `job` by itself on `host`, every collective one step of
+    block_s(...) seconds: what each rank of a job that runs in lock-step
+    does (its layout's job holds that one rank)."""
+    steps, bounds, compute = _rank_steps(job, 0, speed, 0, algorithm, block_s)
+    layout = JobLayout(dataclasses.replace(job, ranks=1), 0, [host], [bounds], [compute])
+    return Compiled(Schedule(job.name, "", 1, 0, (tuple(steps),)), [host], [layout])
+
+
 # --- one rank's steps ------------------------------------------------------------
 
 def _sized(job: Job, ranks: int) -> Job:
