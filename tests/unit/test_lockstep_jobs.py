@@ -97,3 +97,20 @@ def test_auto_simulates_few_flows_exactly_and_a_bad_method_is_refused(tmp_path):
     assert model_workload(spec, "auto")[2] == ""
     with pytest.raises(SpecError, match="unknown model method 'fast'"):
         model_workload(spec, "fast")
+
+
+def test_the_model_command_says_how_it_predicted_a_workload(tmp_path, capsys):
+    import json
+
+    from emulator import cli
+    path = tmp_path / "w.toml"
+    path.write_text(f'[[job]]\nname = "dp"\nranks = 32\nplacement = "hdrm"\n{DP}')
+    argv = ["model", "--workload", str(path), "-t", "bigraph:m=4,n=8"]
+    assert cli.main(argv + ["--method", "lockstep"]) == 0
+    out = capsys.readouterr().out
+    assert f"#   approximated: {JOBS_LOCKSTEP}" in out and "  dp  " in out
+    assert cli.main(argv + ["--json"]) == 0   # auto: few flows, exact
+    run, = json.loads(capsys.readouterr().out)
+    assert run["approximation"] == "" and run["jobs"][0]["job"] == "dp"
+    assert cli.main(argv + ["--jitter", "0.1"]) == 2
+    assert "--jitter" in capsys.readouterr().err
