@@ -27,7 +27,7 @@ import time
 
 from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
-from emulator import jobs, pipeline
+from emulator import pipeline
 from emulator.execute import DEFAULT_TIMEOUT_S, NOT_FOR_EXEC
 from emulator.net import interrupts
 from emulator.inputs import shorten, to_int

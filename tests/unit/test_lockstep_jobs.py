@@ -55,10 +55,13 @@ def test_a_congested_job_in_lock_step_is_near_the_exact_prediction(tmp_path):
     assert how.startswith(JOBS_LOCKSTEP) and 1e-3 < error < 0.1
 
 
+def hosts(first: int) -> str:
+    return "[" + ", ".join(f'"bgh{h}"' for h in range(first, first + 8)) + "]"
+
+
 def test_jobs_on_links_of_their_own_are_lock_stepped_each_by_itself(tmp_path):
     """Two jobs, each on the hosts of one switch, one given a duration, and
     one that only computes."""
-    hosts = lambda first: "[" + ", ".join(f'"bgh{h}"' for h in range(first, first + 8)) + "]"
     spec = run(tmp_path, f'[[job]]\nname = "a"\nranks = 8\nplacement = {hosts(0)}\niterations = 2\n{DP}'
                f'[[job]]\nname = "b"\nranks = 8\nplacement = {hosts(8)}\nstart_ms = 30\nduration_ms = 90000\n'
                'ops = [{op = "compute", ms = 5}, {op = "allreduce", bytes = "4M"}]\n'
