@@ -221,10 +221,9 @@ def workload_seconds(topology: str, ranks: int, count: int, job: str, repeat: in
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()
-            _, rows, how = model_workload(spec)
+            _, rows, approximation, _ = model_workload(spec)
             times.append(time.perf_counter() - t0)
-        method = "exact" if not how or how.startswith("exact") else "lock-step"
-        return statistics.median(times), max(r["end_s"] for r in rows), method
+        return statistics.median(times), max(r["end_s"] for r in rows), "lock-step" if approximation else "exact"
     finally:
         os.unlink(f.name)
 

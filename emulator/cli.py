@@ -410,15 +410,14 @@ def _model_run(spec, args, quiet: bool) -> dict:
 def _model_workload(spec, method: str, quiet: bool) -> dict:
     """A workload's per-job iterations, and how the model got them (lock-step, or exact and why)."""
     from emulator.plan import model_workload
-    ranks, rows, how = model_workload(spec, method)
-    exact = not how or how.startswith("exact: ")
+    ranks, rows, approximation, why_exact = model_workload(spec, method)
     if not quiet:
         print(pipeline.describe(spec, ranks) + " (model)")
         pipeline.print_jobs(rows, measured=False)
-        if how:
-            print(f"#   {how}" if exact else f"#   approximated: {how}")
+        if approximation or why_exact:
+            print(f"#   approximated: {approximation}" if approximation else f"#   exact: {why_exact}")
     return {"run": pipeline.describe(spec, ranks).lstrip("# "), "ranks": ranks, "jobs": rows,
-            "approximation": "" if exact else how}
+            "approximation": approximation}
 
 
 def _write_model_steps(folder: str, rows: list[dict]) -> None:

@@ -54,17 +54,19 @@ def collectives(job, algorithm: str) -> list[tuple]:
 
 
 class LockstepJob:
-    """One job in lock-step on its hosts: its collectives' predictions,
-    made as its program asks for them."""
+    """One job in lock-step on its hosts (a job given a duration: as many
+    iterations as fit, workload.fit_iterations), its collectives'
+    predictions made as its program asks for them."""
 
-    def __init__(self, fabric, table, job, hosts, speeds: set, algorithm: str, alpha_s: float, efficiency: float):
-        if len(speeds) > 1:
-            raise NotLockstep(f"job {job.name!r}: its hosts compute at different speeds")
-        self.fabric, self.table, self.hosts, self.speed = fabric, table, hosts, speeds.pop()
+    def __init__(self, fabric, table, job, hosts, speed: float, algorithm: str, alpha_s: float, efficiency: float):
+        self.fabric, self.table, self.hosts, self.speed = fabric, table, hosts, speed
         self.algorithm, self.alpha_s, self.efficiency = algorithm, alpha_s, efficiency
-        self.job = job
-        self.calls = collectives(job, algorithm)
         self.predictions: dict[tuple, object] = {}
+        self.job, self.calls = job, collectives(job, algorithm)
+        if job.duration_s:
+            once = dataclasses.replace(job, iterations=1, start_s=0.0)
+            self.job = fit_iterations(job, self.iterations(once)[0]["end_s"])
+            self.calls = collectives(self.job, algorithm)
 
     @property
     def flows(self) -> int:
@@ -83,13 +85,6 @@ class LockstepJob:
         rank = representative(job or self.job, self.hosts[0], self.speed, self.algorithm, self.block_s)
         return iterations(rank.jobs[0], *modelled(predict(self.fabric, self.table, rank.schedule, rank.hosts)))
 
-    def fitted(self) -> None:
-        """Iterations for a job given a duration: as many as fit (workload.fit_iterations)."""
-        if self.job.duration_s:
-            once = dataclasses.replace(self.job, iterations=1, start_s=0.0)
-            self.job = fit_iterations(self.job, self.iterations(once)[0]["end_s"])
-            self.calls = collectives(self.job, self.algorithm)
-
     def links(self) -> set:
         return {link for p in self.predictions.values() for link in p.link_max_flows}
 
@@ -103,16 +98,23 @@ def predict_jobs(fabric, table, workload, placed, algorithm: str, alpha_s: float
     (job, hosts) of `placed`, in lock-step, and the approximation.
     NotLockstep says why not, or (empty) that the exact simulation has at
     most `exact_flows` flows."""
-    jobs = [LockstepJob(fabric, table, job, hosts, {workload.speed(h) for h in hosts}, algorithm, alpha_s, efficiency)
+    jobs = [LockstepJob(fabric, table, job, hosts, _speed(job, hosts, workload), algorithm, alpha_s, efficiency)
             for job, hosts in placed]
-    for j in jobs:
-        j.fitted()
     if sum(j.flows for j in jobs) <= exact_flows:
         raise NotLockstep("")
     modelled_jobs = [(j.job, j.iterations()) for j in jobs]
     _apart(jobs)
-    notes = set().union(*(j.notes() for j in jobs))
-    return [(job, its, its) for job, its in modelled_jobs], "; ".join([JOBS_LOCKSTEP, *sorted(notes)])
+    notes = sorted(set().union(*(j.notes() for j in jobs)))
+    if len(jobs) > 1:
+        notes.insert(0, "no two jobs' flows share a link: each job by itself")
+    return [(job, its, its) for job, its in modelled_jobs], "; ".join([JOBS_LOCKSTEP, *notes])
+
+
+def _speed(job, hosts, workload) -> float:
+    speeds = {workload.speed(h) for h in hosts}
+    if len(speeds) > 1:
+        raise NotLockstep(f"job {job.name!r}: its hosts compute at different speeds")
+    return speeds.pop()
 
 
 def _apart(jobs: list[LockstepJob]) -> None:

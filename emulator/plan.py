@@ -148,27 +148,27 @@ def fit_durations(workload: Workload, fabric: Fabric, spec: RunSpec) -> Workload
     return dataclasses.replace(workload, jobs=tuple(jobs))
 
 
-def model_workload(spec: RunSpec, method: str = "auto") -> tuple[int, list[dict], str]:
+def model_workload(spec: RunSpec, method: str = "auto") -> tuple[int, list[dict], str, str]:
     """The rank count and the model's per-job iterations of a workload
-    (jobs.iteration_rows), without step objects where it can, and how:
-    in lock-step (emulator.lockstep; `method` as model_sweep's, "auto" past
-    EXACT_FLOWS flows) its approximation, else plan_run's exact simulation
-    ("", or "exact: " and why not lock-step)."""
+    (jobs.iteration_rows), without step objects where it can: in lock-step
+    (emulator.lockstep; `method` as model_sweep's, "auto" past EXACT_FLOWS
+    flows), then with its approximation; else plan_run's exact simulation,
+    and why not lock-step where that was asked for or due ("" otherwise)."""
     if method not in METHODS:
         raise SpecError(f"unknown model method {method!r}; choose one of: {', '.join(METHODS)}")
-    how = ""
+    why = ""
     if method != "exact":
         try:
             return _lockstep_workload(spec, method)
         except NotLockstep as e:
-            how = f"exact: {e}" if str(e) else ""
+            why = str(e)
         except ValueError as e:
             raise SpecError(str(e)) from None
     plan = plan_run(spec)
-    return plan.ranks, model_rows(plan), how
+    return plan.ranks, model_rows(plan), "", why
 
 
-def _lockstep_workload(spec: RunSpec, method: str) -> tuple[int, list[dict], str]:
+def _lockstep_workload(spec: RunSpec, method: str) -> tuple[int, list[dict], str, str]:
     if spec.connections > 1 or POLICIES[spec.policy].needs_demands:
         raise NotLockstep("several connections per pair and policies that route the demands need the step objects")
     fabric = spec.fabric()
@@ -177,4 +177,4 @@ def _lockstep_workload(spec: RunSpec, method: str) -> tuple[int, list[dict], str
     modelled, approximation = predict_jobs(fabric, model_table(fabric, spec.policy, spec.seed), workload, placed,
                                            spec.algorithm, spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu),
                                            EXACT_FLOWS if method == "auto" else 0)
-    return sum(job.ranks for job, _ in placed), iteration_rows(modelled, spec.mapping), approximation
+    return sum(job.ranks for job, _ in placed), iteration_rows(modelled, spec.mapping), approximation, ""

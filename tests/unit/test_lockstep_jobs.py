@@ -16,11 +16,11 @@ def run(tmp_path, jobs: str, **fields):
 
 def both(spec):
     """The exact rows and the lock-step rows, and how lock-step predicted them."""
-    _, exact, how = model_workload(spec, "exact")
-    assert how == ""
-    ranks, fast, how = model_workload(spec, "lockstep")
-    assert len(fast) == len(exact) and ranks == sum({r["job"]: r["ranks"] for r in exact}.values())
-    return exact, fast, how
+    _, exact, approximation, why = model_workload(spec, "exact")
+    assert approximation == why == ""
+    ranks, fast, approximation, why = model_workload(spec, "lockstep")
+    assert len(fast) == len(exact) and ranks == sum({r["job"]: r["ranks"] for r in exact}.values()) and why == ""
+    return exact, fast, approximation
 
 
 def worst_error(exact, fast, keys=("end_s", "comm_s")) -> float:
@@ -67,7 +67,7 @@ def test_jobs_on_links_of_their_own_are_lock_stepped_each_by_itself(tmp_path):
                'ops = [{op = "compute", ms = 5}, {op = "allreduce", bytes = "4M"}]\n'
                '[[job]]\nname = "c"\nranks = 4\nops = [{op = "compute", ms = 5}]\n', topology="bigraph:m=4,n=8")
     exact, fast, how = both(spec)
-    assert how.startswith(JOBS_LOCKSTEP)
+    assert how.startswith(JOBS_LOCKSTEP) and "each job by itself" in how
     assert worst_error(exact, fast) < 1e-6
     assert sum(r["job"] == "b" for r in fast) > 1 and all(r["slowdown"] == 1.0 for r in fast)
 
@@ -75,8 +75,8 @@ def test_jobs_on_links_of_their_own_are_lock_stepped_each_by_itself(tmp_path):
 def test_jobs_sharing_links_are_simulated_exactly_and_it_says_which(tmp_path):
     spec = run(tmp_path, "".join(f'[[job]]\nname = "{n}"\nranks = 16\nplacement = "round-robin"\n'
                                  'ops = [{op = "allreduce", bytes = "8M"}]\n' for n in "ab"), topology="bigraph:m=4,n=8")
-    _, rows, how = model_workload(spec, "lockstep")
-    assert how.startswith("exact: jobs 'a' and 'b' share link")
+    _, rows, approximation, why = model_workload(spec, "lockstep")
+    assert approximation == "" and why.startswith("jobs 'a' and 'b' share link")
     assert rows == model_workload(spec, "exact")[1] and rows[0]["slowdown"] > 1.5
 
 
@@ -90,14 +90,14 @@ def test_jobs_sharing_links_are_simulated_exactly_and_it_says_which(tmp_path):
 ])
 def test_what_lock_step_cannot_hold_is_simulated_exactly_and_it_says_why(tmp_path, job, words):
     spec = run(tmp_path, f'[[job]]\nname = "j"\n{job}', topology="bigraph:m=4,n=8")
-    _, rows, how = model_workload(spec, "lockstep")
-    assert how.startswith("exact: job 'j': ") and how.endswith(words)
+    _, rows, approximation, why = model_workload(spec, "lockstep")
+    assert approximation == "" and why.startswith("job 'j': ") and why.endswith(words)
     assert rows == model_workload(spec, "exact")[1]
 
 
 def test_auto_simulates_few_flows_exactly_and_a_bad_method_is_refused(tmp_path):
     spec = run(tmp_path, f'[[job]]\nname = "dp"\nranks = 8\n{DP}', topology="bigraph:m=4,n=8")
-    assert model_workload(spec, "auto")[2] == ""
+    assert model_workload(spec, "auto")[2:] == ("", "")
     with pytest.raises(SpecError, match="unknown model method 'fast'"):
         model_workload(spec, "fast")
 
@@ -117,3 +117,6 @@ def test_the_model_command_says_how_it_predicted_a_workload(tmp_path, capsys):
     assert run["approximation"] == "" and run["jobs"][0]["job"] == "dp"
     assert cli.main(argv + ["--jitter", "0.1"]) == 2
     assert "--jitter" in capsys.readouterr().err
+    path.write_text('[[job]]\nname = "pp"\nranks = 8\npp = 2\ntemplate = "pipeline"\n')
+    assert cli.main(argv + ["--method", "lockstep"]) == 0
+    assert "#   exact: job 'pp': template pipeline gives its ranks different ops" in capsys.readouterr().out
