@@ -27,7 +27,7 @@ import time
 
 from controller.routing import POLICIES
 from emulator.mapping import MAPPINGS
-from emulator import jobs, pipeline
+from emulator import pipeline
 from emulator.execute import DEFAULT_TIMEOUT_S, NOT_FOR_EXEC
 from emulator.net import interrupts
 from emulator.inputs import shorten, to_int
@@ -205,8 +205,9 @@ def _parser() -> argparse.ArgumentParser:
                                  "to see how sensitive the collective is to slow flows")
             sp.add_argument("--method", choices=("auto", "exact", "lockstep"), default="auto",
                             help="exact: simulate every flow; lockstep: ring and halving-doubling round by "
-                                 "round, all ranks together (said in the output); auto (default): lock-step "
-                                 "past 32768 flows")
+                                 "round, all ranks together, and so a workload's jobs whose ranks all run the "
+                                 "same ops, on links of their own (said in the output); auto (default): "
+                                 "lock-step past 32768 flows")
         sp.add_argument("--json", action="store_true",
                         help="print the predictions as JSON, for scripts" if name == "model" else
                         "print the final summary as JSON on stdout (all else goes to stderr), for scripts")
@@ -372,18 +373,17 @@ def _model_run(spec, args, quiet: bool) -> dict:
     """One run's predictions as data (printed as a table unless quiet)."""
     from emulator.plan import model_sweep, plan_run
     say = (lambda *a: None) if quiet else print
-    if spec.workload or args.jitter:   # step objects: jobs, or flows to jitter
+    if spec.workload:
+        if args.jitter:
+            raise SpecError("--jitter: jitters a collective's flows; a workload takes none")
+        return _model_workload(spec, args.method, quiet)
+    if args.jitter:   # step objects: flows to jitter
         plan = plan_run(spec)
         hosts, predictions = plan.hosts, plan.predictions
     else:
         hosts, predictions = model_sweep(spec, args.method, _ModelProgress())
     say(pipeline.describe(spec, len(hosts)) + " (model)")
     run = {"run": pipeline.describe(spec, len(hosts)).lstrip("# "), "ranks": len(hosts)}
-    if spec.workload:
-        run["jobs"] = jobs.model_rows(plan)
-        if not quiet:
-            pipeline.print_jobs(run["jobs"], measured=False)
-        return run
     say(MODEL_HEADER)
     run["sizes"], run["steps"] = [], []
     for size in spec.sizes:
@@ -405,6 +405,19 @@ def _model_run(spec, args, quiet: bool) -> dict:
                          in enumerate(zip(pred.step_index_end_s(), pred.max_flows_per_step))]
     say(avg_busbw_line(row["busbw_mbps"] for row in run["sizes"]))
     return run
+
+
+def _model_workload(spec, method: str, quiet: bool) -> dict:
+    """A workload's per-job iterations, and how the model got them (lock-step, or exact and why)."""
+    from emulator.plan import model_workload
+    ranks, rows, approximation, why_exact = model_workload(spec, method)
+    if not quiet:
+        print(pipeline.describe(spec, ranks) + " (model)")
+        pipeline.print_jobs(rows, measured=False)
+        if approximation or why_exact:
+            print(f"#   approximated: {approximation}" if approximation else f"#   exact: {why_exact}")
+    return {"run": pipeline.describe(spec, ranks).lstrip("# "), "ranks": ranks, "jobs": rows,
+            "approximation": approximation}
 
 
 def _write_model_steps(folder: str, rows: list[dict]) -> None:

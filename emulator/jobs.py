@@ -82,10 +82,16 @@ def job_rows(plan, call, records, counters: dict) -> list[dict]:
 
 def model_rows(plan) -> list[dict]:
     """The model's per-job iterations of a workload plan (no measurement)."""
+    return iteration_rows(((layout.job, model, alone) for layout, model, alone
+                           in _modelled_jobs(plan, next(iter(plan.programs)))), plan.spec.mapping)
+
+
+def iteration_rows(modelled, mapping: str) -> list[dict]:
+    """Rows of (job, the model's iterations, those of the job alone) per job."""
     rows = []
-    for layout, model, alone in _modelled_jobs(plan, next(iter(plan.programs))):
+    for job, model, alone in modelled:
         for m, a in zip(model, alone):
-            rows.append({"job": layout.job.name, "ranks": layout.job.ranks, "placement": placement_name(layout.job, plan.spec.mapping),
+            rows.append({"job": job.name, "ranks": job.ranks, "placement": placement_name(job, mapping),
                          **m, "alone_s": a["time_s"], "slowdown": m["time_s"] / a["time_s"] if a["time_s"] else 1.0})
     return rows
 

@@ -16,12 +16,14 @@ from controller.routing import POLICIES, ForwardingTable, demands_from_schedule,
 from emulator.fabric import Fabric
 from emulator.mapping import hosts_for_ranks
 from emulator.metrics import payload_efficiency
-from emulator.model import Prediction, predict, predict_collective
+from emulator.jobs import iteration_rows, model_rows
+from emulator.lockstep import NotLockstep, predict_jobs
+from emulator.model import EXACT_FLOWS, METHODS, Prediction, predict, predict_collective
 from emulator.flat import flatten, ranks_alone
-from emulator.program import Compiled, JobLayout, compile_workload
+from emulator.program import Compiled, JobLayout, compile_workload, place_jobs
 from emulator.schedule import Schedule, over_connections
 from emulator.spec import RunSpec, SpecError, load_workload
-from emulator.workload import Workload, sweep_job
+from emulator.workload import Workload, fit_iterations, sweep_job
 
 
 @dataclass
@@ -141,10 +143,38 @@ def fit_durations(workload: Workload, fabric: Fabric, spec: RunSpec) -> Workload
                                                                 program.hosts), spec.seed)
     model = _model(fabric, table, spec)
     flat = flatten(program.schedule)
-    jobs = []
-    for layout, job in zip(program.jobs, workload.jobs):
-        if job.duration_s:
-            one = model(*job_alone(flat, layout)).time_s
-            job = dataclasses.replace(job, iterations=max(1, int(job.duration_s / one)) if one > 0 else 1)
-        jobs.append(job)
+    jobs = [fit_iterations(job, model(*job_alone(flat, layout)).time_s) if job.duration_s else job
+            for layout, job in zip(program.jobs, workload.jobs)]
     return dataclasses.replace(workload, jobs=tuple(jobs))
+
+
+def model_workload(spec: RunSpec, method: str = "auto") -> tuple[int, list[dict], str, str]:
+    """The rank count and the model's per-job iterations of a workload
+    (jobs.iteration_rows), without step objects where it can: in lock-step
+    (emulator.lockstep; `method` as model_sweep's, "auto" past EXACT_FLOWS
+    flows), then with its approximation; else plan_run's exact simulation,
+    and why not lock-step where that was asked for or due ("" otherwise)."""
+    if method not in METHODS:
+        raise SpecError(f"unknown model method {method!r}; choose one of: {', '.join(METHODS)}")
+    why = ""
+    if method != "exact":
+        try:
+            return _lockstep_workload(spec, method)
+        except NotLockstep as e:
+            why = str(e)
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+    plan = plan_run(spec)
+    return plan.ranks, model_rows(plan), "", why
+
+
+def _lockstep_workload(spec: RunSpec, method: str) -> tuple[int, list[dict], str, str]:
+    if spec.connections > 1 or POLICIES[spec.policy].needs_demands:
+        raise NotLockstep("several connections per pair and policies that route the demands need the step objects")
+    fabric = spec.fabric()
+    workload = load_workload(spec.workload)
+    placed = place_jobs(workload, fabric, spec.mapping, spec.ranks)
+    modelled, approximation = predict_jobs(fabric, model_table(fabric, spec.policy, spec.seed), workload, placed,
+                                           spec.algorithm, spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu),
+                                           EXACT_FLOWS if method == "auto" else 0)
+    return sum(job.ranks for job, _ in placed), iteration_rows(modelled, spec.mapping), approximation, ""

@@ -16,10 +16,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
+from typing import Callable
 
 from emulator.fabric import Fabric
 from emulator.mapping import place
-from emulator.schedule import Schedule, Step, Transfer, build_schedule
+from emulator.schedule import Schedule, Step, Transfer, build_schedule, check_collective
 from emulator.workload import GROUPS, Job, Op, Workload, WorkloadError
 
 COMPUTE, COMM = 0, 1
@@ -48,13 +49,33 @@ class Compiled:
 
 
 def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive", algorithm: str = "ring",
-                     ranks: int = 0) -> Compiled:
-    """Place every job (in order, on hosts earlier jobs left free unless
-    share_hosts), expand its program, merge; WorkloadError names the job.
-    What a job leaves open comes from the run: its placement (`mapping`),
-    its collectives' `algorithm`, its rank count (`ranks`, 0: every free host)."""
-    free = [h.name for h in fabric.hosts]
+                     ranks: int = 0, block_s: Callable[[str, str, int, int], float] | None = None) -> Compiled:
+    """Place every job (place_jobs), expand its program, merge;
+    WorkloadError names the job. What a job leaves open comes from the
+    run: its collectives' `algorithm`. block_s: every collective one step
+    of block_s(collective, algorithm, ranks, bytes) seconds instead of its
+    steps (checked, not built)."""
     layouts, steps, hosts = [], [], []
+    for job, placed in place_jobs(workload, fabric, mapping, ranks):
+        layout = JobLayout(job, len(hosts), placed)
+        for rank in range(job.ranks):
+            mine, bounds, compute = _rank_steps(job, rank, workload.speed(placed[rank]), layout.offset, algorithm,
+                                                block_s)
+            steps.append(tuple(mine))
+            layout.iterations.append(bounds)
+            layout.compute_s.append(compute)
+        layouts.append(layout)
+        hosts += placed
+    name = layouts[0].job.name if len(layouts) == 1 else "workload"
+    return Compiled(Schedule(name, "", len(hosts), 0, tuple(steps)), hosts, layouts)
+
+
+def place_jobs(workload: Workload, fabric: Fabric, mapping: str = "naive", ranks: int = 0) -> list[tuple[Job, list[str]]]:
+    """Every job (sized) and its hosts, in order, on hosts earlier jobs left
+    free unless share_hosts: its placement, or the run's `mapping`; its
+    rank count, or the run's `ranks` (0: every free host)."""
+    free = [h.name for h in fabric.hosts]
+    out = []
     for job in workload.jobs:
         job = _sized(job, ranks or len(free))
         try:
@@ -68,16 +89,17 @@ def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive",
                 raise WorkloadError(f"job {job.name!r}: hosts {sorted(set(shared) or taken)[:4]} already carry "
                                     "ranks; set share_hosts = true to let jobs share hosts")
             free = [h for h in free if h not in taken]
-        layout = JobLayout(job, len(hosts), placed)
-        for rank in range(job.ranks):
-            mine, bounds, compute = _rank_steps(job, rank, workload.speed(placed[rank]), layout.offset, algorithm)
-            steps.append(tuple(mine))
-            layout.iterations.append(bounds)
-            layout.compute_s.append(compute)
-        layouts.append(layout)
-        hosts += placed
-    name = layouts[0].job.name if len(layouts) == 1 else "workload"
-    return Compiled(Schedule(name, "", len(hosts), 0, tuple(steps)), hosts, layouts)
+        out.append((job, placed))
+    return out
+
+
+def representative(job: Job, host: str, speed: float, algorithm: str, block_s) -> Compiled:
+    """Rank 0 of `job` by itself on `host`, every collective one step of
+    block_s(...) seconds: what each rank of a job that runs in lock-step
+    does (its layout's job holds that one rank)."""
+    steps, bounds, compute = _rank_steps(job, 0, speed, 0, algorithm, block_s)
+    layout = JobLayout(dataclasses.replace(job, ranks=1), 0, [host], [bounds], [compute])
+    return Compiled(Schedule(job.name, "", 1, 0, (tuple(steps),)), [host], [layout])
 
 
 # --- one rank's steps ------------------------------------------------------------
@@ -90,8 +112,9 @@ def _sized(job: Job, ranks: int) -> Job:
     return dataclasses.replace(job, ranks=ranks)
 
 
-def _rank_steps(job: Job, rank: int, speed: float, offset: int, algorithm: str):
-    """(steps, per-iteration (first, end) step indices, per-iteration compute seconds)."""
+def _rank_steps(job: Job, rank: int, speed: float, offset: int, algorithm: str, block_s=None):
+    """(steps, per-iteration (first, end) step indices, per-iteration compute
+    seconds); block_s as compile_workload's."""
     from emulator.templates import job_ops
     builder = _Builder(offset)
     if job.start_s:
@@ -108,7 +131,7 @@ def _rank_steps(job: Job, rank: int, speed: float, offset: int, algorithm: str):
             elif op.kind == "wait":
                 builder.wait(op.tag, index, job.name)
             else:
-                builder.communicate(op, index, _comm_steps(job, rank, op, algorithm))
+                builder.communicate(op, index, _comm_steps(job, rank, op, algorithm, block_s))
         builder.end_iteration(len(ops))
         bounds.append((first, len(builder.steps)))
         compute.append(seconds)
@@ -160,7 +183,7 @@ class _Builder:
         return tuple(out)
 
     def communicate(self, op: Op, index: int, steps: list[Step]) -> None:
-        parts = [(self.globalised(s.sends), self.globalised(s.recvs), s.phase) for s in steps]
+        parts = [(self.globalised(s.sends), self.globalised(s.recvs), s.phase, s.compute_s) for s in steps]
         if not parts:          # a group of one: nothing to send
             return
         if op.nonblocking:
@@ -173,7 +196,7 @@ class _Builder:
             self.wait(op.tag or f"#{index}", index, "")
 
     def _add_all(self, parts: list[tuple], channel: int, op: int) -> None:
-        """Steps of (sends, recvs, phase) on `channel`; equal ones (a ring's
+        """Steps of (sends, recvs, phase, compute_s) on `channel`; equal ones (a ring's
         steps repeat) are one object."""
         made: dict[tuple, Step] = {}
         for part in parts:
@@ -182,11 +205,11 @@ class _Builder:
             self.add(made[part])
 
     def _issue(self, op: Op, index: int, parts: list[tuple]) -> None:
-        """Steps of (sends, recvs, phase) on the communication channel."""
+        """Steps of (sends, recvs, phase, compute_s) on the communication channel."""
         tag = op.tag or f"#{index}"
         p2p = op.kind in ("send", "recv")
         if p2p and self.batch:   # joins the open batch: one step, both directions at once
-            last, (sends, recvs, _) = self.steps[-1], parts[0]
+            last, (sends, recvs, *_) = self.steps[-1], parts[0]
             self.steps[-1] = Step(last.sends + sends, last.recvs + recvs, "p2p",
                                   channel=COMM, after=last.after, op=last.op)
             self.in_flight[tag] = len(self.steps) - 1
@@ -223,8 +246,8 @@ def groups(job: Job, rank: int) -> dict[str, list[int]]:
     return {name: list(group_of(job, rank, name)[0]) for name in GROUPS}
 
 
-def _comm_steps(job: Job, rank: int, op: Op, algorithm: str) -> list[Step]:
-    """The steps of `op` on `rank`, peers as job-local ranks."""
+def _comm_steps(job: Job, rank: int, op: Op, algorithm: str, block_s=None) -> list[Step]:
+    """The steps of `op` on `rank`, peers as job-local ranks (block_s: as compile_workload's)."""
     group, me = group_of(job, rank, op.group)
     if op.kind in ("send", "recv"):
         if len(group) == 1:
@@ -245,8 +268,12 @@ def _comm_steps(job: Job, rank: int, op: Op, algorithm: str) -> list[Step]:
         sends = tuple(Transfer(group[j], row[j]) for j in range(len(group)) if j != me and row[j])
         recvs = tuple(Transfer(group[i], op.matrix[i][me]) for i in range(len(group)) if i != me and op.matrix[i][me])
         return [Step(sends, recvs, "all-to-all")]
+    collective = (op.kind, op.algorithm or algorithm, len(group), op.nbytes)
     try:
-        steps = _collective(op.kind, op.algorithm or algorithm, len(group), op.nbytes)[me]
+        if block_s:
+            check_collective(*collective)
+            return [Step(phase=op.kind, compute_s=block_s(*collective))]
+        steps = _collective(*collective)[me]
     except ValueError as e:
         raise WorkloadError(f"job {job.name!r}: {op.kind} on group {op.group} ({len(group)} ranks): {e}") from None
     if group == range(job.ranks):   # the whole job: peers are already its ranks

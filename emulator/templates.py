@@ -27,6 +27,7 @@ class Template:
     emit: Callable[[Job, dict, int, int], list[Op]]   # (job, params, iteration, rank) -> ops
     needs: str = ""                                    # what the job's shape must have, checked by `check`
     check: Callable[[Job], bool] = lambda job: True
+    same_on_every_rank: bool = False                   # what it emits does not depend on the rank
 
 
 def _buckets(total: int, bucket: int) -> list[int]:
@@ -132,17 +133,19 @@ _PP = {"microbatches": 4, "forward_ms": 10.0, "backward_ms": 20.0, "activation_m
        "algorithm": ""}
 TEMPLATES = {t.name: t for t in (
     Template("data-parallel", "DDP-like: gradient buckets allreduced during the backward pass "
-             "(defaults: ResNet-50-like, 25.6 M fp32 parameters, 25 MiB buckets)", _DP, data_parallel),
+             "(defaults: ResNet-50-like, 25.6 M fp32 parameters, 25 MiB buckets)", _DP, data_parallel,
+             same_on_every_rank=True),
     Template("pipeline", "1F1B over microbatches between pp stages; optional dp gradient allreduce",
              _PP, pipeline, "pp >= 2", lambda job: job.pp >= 2),
     Template("hybrid", "tp x dp x pp: 1F1B, tensor-parallel allreduces per compute, dp gradient allreduce",
              {**_PP, "tp_mb": 1.0, "gradient_mb": 8.0}, hybrid, "pp >= 2", lambda job: job.pp >= 2),
     Template("moe", "mixture of experts: per layer a dispatch and a combine all-to-all with a seeded "
              "skew of tokens per expert, new every iteration",
-             {"layers": 2, "tokens_mb": 4.0, "skew": 1.0, "compute_ms": 10.0, "expert_ms": 10.0}, moe),
+             {"layers": 2, "tokens_mb": 4.0, "skew": 1.0, "compute_ms": 10.0, "expert_ms": 10.0}, moe,
+             same_on_every_rank=True),
     Template("parameter-server", "every worker pushes its gradients to rank 0 and pulls the parameters",
              {"params_m": 1.0, "bytes_per_param": 4, "compute_ms": 20.0}, parameter_server,
-             "ranks >= 2", lambda job: job.ranks >= 2),
+             "ranks >= 2", lambda job: job.ranks >= 2, same_on_every_rank=True),
 )}
 
 

@@ -93,6 +93,14 @@ def sweep_job(collective: str, algorithm: str, ranks: int, size: int, placement,
     return Workload((Job(collective, ranks, placement, seed, ops=(op,)),))
 
 
+def fit_iterations(job: Job, iteration_s: float) -> Job:
+    """A job given a duration gets as many iterations as fit in it, an
+    iteration taking `iteration_s` (the model's, of the job alone)."""
+    if not job.duration_s:
+        return job
+    return dataclasses.replace(job, iterations=max(1, int(job.duration_s / iteration_s)) if iteration_s > 0 else 1)
+
+
 # --- reading ---------------------------------------------------------------------
 
 def parse_workload(doc: dict, source: str = "") -> Workload:
