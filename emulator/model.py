@@ -630,7 +630,8 @@ class _Simulation:
         active, left, rates = self.sending.still_sending()
         new = np.concatenate(self.fresh) if self.fresh else active[:0]
         active, left = np.concatenate((active, new)), np.concatenate((left, self.f.nbytes[new]))
-        route = self.f.route[active]
+        every = len(active) == len(self.f.route) and bool(np.all(active[1:] > active[:-1]))   # all, in order
+        route = self.f.route if every else self.f.route[active]
         if new.size:
             rates = max_min_rates(route, self.capacity)
         else:
