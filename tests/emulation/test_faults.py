@@ -139,7 +139,7 @@ def test_hosts_are_contained_in_the_fabric(tmp_path, clean_machine):
     plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "sizes": ["64K"], "repetitions": 1, "warmup": 0}))
     with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
         host = emu.network.host(plan.fabric.hosts[0].name)
-        routes = [l for l in host.cmd("ip -4 route show").splitlines() if l.strip()]
+        routes = [l for l in host.cmd("ip -color=never -4 route show").splitlines() if l.strip()]
         assert len(routes) == 1 and routes[0].startswith("198.18.0.0/15"), routes
         # TEST-NET-1: no route, so the kernel refuses before anything is sent
         assert "unreachable" in host.cmd("ping -c1 -W1 192.0.2.1 2>&1").lower()
