@@ -260,8 +260,8 @@ class HopTable(Mapping):
             todo = go
         switch, egress = (np.full((len(src), len(hops)), -1, dtype=np.int64) for _ in range(2))
         for k, (pairs, here, port) in enumerate(hops):
-            whole = len(pairs) == len(src)   # every pair: a column, no rows to pick
-            switch[slice(None) if whole else pairs, k], egress[slice(None) if whole else pairs, k] = here, port
+            rows = slice(None) if len(pairs) == len(src) else pairs   # every pair: a whole column, no rows to pick
+            switch[rows, k], egress[rows, k] = here, port
         return switch, egress
 
     def _choose_ports(self, src, dst, here, goal) -> np.ndarray:

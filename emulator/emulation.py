@@ -293,4 +293,3 @@ class _LinkEvents:
         self.stop()
         if self.error is not None:
             raise RuntimeError(f"a link event failed: {self.error}") from self.error
-

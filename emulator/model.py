@@ -211,7 +211,7 @@ def _flows(router: _Router, flat: Flat, hosts) -> _Flows:
     step_base, first, dst, nbytes = flat.step_base, flat.sends.first, flat.sends.peer, flat.sends.nbytes
     send_step, src = _owner(step_base, first)
     key = src * flat.ranks + dst
-    once = bool(np.all(key[1:] > key[:-1]))   # every pair once, in order (all-to-all)
+    once = _increasing(key)   # every pair once, in order (all-to-all)
     recv_step = _match_receives(flat, key, once, nbytes)
     if once:   # no routes to share between flows
         route = router.routes(hosts, src, dst)
@@ -630,7 +630,7 @@ class _Simulation:
         active, left, rates = self.sending.still_sending()
         new = np.concatenate(self.fresh) if self.fresh else active[:0]
         active, left = np.concatenate((active, new)), np.concatenate((left, self.f.nbytes[new]))
-        every = len(active) == len(self.f.route) and bool(np.all(active[1:] > active[:-1]))   # all, in order
+        every = len(active) == len(self.f.route) and _increasing(active)   # every flow, in order
         route = self.f.route if every else self.f.route[active]
         if new.size:
             rates = max_min_rates(route, self.capacity)
@@ -711,6 +711,11 @@ def _dependencies(flat: Flat) -> _Dependencies:
     return _Dependencies(count=np.bincount(dst, minlength=nsteps),
                          first=np.searchsorted(src[order], np.arange(nsteps + 1)),
                          dependents=dst[order], compute_s=flat.compute_s)
+
+
+def _increasing(values: np.ndarray) -> bool:
+    """Strictly increasing: distinct and in order (indices that need no sort or copy)."""
+    return bool(np.all(values[1:] > values[:-1]))
 
 
 def _sorted_once(ids: np.ndarray, bound: int) -> np.ndarray:
