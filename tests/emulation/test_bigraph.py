@@ -30,6 +30,11 @@ def test_fabric_comes_up_with_routes_and_full_reachability(tmp_path, clean_machi
         # one route per host plus the drop rule, read back from OVS itself
         assert {s: len(rules) for s, rules in emu.installed_rules().items()} == {s.name: 9 for s in plan.fabric.switches}
         assert emu.network.ping_all() == []
+        # a host cut off: exactly its pairs fail, each pair pinged once
+        emu.network.set_link("bgh0", plan.fabric.host("bgh0").switch, up=False)
+        assert emu.network.ping([("bgh0", "bgh5"), ("bgh6", "bgh0"), ("bgh6", "bgh7")], timeout_s=1) == \
+            [("bgh0", "bgh5"), ("bgh6", "bgh0")]
+        emu.network.set_link("bgh0", plan.fabric.host("bgh0").switch, up=True)
         ports = [interface_name(n, p) for link in plan.fabric.links for n, p in link.ends() if plan.fabric.is_switch(n)]
         if os.path.isdir("/proc/sys/net/ipv6"):   # no IPv6 from switch ports into the fabric
             assert {p: open(f"/proc/sys/net/ipv6/conf/{p}/disable_ipv6").read().strip() for p in ports} == \
