@@ -88,7 +88,7 @@ def quiet(*_):
 
 
 def log_warnings(line: str) -> None:
-    if "WARNING" in line:
+    if "WARNING" in line or "pinging them again" in line:   # the second chance of a slow machine's pings too
         print(line, flush=True)
 
 
