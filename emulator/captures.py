@@ -93,10 +93,18 @@ def capture_rows(call: int, links: list[CapturedLink], files: list[str], start_u
 def tcpdump_counts(text: str) -> tuple[int | None, int | None]:
     """(packets captured, packets dropped by the kernel) from what tcpdump
     prints when it stops; None where it said nothing."""
+    said = tcpdump_report(text)
+    return said["captured"], said["dropped by kernel"]
+
+
+def tcpdump_report(text: str) -> dict[str, int | None]:
+    """tcpdump's latest counts (it prints them on SIGUSR1 too, on one
+    line): packets captured (written), received by filter (handed to it
+    by the kernel, written or not yet), dropped by kernel."""
     def count(words: str) -> int | None:
-        found = re.search(rf"(\d+) packets? {words}", text)
-        return int(found.group(1)) if found else None
-    return count("captured"), count("dropped by kernel")
+        found = re.findall(rf"(\d+) packets? {words}", text)
+        return int(found[-1]) if found else None
+    return {words: count(words) for words in ("captured", "received by filter", "dropped by kernel")}
 
 
 # --- what a pcap says -------------------------------------------------------------------

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import os
 import selectors
+import signal
 import subprocess
 import time
 
-from emulator.captures import CapturedLink, tcpdump_counts
+from emulator.captures import CapturedLink, tcpdump_counts, tcpdump_report
 from emulator.net import processes
 
 SNAPLEN = 96        # bytes kept per packet: Ethernet, IPv4 and TCP headers with options (14 + 20 + up to 60)
 START_S = 10.0      # tcpdump says it is listening well within this, even on a loaded machine
 DRAIN_S = 0.2       # after the call, for the last acknowledgements to cross before tcpdump stops
+CATCH_UP_S = 30.0   # at most this long for tcpdump to write what its socket still holds
+STILL_S = 0.5       # tcpdump that wrote nothing for this long after the call has caught up
 
 
 class CaptureError(RuntimeError):
@@ -55,24 +58,38 @@ class LinkCapture:
     def _wait_listening(self, proc: subprocess.Popen, link: CapturedLink) -> None:
         """Return once tcpdump says it listens (packets from then on are
         kept); CaptureError with what it said if it exits or stays silent."""
-        said = b""
-        deadline = time.monotonic() + START_S
-        with selectors.DefaultSelector() as selector:
-            selector.register(proc.stderr, selectors.EVENT_READ)
-            while b"listening on" not in said:
-                left = deadline - time.monotonic()
-                if left <= 0 or not selector.select(timeout=left):
-                    raise CaptureError(f"tcpdump on {link.interface} ({link.name}) did not start within {START_S:g} s")
-                chunk = os.read(proc.stderr.fileno(), 4096)
-                if not chunk:
-                    raise CaptureError(f"tcpdump on {link.interface} ({link.name}) exited: "
-                                       f"{said.decode(errors='replace').strip()[-300:]}")
-                said += chunk
+        try:
+            _read_until(proc, b"listening on", time.monotonic() + START_S)
+        except TimeoutError:
+            raise CaptureError(f"tcpdump on {link.interface} ({link.name}) did not start within {START_S:g} s") from None
+        except EOFError as e:
+            raise CaptureError(f"tcpdump on {link.interface} ({link.name}) exited: {str(e)[-300:]}") from None
 
     def __exit__(self, *exc) -> None:
         if self.procs:
             time.sleep(DRAIN_S)
+            self._catch_up()
         self._stop()
+
+    def _catch_up(self) -> None:
+        """On a busy machine (a VM under software emulation) tcpdump falls
+        behind its socket, and a SIGTERM loses what it has not read yet:
+        half a call's packets, once. Wait until each tcpdump has written
+        every packet its filter received, or has written nothing more for
+        STILL_S with the call over (on loopback the kernel counts each
+        packet twice), as it says on SIGUSR1."""
+        deadline = time.monotonic() + CATCH_UP_S
+        captured = {proc.pid: None for proc in self.procs}
+        while captured and time.monotonic() < deadline:
+            for proc in [p for p in self.procs if p.pid in captured]:
+                said = _report(proc, deadline)
+                if said is None or said["captured"] + said["dropped by kernel"] >= said["received by filter"] \
+                        or said["captured"] == captured[proc.pid]:
+                    del captured[proc.pid]
+                else:
+                    captured[proc.pid] = said["captured"]
+            if captured:
+                time.sleep(STILL_S)
 
     def _stop(self) -> None:
         """SIGTERM every tcpdump (it writes its file whole and says what it
@@ -84,3 +101,30 @@ class LinkCapture:
             proc.wait()
             self.counts.append(tcpdump_counts(proc.stderr.read().decode(errors="replace")))
             proc.stderr.close()
+
+
+def _report(proc: subprocess.Popen, deadline: float) -> dict[str, int] | None:
+    """tcpdump's counts, asked for with SIGUSR1; None if it cannot say."""
+    proc.send_signal(signal.SIGUSR1)
+    try:
+        said = tcpdump_report(_read_until(proc, b"dropped by kernel", deadline))
+    except (TimeoutError, EOFError):   # past the deadline, or it exited
+        return None
+    return None if None in said.values() else said
+
+
+def _read_until(proc: subprocess.Popen, marker: bytes, deadline: float) -> str:
+    """What tcpdump says on stderr up to and with `marker`; TimeoutError
+    past the deadline, EOFError (with what it said) if it exits first."""
+    said = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        while marker not in said:
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(timeout=left):
+                raise TimeoutError(said.decode(errors="replace"))
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            if not chunk:
+                raise EOFError(said.decode(errors="replace").strip())
+            said += chunk
+    return said.decode(errors="replace")

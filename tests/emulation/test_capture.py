@@ -3,8 +3,11 @@ on its switch-side interface with tcpdump during the counted call, headers
 only; the pcaps open (tcpdump -r, scapy), hold what the link monitor
 counted on that link, and the report turns them into capture_flows.csv; no
 tcpdump is left running. Also: ports.csv's times count from the call's start."""
+import os
+import signal
 import subprocess
 import sys
+import threading
 
 import pandas as pd
 import pytest
@@ -84,3 +87,16 @@ def test_a_capture_that_cannot_start_says_why_and_leaves_no_tcpdump(tmp_path, cl
         with LinkCapture([CapturedLink("bgs9-bgs8", "bgs9-eth99", 1.0)], str(tmp_path), ["captures/x.pcap"]):
             pass
     assert processes.leftover_processes() == []
+
+
+def test_a_capture_stops_only_when_tcpdump_has_written_what_it_received(tmp_path, clean_machine):
+    """tcpdump held stopped through the traffic and the drain, as on a busy
+    machine: the packets wait in its socket, and none may be lost at the stop."""
+    with LinkCapture([CapturedLink("lo", "lo", 1.0)], str(tmp_path), ["lo.pcap"]) as capture:
+        tcpdump = capture.procs[0].pid
+        os.kill(tcpdump, signal.SIGSTOP)
+        subprocess.run(["ping", "-c", "20", "-i", "0.01", "-q", "127.0.0.1"], capture_output=True, check=True)
+        threading.Timer(1.0, os.kill, (tcpdump, signal.SIGCONT)).start()   # after the drain
+    from scapy.utils import RawPcapReader
+    written = sum(1 for _ in RawPcapReader(str(tmp_path / "lo.pcap")))
+    assert capture.counts == [(40, 0)] and written == 40   # every echo and reply

@@ -207,6 +207,11 @@ def test_tcpdump_counts_what_it_says_when_it_stops():
             "1234 packets captured\n1240 packets received by filter\n6 packets dropped by kernel\n")
     assert captures.tcpdump_counts(said) == (1234, 6)
     assert captures.tcpdump_counts("1 packet captured\n") == (1, None)
+    # on SIGUSR1 it says the same on one line; the latest report counts
+    said = "tcpdump: 10 packets captured, 25 packets received by filter, 3 packets dropped by kernel\n" + said
+    assert captures.tcpdump_counts(said) == (1234, 6)
+    assert captures.tcpdump_report(said.splitlines()[0]) == {"captured": 10, "received by filter": 25,
+                                                             "dropped by kernel": 3}
 
 
 def test_the_capture_adapter_asks_tcpdump_for_headers_only_and_does_nothing_without_links(tmp_path):
