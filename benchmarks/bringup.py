@@ -5,7 +5,7 @@ For every topology, one after another (one emulation at a time; the script
 waits for the machine-wide lock before each):
 
 1. plain Mininet builds the same switches, hosts and links (the Fabric of
-   emulator.topology.build) with OVS bridges in standalone mode and no
+   emulator.fabric.topology.build) with OVS bridges in standalone mode and no
    controller, userspace datapath (--datapath kernel: the kernel's); times build+start ("up") and stop
    ("down"). No traffic is sent: standalone bridges flood, and BiGraph and
    fat-trees have loops (IPv6 is switched off before the bridges exist, so
@@ -46,14 +46,14 @@ from mininet.node import OVSSwitch
 from mininet.link import Link
 
 from emulator.emulation import Emulation
-from emulator.fabric import ADDRESS_BASE, PREFIX_LEN
+from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN
 from emulator.net import interrupts, ovs_buffers, processes
 from emulator.net.controller_process import ControllerProcess, free_port
 from emulator.net.dataplane import detect
 from emulator.net.network import EmulatedFabric
-from emulator.plan import plan_run
-from emulator.spec import RunSpec
-from emulator.topology import build
+from emulator.plan.run_plan import plan_run
+from emulator.spec.experiment import RunSpec
+from emulator.fabric.topology import build
 
 TOPOLOGIES = ["bigraph:m=2,n=4", "bigraph:m=4,n=8", "bigraph:m=8,n=8", "bigraph:m=8,n=16", "fattree:k=4"]
 QUICK_TOPOLOGIES = ["bigraph:m=2,n=4", "bigraph:m=4,n=8"]

@@ -56,8 +56,8 @@ def ovs_pid() -> int | None:
 def one(topology: str) -> dict:
     """Run in the child: emulate `topology`, sample memory after each call."""
     from emulator.emulation import Emulation
-    from emulator.plan import plan_run
-    from emulator.spec import RunSpec
+    from emulator.plan.run_plan import plan_run
+    from emulator.spec.experiment import RunSpec
 
     spec = RunSpec(topology=topology, collective="allreduce", algorithm="halving-doubling", mapping="hdrm",
                    datapath="user", host_rate_mbps=RATE_MBPS, switch_rate_mbps=RATE_MBPS, sizes=(SIZE,),

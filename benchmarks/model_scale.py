@@ -11,7 +11,7 @@ run (`x base` is the large case's time over it).
     .venv/bin/python benchmarks/model_scale.py [--quick] [--repeat N] [--size 64M]
 
 Issue 7's target: the model under 5 s for 4096 hosts. Then jobs
-(emulator.workload, --jobs alone; --baseline: only their baseline cases): a
+(emulator.workloads.workload, --jobs alone; --baseline: only their baseline cases): a
 ResNet-50-like data-parallel iteration at 1024 and 4096 ranks (issues 12
 and 15: under 10 s) and two tenants sharing a fabric, each timed through
 plan.model_workload (what `bigraph-emu model` does: lock-step where the
@@ -70,14 +70,14 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)   # measure the checkout this script sits in, not an installed copy
 
-from controller.routing import forwarding_table  # noqa: E402
-from emulator.mapping import hosts_for_ranks  # noqa: E402
-from emulator.metrics import parse_size  # noqa: E402
-from emulator.model import predict  # noqa: E402
-from emulator.plan import model_workload, plan_run  # noqa: E402
-from emulator.schedule import build_schedule  # noqa: E402
-from emulator.spec import RunSpec  # noqa: E402
-from emulator.topology import build  # noqa: E402
+from emulator.routes.routing import forwarding_table  # noqa: E402
+from emulator.fabric.mapping import hosts_for_ranks  # noqa: E402
+from emulator.inputs import parse_size  # noqa: E402
+from emulator.model.simulation import predict  # noqa: E402
+from emulator.plan.run_plan import model_workload, plan_run  # noqa: E402
+from emulator.workloads.schedule import build_schedule  # noqa: E402
+from emulator.spec.experiment import RunSpec  # noqa: E402
+from emulator.fabric.topology import build  # noqa: E402
 
 # name, (large case), (baseline case): topology, collective, algorithm, mapping, policy
 CASES = [
@@ -276,7 +276,7 @@ LOCKSTEP_ERROR = [   # exact rings with ranks drifting apart take minutes past 2
 
 
 def one_sweep(topology, collective, algorithm, mapping, policy, size: int, method: str = "auto", **spec_fields) -> dict:
-    from emulator.plan import model_sweep
+    from emulator.plan.run_plan import model_sweep
     spec = RunSpec(topology=topology, collective=collective, algorithm=algorithm, mapping=mapping, policy=policy,
                    sizes=(size,), repetitions=1, warmup=0, **spec_fields)
     t0 = time.perf_counter()
@@ -320,7 +320,7 @@ def before_after(size: int) -> None:
     """The reference model (5049187) against today's, exact and default."""
     sys.path.insert(0, os.path.join(REPO, "tests", "unit"))
     import reference_model
-    from emulator.model import predict_collective
+    from emulator.model.simulation import predict_collective
     print("\n# before/after: reference = main at 5049187 (object schedule built, then predicted); "
           "'x faster' = reference / today")
     print(f"{'topology':18} {'algorithm':17} {'mapping':7} {'policy':8} {'ranks':>5} {'reference':>9} "
@@ -338,7 +338,7 @@ def before_after(size: int) -> None:
 
 
 def lockstep_error(size: int) -> None:
-    from emulator.model import predict_collective
+    from emulator.model.simulation import predict_collective
     print("\n# lock-step against the exact simulation (same routes, alpha 0.5 ms)")
     print(f"{'topology':38} {'algorithm':17} {'mapping':7} {'policy':8} {'exact':>7} {'lockstep':>8} "
           f"{'exact(s)':>9} {'lock(s)':>8} {'error':>9}")
@@ -351,7 +351,7 @@ def lockstep_error(size: int) -> None:
 
 
 def policies_of(topology: str, plot_policy: str, every: bool) -> list[str]:
-    from controller.routing import POLICIES
+    from emulator.routes.routing import POLICIES
     if not every:
         return [plot_policy]
     kind = topology.split(":")[0]
@@ -429,7 +429,7 @@ SCALE_COLUMNS = ["family", "algorithm", "mapping", "policy", "topology", "hosts"
 
 
 def topology_hosts(topology: str) -> int:
-    from emulator.topology import parse_topology
+    from emulator.fabric.topology import parse_topology
     kind, params = parse_topology(topology)
     if kind == "bigraph":
         return params["m"] * params["n"]
@@ -440,7 +440,7 @@ def topology_hosts(topology: str) -> int:
 
 def scale_plot(out: str, size: int, resume: bool, timeout: float, quick: bool) -> None:
     import csv
-    from emulator.metrics import busbw_mbps
+    from emulator.results.metrics import busbw_mbps
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "model-scale.csv")
     rows = []
@@ -588,8 +588,8 @@ def simai_run(binary: str, ranks: int, size: int, nic_gib_s: float) -> dict:
 
 
 def simai_side_by_side(binary: str, size: int) -> None:
-    from emulator.metrics import payload_efficiency
-    from emulator.model import alpha_beta_time
+    from emulator.results.metrics import payload_efficiency
+    from emulator.workloads.schedule import alpha_beta_time
     efficiency = payload_efficiency(RunSpec().mtu)
     nic_gib_s = SIMAI_RATE_MBPS * 1e6 / 8 * efficiency / 2 ** 30   # SimAI's GBps is 2**30 bytes/s
     ours_spec = {"host_rate_mbps": SIMAI_RATE_MBPS, "switch_rate_mbps": SIMAI_RATE_MBPS, "model_alpha_us": 0.0}

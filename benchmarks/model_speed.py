@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from controller.routing import forwarding_table
-from emulator.mapping import hosts_for_ranks
-from emulator.model import predict
-from emulator.schedule import build_schedule
-from emulator.topology import build
+from emulator.routes.routing import forwarding_table
+from emulator.fabric.mapping import hosts_for_ranks
+from emulator.model.simulation import predict
+from emulator.workloads.schedule import build_schedule
+from emulator.fabric.topology import build
 
 CASES = [  # topology, algorithm, mapping, policy
     ("bigraph:m=2,n=4", "ring", "naive", "shortest"),

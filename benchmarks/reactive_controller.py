@@ -37,7 +37,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev
 from os_ken.lib.packet import ipv4, packet  # noqa: E402
 from os_ken.ofproto import ofproto_v1_3  # noqa: E402
 
-from emulator.fabric import Fabric  # noqa: E402
+from emulator.fabric.graph import Fabric  # noqa: E402
 
 ETH_TYPE_IPV4 = 0x0800
 ROUTE_PRIORITY = 100

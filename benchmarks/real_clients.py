@@ -22,12 +22,14 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from emulator import execute, ranks as R                      # noqa: E402
+from emulator import execute
+
+from emulator.plan import ranks as R
 from emulator.emulation import Emulation                      # noqa: E402
 from emulator.net.programs import Program                     # noqa: E402
 from emulator.pipeline import plan_emulated                   # noqa: E402
-from emulator.results import call_time                        # noqa: E402
-from emulator.spec import make_run                            # noqa: E402
+from emulator.results.calls import call_time                        # noqa: E402
+from emulator.spec.experiment import make_run                            # noqa: E402
 
 CLIENTS_DIR = os.path.join(os.path.dirname(__file__), "..", "experiments", "real-clients")
 # client -> (our algorithm it is compared with, its script, under mpiexec, the environment forcing its algorithm)

@@ -20,16 +20,16 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from webtools import _samples  # noqa: E402  (the tests' synthetic counters)
 
-from emulator import linkstats  # noqa: E402
-from emulator.plan import plan_run  # noqa: E402
-from emulator.spec import make_run  # noqa: E402
+from emulator.results import linkstats
+from emulator.plan.run_plan import plan_run  # noqa: E402
+from emulator.spec.experiment import make_run  # noqa: E402
 from emulator.web import view  # noqa: E402
 from emulator.web.server import WebView  # noqa: E402
 
 
 def cpu_per_sample(topology: str, samples: int, interval_s: float, web: WebView | None) -> float:
     plan = plan_run(make_run({"topology": topology, "collective": "allreduce", "algorithm": "ring",
-                              "sizes": "1M", "repetitions": 1, "warmup": 0}, check_kernel=False))
+                              "sizes": "1M", "repetitions": 1, "warmup": 0}))
     links = linkstats.directed_links(plan.fabric)
     series = _samples(links, samples, samples * interval_s, 0)
     roles = view.rank_roles(plan)
@@ -65,7 +65,7 @@ def main() -> None:
                 for v in viewers:
                     v.terminate()
                     v.wait()
-        n = len(make_run({"topology": topology}, check_kernel=False).fabric().links) * 2
+        n = len(make_run({"topology": topology}).fabric().links) * 2
         print(f"{topology:20} {n:6d} {alone * 1e3:18.2f} {with_page * 1e3:15.2f} "
               f"{(with_page - alone) / interval:22.1%}")
 

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-from controller.routing import POLICIES
+from emulator.routes.routing import POLICIES
 
 
 def parse_args(argv):

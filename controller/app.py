@@ -24,11 +24,11 @@ from os_ken.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_c
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
-from controller.routing import POLICIES, pair_paths
-from controller.rules import ETH_TYPE_IPV4, FlowRule
-from controller.state import RouteState, link_loads, rule_changes
-from emulator.fabric import Fabric
-from emulator.linkstats import CONTROLLER_PORTS, PORT_READING_COLUMNS
+from emulator.routes.routing import POLICIES, pair_paths
+from emulator.routes.rules import ETH_TYPE_IPV4, FlowRule
+from emulator.routes.state import RouteState, link_loads, rule_changes
+from emulator.fabric.graph import Fabric
+from emulator.results.linkstats import CONTROLLER_PORTS, PORT_READING_COLUMNS
 
 cfg.CONF.register_cli_opts([
     cfg.StrOpt("fabric", help="fabric JSON written by the emulator"),

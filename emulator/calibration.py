@@ -20,8 +20,8 @@ import shutil
 import tempfile
 import time
 
-from emulator.capacity import Calibration, Point
-from emulator.metrics import payload_efficiency
+from emulator.plan.capacity import Calibration, Point
+from emulator.results.metrics import payload_efficiency
 
 TOPOLOGY = "bigraph:m=2,n=4"
 CALL_SECONDS = 1.5          # each counted call lasts about this long
@@ -42,7 +42,7 @@ def size_for(rate_mbps: float, mtu: int, ranks: int = 8) -> int:
 
 
 def probe_spec(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int):
-    from emulator.spec import RunSpec
+    from emulator.spec.experiment import RunSpec
     return RunSpec(topology=TOPOLOGY, collective="allreduce", algorithm="ring", mapping="naive",
                    policy="shortest", datapath=datapath, mtu=mtu, offload=offload,
                    host_rate_mbps=rate_mbps, switch_rate_mbps=rate_mbps, sizes=(size_for(rate_mbps, mtu),),
@@ -86,8 +86,8 @@ def bisect(passes, high: float, steps: int) -> float:
 def try_rate(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int, log=print) -> dict:
     """One fresh emulation at link rate `rate_mbps`: its load and verdict."""
     from emulator.emulation import Emulation
-    from emulator.plan import plan_run
-    from emulator.results import collective_rows
+    from emulator.plan.run_plan import plan_run
+    from emulator.results.calls import collective_rows
     plan = plan_run(probe_spec(rate_mbps, mtu, offload, datapath, reps))
     work = tempfile.mkdtemp(prefix="bigraph-calibrate-")
     try:
@@ -128,7 +128,7 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
         return False
 
     # switch traversals of the probe's flows: the bisection spans 0..raw
-    from emulator.plan import plan_run
+    from emulator.plan.run_plan import plan_run
     unit = plan_run(probe_spec(1.0, mtu, offload, datapath, reps))
     traversals = unit.predictions[unit.spec.sizes[0]].peak_switch_mbps
     best = round(bisect(passes, raw / traversals, steps), 1)

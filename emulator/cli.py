@@ -16,7 +16,6 @@ code 2 and a message naming the key. `COMMAND --help` lists each one's flags.
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
 import itertools
 import json
@@ -25,16 +24,20 @@ import re
 import sys
 import time
 
-from controller.routing import POLICIES
-from emulator.mapping import MAPPINGS
+from emulator.routes.routing import POLICIES
+from emulator.fabric.mapping import MAPPINGS
 from emulator import pipeline
 from emulator.execute import DEFAULT_TIMEOUT_S, NOT_FOR_EXEC
-from emulator.net import interrupts
+from emulator.net import capabilities, interrupts
 from emulator.inputs import shorten, to_int
-from emulator.metrics import (MODEL_HEADER, algbw_mbps, avg_busbw_line, busbw_mbps, model_row, payload_efficiency,
-                              size_name)
-from emulator.schedule import ALGORITHMS, COLLECTIVES
-from emulator.spec import FIELDS, Experiment, RunSpec, SpecError, load_experiment, make_run, switch_links
+from emulator.results.metrics import MODEL_HEADER, avg_busbw_line, model_row
+from emulator.inputs import size_name
+from emulator.workloads.collectives import COLLECTIVES
+from emulator.workloads.algorithms import ALGORITHMS
+from emulator.spec.experiment import OFFLOADS
+from emulator.plan import predictions
+from emulator.results.calls import write_model_steps
+from emulator.spec.experiment import FIELDS, Experiment, RunSpec, SpecError, load_experiment, make_run, switch_links
 
 # The teaching demo: one halving-doubling allreduce on one BiGraph, first
 # with consecutive ranks on a switch (congested links), then with HDRM.
@@ -332,11 +335,12 @@ def blame_flag(message: str, typed: dict) -> str:
 
 
 def _experiment(args, check_kernel: bool = True) -> Experiment:
+    has_netem = capabilities.netem_available if check_kernel else None
     values = _flag_values(args)
     if args.experiment:
-        experiment = load_experiment(args.experiment, values, check_kernel)
+        experiment = load_experiment(args.experiment, values, has_netem)
     else:
-        experiment = Experiment(args.command, [make_run(values, check_kernel)])
+        experiment = Experiment(args.command, [make_run(values, has_netem)])
     return _experiment_flags(args, experiment)
 
 
@@ -355,80 +359,48 @@ def _experiment_flags(args, experiment: Experiment) -> Experiment:
 def cmd_model(args) -> int:
     """Predict every run; --out FOLDER gets every step's end and busiest link
     in model_steps.csv, --json prints the predictions as one JSON document."""
-    if not 0 <= args.jitter <= 10:
-        raise SpecError(f"--jitter: must be between 0 and 10 (a fraction of each flow), got {args.jitter}")
     runs, steps = [], []
     for index, spec in enumerate(_experiment(args, check_kernel=False).runs):
-        run = _model_run(spec, args, quiet=args.json)
-        runs.append(run)
-        steps += [{"run": index, **row} for row in run.pop("steps", [])]
+        if spec.workload:
+            got = predictions.workload_prediction(spec, args.method, args.jitter)
+            if not args.json:
+                _print_workload_prediction(spec, got)
+            runs.append({"run": pipeline.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
+                         "jobs": got["jobs"], "approximation": got["approximation"]})
+            continue
+        got = predictions.sweep_prediction(spec, args.method, args.jitter, _ModelProgress())
+        if not args.json:
+            _print_sweep_prediction(spec, got, args.jitter)
+        runs.append({"run": pipeline.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
+                     "sizes": got["sizes"]})
+        steps += [{"run": index, **row} for row in got["steps"]]
     if args.out:
-        _write_model_steps(args.out, steps)
+        path = write_model_steps(args.out, steps)
+        print(f"# every step: {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(runs, indent=1))
     return 0
 
 
-def _model_run(spec, args, quiet: bool) -> dict:
-    """One run's predictions as data (printed as a table unless quiet)."""
-    from emulator.plan import model_sweep, plan_run
-    say = (lambda *a: None) if quiet else print
-    if spec.workload:
-        if args.jitter:
-            raise SpecError("--jitter: jitters a collective's flows; a workload takes none")
-        return _model_workload(spec, args.method, quiet)
-    if args.jitter:   # step objects: flows to jitter
-        plan = plan_run(spec)
-        hosts, predictions = plan.hosts, plan.predictions
-    else:
-        hosts, predictions = model_sweep(spec, args.method, _ModelProgress())
-    say(pipeline.describe(spec, len(hosts)) + " (model)")
-    run = {"run": pipeline.describe(spec, len(hosts)).lstrip("# "), "ranks": len(hosts)}
-    say(MODEL_HEADER)
-    run["sizes"], run["steps"] = [], []
-    for size in spec.sizes:
-        pred = predictions[size]
-        t = pred.time_s
-        row = {"size_bytes": size, "time_s": t, "algbw_mbps": algbw_mbps(size, t),
-               "busbw_mbps": busbw_mbps(spec.collective, len(hosts), size, t),
-               "approximation": pred.approximation,
-               "max_flows_per_step": dict(sorted(collections.Counter(pred.max_flows_per_step).items()))}
-        say(model_row(size, t, row["algbw_mbps"], row["busbw_mbps"], pred.max_flows_per_step))
-        if pred.approximation:
-            say(f"#   approximated: {pred.approximation}")
-        if args.jitter:
-            row["jitter_ratios"] = _jitter_ratios(plan, size, args.jitter)
-            say(f"#   with flows up to {args.jitter:.0%} longer at random: "
+def _print_sweep_prediction(spec, got: dict, jitter: float) -> None:
+    print(pipeline.describe(spec, got["ranks"]) + " (model)")
+    print(MODEL_HEADER)
+    for row in got["sizes"]:
+        size = row["size_bytes"]
+        print(model_row(size, row["time_s"], row["algbw_mbps"], row["busbw_mbps"], got["flows_per_step"][size]))
+        if row["approximation"]:
+            print(f"#   approximated: {row['approximation']}")
+        if jitter:
+            print(f"#   with flows up to {jitter:.0%} longer at random: "
                 + " ".join(f"{r:.2f}x" for r in row["jitter_ratios"]))
-        run["sizes"].append(row)
-        run["steps"] += [{"size_bytes": size, "step": k, "end_s": end, "max_flows": flows} for k, (end, flows)
-                         in enumerate(zip(pred.step_index_end_s(), pred.max_flows_per_step))]
-    say(avg_busbw_line(row["busbw_mbps"] for row in run["sizes"]))
-    return run
+    print(avg_busbw_line(row["busbw_mbps"] for row in got["sizes"]))
 
 
-def _model_workload(spec, method: str, quiet: bool) -> dict:
-    """A workload's per-job iterations, and how the model got them (lock-step, or exact and why)."""
-    from emulator.plan import model_workload
-    ranks, rows, approximation, why_exact = model_workload(spec, method)
-    if not quiet:
-        print(pipeline.describe(spec, ranks) + " (model)")
-        pipeline.print_jobs(rows, measured=False)
-        if approximation or why_exact:
-            print(f"#   approximated: {approximation}" if approximation else f"#   exact: {why_exact}")
-    return {"run": pipeline.describe(spec, ranks).lstrip("# "), "ranks": ranks, "jobs": rows,
-            "approximation": approximation}
-
-
-def _write_model_steps(folder: str, rows: list[dict]) -> None:
-    import csv
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "model_steps.csv")
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, ["run", "size_bytes", "step", "end_s", "max_flows"])
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"# every step: {path}", file=sys.stderr)
+def _print_workload_prediction(spec, got: dict) -> None:
+    print(pipeline.describe(spec, got["ranks"]) + " (model)")
+    pipeline.print_jobs(got["jobs"], measured=False)
+    if got["approximation"] or got["exact_because"]:
+        print(f"#   approximated: {got['approximation']}" if got["approximation"] else f"#   exact: {got['exact_because']}")
 
 
 class _ModelProgress:
@@ -445,17 +417,6 @@ class _ModelProgress:
             self.last = now
             print(f"# model: {size} bytes, {fraction:.0%} of steps started after {now - self.start:.0f} s",
                   file=sys.stderr, flush=True)
-
-
-def _jitter_ratios(plan, size: int, amplitude: float, seeds: int = 3) -> list[float]:
-    """Predicted time with jittered flows over the plain prediction, per seed."""
-    from emulator.model import predict
-    from emulator.schedule import jittered
-    plain = plan.predictions[size].time_s
-    ratios = [predict(plan.fabric, plan.table, jittered(plan.schedules[size], amplitude, seed), plan.hosts,
-                      plan.spec.model_alpha_us * 1e-6, payload_efficiency(plan.spec.mtu)).time_s / plain
-              for seed in range(seeds)]
-    return ratios
 
 
 def _names(names: list[str], limit: int = 16) -> str:
@@ -483,7 +444,7 @@ def describe_fabric(fabric) -> str:
 
 
 def _host_name(fabric, text: str) -> str:
-    from emulator.fabric import HOST_PREFIX
+    from emulator.fabric.graph import HOST_PREFIX
     name = HOST_PREFIX + text if text.isdigit() else text
     if name not in {h.name for h in fabric.hosts}:
         raise SpecError(f"--path: no host {text!r} in {fabric.topology}; hosts are "
@@ -494,8 +455,8 @@ def _host_name(fabric, text: str) -> str:
 def _routes(spec: RunSpec, fabric):
     """The forwarding table of the spec's policy; a policy that routes the
     workload's demands gets its table from the run's plan."""
-    from controller.routing import forwarding_table
-    from emulator.plan import plan_run
+    from emulator.routes.routing import forwarding_table
+    from emulator.plan.run_plan import plan_run
     try:
         if POLICIES[spec.policy].needs_demands:
             return plan_run(spec, fabric).table
@@ -507,7 +468,7 @@ def _routes(spec: RunSpec, fabric):
 def route_hops(fabric, table, src: str, dst: str) -> tuple[str, str, list[tuple[str, int]]]:
     """(source, destination, hops) of the route between two hosts given by
     name or number: each hop a node and its egress port."""
-    from controller.routing import path
+    from emulator.routes.routing import path
     src, dst = _host_name(fabric, src), _host_name(fabric, dst)
     if src == dst:
         raise SpecError(f"--path: source and destination are both {src}")
@@ -565,7 +526,7 @@ def cmd_run(args, experiment: Experiment | None = None) -> int:
 def run_summary(out: str, code: int) -> dict:
     """A finished run as data (run --json): its folder, exit code, and per
     run and size (or job) the figures of summary.txt."""
-    from emulator.report import summary_records
+    from emulator.results.report import summary_records
     return {"folder": out, "exit_code": code, "exit": EXIT_CODES[code], **summary_records(out)}
 
 
@@ -596,8 +557,8 @@ def compare_experiment(args) -> Experiment:
         tag = " ".join(f"{k}={v}" for k, v in combo)
         args_combo = {**flags, **dict(combo)}
         try:
-            specs = (load_experiment(args.experiment, args_combo).runs if args.experiment
-                     else [make_run(args_combo)])
+            specs = (load_experiment(args.experiment, args_combo, capabilities.netem_available).runs if args.experiment
+                     else [make_run(args_combo, capabilities.netem_available)])
         except SpecError as e:
             raise SpecError(f"--vary {tag}: {e}") from None
         runs += [dataclasses.replace(s, label=f"{s.label} {tag}".strip()) for s in specs]
@@ -612,9 +573,9 @@ def cmd_compare(args) -> int:
 
 def cmd_demo(args) -> int:
     """The same allreduce with the naive mapping, then with HDRM; then what it showed."""
-    from emulator.report import demo_story
+    from emulator.results.report import demo_story
     web = web_address(args)
-    experiment = Experiment("demo", [make_run(run) for run in DEMO])
+    experiment = Experiment("demo", [make_run(run, capabilities.netem_available) for run in DEMO])
     plans, out = pipeline.prepare(experiment, args.out)
     _needs_root(args.command)
     return pipeline.emulate(experiment, plans, out, web=web, story=demo_story)
@@ -660,7 +621,7 @@ def _results_folder(folder: str) -> list[RunSpec]:
     """The runs of a results folder's spec.json, each workload read from
     the copy the folder keeps of it (older folders: from where spec.json
     says); SpecError if it is not one."""
-    from emulator.tables import read_runs, read_workload_copies
+    from emulator.results.tables import read_runs, read_workload_copies
     if not os.path.isdir(folder):
         raise SpecError(f"{folder}: no such results folder")
     runs = read_runs(folder)
@@ -671,7 +632,7 @@ def _results_folder(folder: str) -> list[RunSpec]:
     for i, run in enumerate(runs):
         kept = copies.get(run["workload"]) if isinstance(run.get("workload"), str) else None
         try:
-            specs.append(make_run({**run, "workload": kept} if kept else run, check_kernel=False))
+            specs.append(make_run({**run, "workload": kept} if kept else run))
         except SpecError as e:
             raise SpecError(f"{os.path.join(folder, 'spec.json')}: run {i + 1}: {e}") from None
     return specs
@@ -680,8 +641,8 @@ def _results_folder(folder: str) -> list[RunSpec]:
 def _folder_plans(folder: str, specs: list[RunSpec]) -> list:
     """The plans of a folder's runs, each in its place, its workload named
     as when it ran (the tables say that name, not the copy's)."""
-    from emulator.plan import plan_run
-    from emulator.tables import read_runs
+    from emulator.plan.run_plan import plan_run
+    from emulator.results.tables import read_runs
     plans = []
     for i, (spec, run) in enumerate(zip(specs, read_runs(folder))):
         plan = dataclasses.replace(plan_run(spec), run=i)
@@ -711,7 +672,7 @@ def cmd_report(args) -> int:
                             "report it alone")
         return _compare_folders(args.folder, args.plot)
     if _is_program_folder(args.folder[0]):   # exec's: its summary stays, its plots are redrawn
-        from emulator.report import write_program_report
+        from emulator.results.report import write_program_report
         write_program_report(args.folder[0])
         with open(os.path.join(args.folder[0], "summary.txt")) as f:
             print(f.read(), end="")
@@ -753,7 +714,7 @@ def _check_plot_path(path: str) -> None:
 
 
 def _compare_folders(folders: list[str], plot_path: str | None) -> int:
-    from emulator import report
+    from emulator.results import report
     df = report.compare(folders)
     print(report.format_compare(df))
     parent = os.path.dirname(os.path.normpath(folders[0])) or "."
@@ -767,8 +728,8 @@ def _compare_folders(folders: list[str], plot_path: str | None) -> int:
 def cmd_calibrate(args) -> int:
     """Measure what this machine emulates faithfully; keep it for every run's check."""
     import socket
-    from emulator import calibration, capacity
-    from emulator.net.dataplane import OFFLOADS
+    from emulator import calibration
+    from emulator.plan import capacity
     mtus, offloads = _int_list("--mtu", args.mtu, 576, 9000), args.offload.split(",")
     if any(o not in OFFLOADS for o in offloads):
         raise SpecError(f"--offload: {args.offload!r}: give off, tso or off,tso")

@@ -12,11 +12,13 @@ import os
 import threading
 import time
 
-from controller.routing import POLICIES, table_from_switch_paths
-from emulator import linkstats, verification
-from emulator.captures import capture_file, capture_rows, captured_links
-from emulator.metrics import payload_efficiency
-from emulator.model import predict
+from emulator.routes.routing import POLICIES, table_from_switch_paths
+from emulator.results import linkstats
+from emulator.routes import verification
+from emulator.results.captures import capture_file, capture_rows
+from emulator.fabric.captured import captured_links
+from emulator.results.metrics import payload_efficiency
+from emulator.model.simulation import predict
 from emulator.net import counters, interrupts, ovs_buffers, processes
 from emulator.net.agents import START_DELAY_S, AgentFleet
 from emulator.net.capture import LinkCapture
@@ -24,8 +26,8 @@ from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
 from emulator.net.monitor import LinkMonitor
 from emulator.net.network import EmulatedFabric
-from emulator.plan import RunPlan, route_demands
-from emulator.results import CallRecord, append_csv, call_time
+from emulator.plan.run_plan import RunPlan, route_demands
+from emulator.results.calls import CallRecord, append_csv, call_time
 
 
 PROBES = 3             # packets per probe pair

@@ -19,9 +19,10 @@ import shutil
 import sys
 import time
 
-from controller.routing import POLICIES
-from emulator import ranks as R
-from emulator.spec import RunSpec, SpecError, make_run
+from emulator.routes.routing import POLICIES
+from emulator.plan import ranks as R
+from emulator.net import capabilities
+from emulator.spec.experiment import RunSpec, SpecError, make_run
 
 # run keys that mean nothing to a program whose traffic is its own
 NOT_FOR_EXEC = ("collective", "algorithm", "sizes", "repetitions", "warmup", "connections", "link_events",
@@ -45,8 +46,9 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
             experiment_file: str | None = None) -> Job:
     """Every error before the network, as a SpecError naming it."""
     from emulator import pipeline
-    from emulator.spec import load_experiment
-    spec = (load_experiment(experiment_file, values).runs[0] if experiment_file else make_run(values))
+    from emulator.spec.experiment import load_experiment
+    spec = (load_experiment(experiment_file, values, capabilities.netem_available).runs[0] if experiment_file
+            else make_run(values, capabilities.netem_available))
     defaults = RunSpec()
     given = [k for k in NOT_FOR_EXEC if k in values or getattr(spec, k) != getattr(defaults, k)]
     if given:
@@ -56,7 +58,7 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
         raise SpecError(f"policy: {spec.policy} routes a workload's demands, known before it runs; a program's "
                         "are not: choose another policy")
     spec = make_run({**{k: v for k, v in dataclasses.asdict(spec).items() if k not in PLAN_KEYS}, **PLAN_KEYS},
-                    check_kernel=True)
+                    capabilities.netem_available)
     plan = pipeline.plan_emulated(spec)
     try:
         R.check_one_rank_per_host(plan.hosts)
@@ -99,7 +101,8 @@ def execute(job: Job, page=None) -> int:
     """Bring-up, the program, the results; the exit code (_write_results').
     `page`: the web view (pipeline.web_view), shown the links and each
     rank's state as it goes, then the summary and the plots."""
-    from emulator.captures import FOLDER as CAPTURES, capture_rows, captured_links
+    from emulator.results.captures import FOLDER as CAPTURES, capture_rows
+    from emulator.fabric.captured import captured_links
     from emulator.emulation import Emulation
     from emulator.net.capture import LinkCapture
     from emulator.net.monitor import LinkMonitor
@@ -175,11 +178,12 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     """ranks.csv, links.csv, machine.csv, summary.txt and the plots; the
     exit code (0: every rank exited 0 by itself and the verdict is ok; 3:
     they did, but the verdict failed) and the summary."""
-    from emulator import linkstats
+    from emulator.results import linkstats
     from emulator.net import counters
-    from emulator.report import write_program_report
+    from emulator.results.report import write_program_report
     from emulator.pipeline import EXIT_FAILED, EXIT_OK, EXIT_UNTRUSTED
-    from emulator.results import append_csv, fidelity
+    from emulator.results.calls import append_csv
+    from emulator.results.verdict import fidelity
     spec = job.plan.spec
     run_keys = {"run": 0, "topology": job.plan.fabric.topology, "policy": spec.policy, "mapping": spec.mapping,
                 "label": spec.label}
@@ -210,8 +214,8 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
 
 def _write_captures(work: str, job: Job, rows: list[dict]) -> None:
     """captures.csv: the pcaps of --capture, which the report reads into capture_flows.csv."""
-    from emulator.captures import CAPTURE_COLUMNS
-    from emulator.results import append_csv
+    from emulator.results.captures import CAPTURE_COLUMNS
+    from emulator.results.calls import append_csv
     if rows:
         keys = {"run": 0, "topology": job.plan.fabric.topology}
         append_csv(os.path.join(work, "captures.csv"), list(keys) + CAPTURE_COLUMNS, [{**keys, **r} for r in rows])
@@ -264,7 +268,7 @@ class ExecWeb:
         page.publish(fabric_message(job.plan.fabric))
 
     def on_sample(self, samples) -> None:
-        from emulator import linkstats
+        from emulator.results import linkstats
         from emulator.web.view import link_values
         if len(samples) < 2:
             return

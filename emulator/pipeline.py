@@ -20,8 +20,9 @@ import shutil
 import sys
 import time
 
-from emulator.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, size_name, table_row
-from emulator.spec import Experiment, RunSpec, SpecError
+from emulator.results.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
+from emulator.inputs import size_name
+from emulator.spec.experiment import Experiment, RunSpec, SpecError
 
 PARTIAL = ".partial"   # a run writes here and renames the folder when it has finished
 # Mininet on one machine: beyond these, use `bigraph-emu model`.
@@ -71,7 +72,7 @@ def announce_duration(plans, yes: bool) -> None:
 
 def plan_emulated(spec: RunSpec):
     """The plan of a run to emulate; too large a fabric is refused before planning."""
-    from emulator.plan import plan_run
+    from emulator.plan.run_plan import plan_run
     fabric = spec.fabric()
     fits_one_machine(fabric)
     return plan_run(spec, fabric)
@@ -87,7 +88,7 @@ def fits_one_machine(fabric) -> None:
 
 def capacity_checks(plans) -> list:
     """capacity.Assessment of every plan, from this machine's calibration."""
-    from emulator import capacity
+    from emulator.plan import capacity
     from emulator.net.dataplane import detect
     try:
         calibration = capacity.load()
@@ -100,8 +101,8 @@ def capacity_checks(plans) -> list:
 def auto_rated(spec: RunSpec) -> RunSpec:
     """The spec with host and switch rates scaled together so that the run's
     peak load is capacity.AUTO_MARGIN of what the machine emulates faithfully."""
-    from emulator.capacity import AUTO_MARGIN, scaled_rate
-    from emulator.plan import plan_run
+    from emulator.plan.capacity import AUTO_MARGIN, scaled_rate
+    from emulator.plan.run_plan import plan_run
     check = capacity_checks([plan_run(spec)])[0]
     if check.faithful_mbps is None:
         raise SpecError(f"--bw auto: this machine is {check.basis}")
@@ -224,7 +225,7 @@ def keep_workloads(runs: list[RunSpec], folder: str) -> dict[str, str]:
     {the workload as the spec names it: its copy, relative to FOLDER}, which
     spec.json keeps: the report reads what ran, even if the original has
     moved, changed or gone. (An import by absolute path still reads the original.)"""
-    from emulator.spec import workload_file, workload_files
+    from emulator.spec.experiment import workload_file, workload_files
     copies = {}
     for workload in dict.fromkeys(spec.workload for spec in runs if spec.workload):
         files = [os.path.abspath(f) for f in workload_files(workload)]
@@ -255,7 +256,7 @@ def _replay(emu, plan, out: str, progress: "Progress", verdicts: list[str], page
     moved a wrong number of bytes. Every counted call's (or job iteration's)
     fidelity verdict joins `verdicts`. The terminal's live view and the web
     page (if any) both get every sample and finished call."""
-    from emulator.results import bytes_ok, call_time, write_call
+    from emulator.results.calls import bytes_ok, call_time, write_call
     rows, wrong = [], []
 
     def on_call(call, record):
@@ -293,7 +294,7 @@ def _replay(emu, plan, out: str, progress: "Progress", verdicts: list[str], page
 
 
 def write_reports(out: str, plans) -> None:
-    from emulator.report import write_report
+    from emulator.results.report import write_report
     text = write_report(out, plans)
     if len(plans) > 1:
         print("# summary (median busbw in Mbit/s; model: the flow model's busbw)")
@@ -346,7 +347,7 @@ def _link_extras(spec: RunSpec) -> str:
 def print_table(rows: list[dict]) -> None:
     """One line per size: the median over repetitions, as summary.txt has it."""
     import pandas as pd
-    from emulator.report import summarise
+    from emulator.results.report import summarise
     print(TABLE_HEADER)
     summary = summarise(pd.DataFrame(rows))
     for r in summary.itertuples():
@@ -421,7 +422,7 @@ def _call_label(plan, call) -> str:
 def sample_listener(emu, views):
     """The monitor's callback: the last interval's link rows, computed once,
     with the ranks' progress, to every view's update(rows, steps_done, elapsed_s)."""
-    from emulator import linkstats
+    from emulator.results import linkstats
 
     def on_sample(samples) -> None:
         if len(samples) < 2 or emu.fleet is None:
@@ -442,7 +443,7 @@ class LiveView:
         self.lines = 0
 
     def update(self, rows, steps_done, elapsed_s: float) -> None:
-        from emulator import liveview
+        from emulator.results import liveview
         text = liveview.render(f"[{self.progress.done + 1}/{self.progress.total}]", rows,
                                steps_done, self.steps_total, elapsed_s)
         up = f"\x1b[{self.lines}F\x1b[J" if self.lines else ""

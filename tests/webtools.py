@@ -23,15 +23,15 @@ def write_results_folder(folder: str, mappings=("naive", "hdrm"), samples: int =
     """A demo's results folder (one 2 MiB call per mapping) through the
     writers a run uses: fabric.json, spec.json, then write_call per call
     and write_report. Link use differs per link and sample, so frames differ."""
-    from emulator import linkstats
-    from emulator.plan import plan_run
-    from emulator.report import write_report
-    from emulator.results import CallRecord, write_call
-    from emulator.spec import make_run
+    from emulator.results import linkstats
+    from emulator.plan.run_plan import plan_run
+    from emulator.results.report import write_report
+    from emulator.results.calls import CallRecord, write_call
+    from emulator.spec.experiment import make_run
     os.makedirs(folder, exist_ok=True)
     specs = [make_run({"topology": "bigraph:m=2,n=4", "collective": "allreduce", "algorithm": "halving-doubling",
                        "sizes": "2M", "repetitions": 1, "warmup": 0, "host_rate_mbps": 50, "switch_rate_mbps": 50,
-                       "mapping": m, "label": f"demo {m}"}, check_kernel=False) for m in mappings]
+                       "mapping": m, "label": f"demo {m}"}) for m in mappings]
     plans = [dataclasses.replace(plan_run(spec), run=i) for i, spec in enumerate(specs)]
     plans[0].fabric.save(os.path.join(folder, "fabric.json"))
     with open(os.path.join(folder, "spec.json"), "w") as f:
@@ -58,7 +58,7 @@ def _steps(schedule, duration: float) -> list[list[dict]]:
 
 def _samples(links, count: int, duration: float, seed: int):
     """Counter samples in which link i carries ((i + k + seed) % 5) / 4 of its rate in interval k."""
-    from emulator.linkstats import Sample
+    from emulator.results.linkstats import Sample
     dt, totals, out = duration / count, {l.dev: 0 for l in links}, []
     for k in range(count + 1):
         s = Sample(k * dt)
@@ -133,7 +133,7 @@ class FakeEmulation:
     live views runs for real without root."""
 
     def __init__(self, plan, run_dir: str, interval_s: float = 0.0, samples: int = 5):
-        from emulator import linkstats
+        from emulator.results import linkstats
         self.plan, self.run_dir, self.interval_s, self.samples = plan, run_dir, interval_s, samples
         self.links = linkstats.directed_links(plan.fabric)
         self.on_sample = None
@@ -148,8 +148,8 @@ class FakeEmulation:
         pass
 
     def replay(self, plan, on_call) -> None:
-        from emulator import linkstats
-        from emulator.results import CallRecord
+        from emulator.results import linkstats
+        from emulator.results.calls import CallRecord
         for call in plan.calls:
             duration = plan.predictions[call.size_bytes].time_s
             series = _samples(self.links, self.samples, duration, call.index)

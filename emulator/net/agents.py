@@ -9,7 +9,7 @@ import sys
 import time
 
 from emulator.net import processes
-from emulator.schedule import Schedule, steps_to_data
+from emulator.workloads.steps import Schedule, steps_to_data
 
 AGENT_PORT = 5201
 START_DELAY_S = 0.05   # GO is sent this far ahead so every agent is waiting
@@ -65,7 +65,7 @@ class AgentFleet:
 
     def start(self, timeout_s: float = 60.0) -> None:
         for rank, host in enumerate(self.hosts):
-            proc = host.popen([sys.executable, "-m", "emulator.agent", "--plan", self.plan_paths[rank]],
+            proc = host.popen([sys.executable, "-m", "emulator.net.agent", "--plan", self.plan_paths[rank]],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               bufsize=0)
             processes.record(proc.pid)

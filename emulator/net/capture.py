@@ -10,7 +10,8 @@ import signal
 import subprocess
 import time
 
-from emulator.captures import CapturedLink, tcpdump_counts, tcpdump_report
+from emulator.results.captures import tcpdump_counts, tcpdump_report
+from emulator.fabric.captured import CapturedLink
 from emulator.net import processes
 
 SNAPLEN = 96        # bytes kept per packet: Ethernet, IPv4 and TCP headers with options (14 + 20 + up to 60)

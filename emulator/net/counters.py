@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 
-from emulator.fabric import SWITCH_PREFIX
+from emulator.fabric.graph import SWITCH_PREFIX
 
 
 OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"

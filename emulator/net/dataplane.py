@@ -16,7 +16,8 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-OFFLOADS = ("off", "tso")
+from emulator.spec.experiment import OFFLOADS
+
 
 
 @dataclass(frozen=True)

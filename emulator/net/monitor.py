@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from emulator.linkstats import DirectedLink, Sample
+from emulator.results.linkstats import DirectedLink, Sample
 from emulator.net import counters
 
 

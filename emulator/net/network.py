@@ -17,7 +17,7 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 from mininet.link import Link
 
-from emulator.fabric import ADDRESS_BASE, PREFIX_LEN, Fabric
+from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN, Fabric
 from emulator.net import processes
 from emulator.net.dataplane import Dataplane
 from emulator.net.shaping import loss_commands, segment_bytes, tc_batch, tc_commands

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from emulator.fabric import HOST_PREFIX, SWITCH_PREFIX
+from emulator.fabric.graph import HOST_PREFIX, SWITCH_PREFIX
 from emulator.net import ovs_buffers
 
 STATE_DIR = "/run/bigraph-emu"

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from emulator import ranks as R
+from emulator.plan import ranks as R
 from emulator.net import interrupts, processes
 
 POLL_S = 0.2
@@ -41,7 +41,7 @@ class Program:
             self.stop()
 
     def start_ranks(self, command: list[str], hostfile: str) -> None:
-        """CMD once per rank in its host, rank order, each through emulator.rank."""
+        """CMD once per rank in its host, rank order, each through emulator.net.rank."""
         self.t0 = time.monotonic()
         for slot in self.slots:
             folder = R.rank_dir(self.out, slot.rank)

@@ -16,7 +16,7 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch
 from mininet.link import Link
 
-from emulator.fabric import ADDRESS_BASE, PREFIX_LEN, host_address
+from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN, host_address
 from emulator.net import interrupts, ovs_buffers, processes
 from emulator.net.counters import ovs_ticks
 from emulator.net.dataplane import Dataplane

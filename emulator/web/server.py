@@ -25,7 +25,7 @@ import threading
 import time
 import urllib.parse
 
-from emulator.spec import SpecError
+from emulator.spec.experiment import SpecError
 
 STATIC = os.path.join(os.path.dirname(__file__), "static")
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",

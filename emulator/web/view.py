@@ -9,11 +9,11 @@ import os
 
 import pandas as pd
 
-from emulator.fabric import Fabric
-from emulator.linkstats import link_label
-from emulator.metrics import busbw_mbps
-from emulator.plots import layout
-from emulator.results import call_time
+from emulator.fabric.graph import Fabric
+from emulator.results.linkstats import link_label
+from emulator.results.metrics import busbw_mbps
+from emulator.results.plots import layout
+from emulator.results.calls import call_time
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")   # what the page links to in the results folder
 
@@ -165,8 +165,8 @@ def folder_messages(folder: str) -> list[dict]:
     """What `bigraph-emu report --web` shows of a folder: its fabric, its
     finished calls, and its end (the demo's story for a demo's folder, and
     the plots)."""
-    from emulator.report import demo_story
-    from emulator.tables import read_fabric, read_table
+    from emulator.results.report import demo_story
+    from emulator.results.tables import read_fabric, read_table
     fabric = read_fabric(os.path.join(folder, "fabric.json"))
     if fabric is None:
         raise ValueError(f"{folder} has no fabric.json: there is nothing to draw")
@@ -186,7 +186,7 @@ def _spec_name(folder: str) -> str:
 
 def folder_calls(folder: str) -> dict:
     """The replayable calls of a folder, on the fabric it holds."""
-    from emulator.tables import read_fabric
+    from emulator.results.tables import read_fabric
     links = _links(folder)
     fabric = read_fabric(os.path.join(folder, "fabric.json"))
     if links is None or fabric is None:
@@ -212,5 +212,5 @@ def _links(folder: str) -> pd.DataFrame | None:
 
 @functools.lru_cache(maxsize=2)
 def _read_links(path: str, mtime_ns: int, size: int) -> pd.DataFrame | None:
-    from emulator.tables import read_table
+    from emulator.results.tables import read_table
     return read_table(path)

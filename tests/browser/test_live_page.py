@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 
 from emulator import pipeline
-from emulator.plan import plan_run
-from emulator.spec import Experiment, make_run
+from emulator.plan.run_plan import plan_run
+from emulator.spec.experiment import Experiment, make_run
 from emulator.web.server import WebView
 from webtools import FakeEmulation, drawn_links, screenshot_path
 
@@ -24,7 +24,7 @@ def test_live_page_follows_the_samples_and_calls_of_a_run(browser, tmp_path, mon
     monkeypatch.setattr(pipeline, "capacity_checks", lambda plans: [])
     plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "collective": "allreduce",
                               "algorithm": "halving-doubling", "mapping": "naive", "sizes": "2M",
-                              "repetitions": 1, "warmup": 1}, check_kernel=False))
+                              "repetitions": 1, "warmup": 1}))
     codes, wait = [], WebDriverWait(browser, TIMEOUT_S)
     with WebView() as page:
         run = threading.Thread(target=lambda: codes.append(

@@ -12,12 +12,12 @@ import pytest
 
 from emulator import pipeline
 from emulator.emulation import Emulation
-from emulator.linkstats import interface_name
+from emulator.fabric.graph import interface_name
 from emulator.net import processes
 from emulator.net.agents import AgentError
-from emulator.plan import plan_run
-from emulator.results import bytes_ok, call_time
-from emulator.spec import make_run
+from emulator.plan.run_plan import plan_run
+from emulator.results.calls import bytes_ok, call_time
+from emulator.spec.experiment import make_run
 
 pytestmark = pytest.mark.emulation
 

@@ -4,8 +4,10 @@ import os
 
 import pytest
 
-from emulator import calibration, capacity, cli, pipeline
-from emulator.capacity import Calibration, Point
+from emulator import calibration, cli, pipeline
+
+from emulator.plan import capacity
+from emulator.plan.capacity import Calibration, Point
 from emulator.net.dataplane import detect, userspace_tso_enabled
 from emulator.net.rawpath import raw_capacity
 

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from emulator import pipeline
-from emulator.captures import CapturedLink, read_segments
+from emulator.results.captures import read_segments
+from emulator.fabric.captured import CapturedLink
 from emulator.net import processes
 from emulator.net.capture import SNAPLEN, CaptureError, LinkCapture
 

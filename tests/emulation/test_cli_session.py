@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from emulator.topology import build
+from emulator.fabric.topology import build
 from terminal import Terminal
 
 pytestmark = pytest.mark.emulation

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from emulator.fabric import ADDRESS_BASE, PREFIX_LEN
+from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN
 from emulator.net import processes
 from emulator.pipeline import FINISHED
 

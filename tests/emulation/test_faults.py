@@ -12,9 +12,9 @@ import pytest
 
 from emulator.emulation import Emulation
 from emulator.net import processes
-from emulator.plan import plan_run
-from emulator.results import bytes_ok
-from emulator.spec import make_run
+from emulator.plan.run_plan import plan_run
+from emulator.results.calls import bytes_ok
+from emulator.spec.experiment import make_run
 from terminal import INTERRUPTIONS, Terminal
 
 pytestmark = pytest.mark.emulation

@@ -3,9 +3,9 @@ more of the machine than it can forward is not, and says why."""
 import pytest
 
 from emulator.emulation import Emulation
-from emulator.plan import plan_run
-from emulator.results import collective_rows
-from emulator.spec import make_run
+from emulator.plan.run_plan import plan_run
+from emulator.results.calls import collective_rows
+from emulator.spec.experiment import make_run
 
 pytestmark = pytest.mark.emulation
 

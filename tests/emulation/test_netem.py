@@ -7,11 +7,11 @@ import statistics
 
 import pytest
 
-from controller.routing import path
+from emulator.routes.routing import path
 from emulator.emulation import Emulation
-from emulator.plan import plan_run
-from emulator.results import bytes_ok, call_time
-from emulator.spec import make_run
+from emulator.plan.run_plan import plan_run
+from emulator.results.calls import bytes_ok, call_time
+from emulator.spec.experiment import make_run
 
 pytestmark = [pytest.mark.emulation, pytest.mark.netem]
 
@@ -48,7 +48,7 @@ def test_delay_per_tier_shows_in_the_path_rtt_and_in_the_model(tmp_path, clean_m
     size = plan.calls[0].size_bytes
     assert bytes_ok(plan, size, record.steps)
     model_s = plan.predictions[size].time_s
-    undelayed = plan_run(make_run({**GEO, "link_overrides": ["leaf-spine:rate=10"]}, check_kernel=False))
+    undelayed = plan_run(make_run({**GEO, "link_overrides": ["leaf-spine:rate=10"]}))
     # a ring of 4 ranks over two sites: each of its 6 steps waits for flows across them
     assert model_s == pytest.approx(undelayed.predictions[size].time_s + 6 * expected_far / 2 / 1e3, rel=1e-9)
     timing(0.8 < call_time(record.steps) / model_s < 1.3, (call_time(record.steps), model_s))

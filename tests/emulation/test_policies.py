@@ -4,11 +4,11 @@ say (Emulation verifies all of it before traffic, and fails loudly if not);
 then a workload moves the scheduled bytes."""
 import pytest
 
-from controller.routing import POLICIES
+from emulator.routes.routing import POLICIES
 from emulator.emulation import Emulation, EmulationError
-from emulator.plan import plan_run
-from emulator.results import bytes_ok
-from emulator.spec import make_run
+from emulator.plan.run_plan import plan_run
+from emulator.results.calls import bytes_ok
+from emulator.spec.experiment import make_run
 
 pytestmark = pytest.mark.emulation
 

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from emulator import pipeline
-from emulator.topology import build
+from emulator.fabric.topology import build
 from webtools import URL_LINE, Output, drawn_links, screenshot_path, stop
 
 pytestmark = pytest.mark.emulation

@@ -4,7 +4,7 @@
 """Flow-level model (pure): predicts when every step of a collective ends.
 
 Every send `Transfer` of a rank's step is a flow from that rank's host to the
-peer's host along the path the controller installs (`controller.routing.path`).
+peer's host along the path the controller installs (`emulator.routes.routing.path`).
 Flows share links max-min fairly (the steady state TCP converges to, minus
 its dynamics); a flow is delivered `alpha_s` plus its path's delay (netem on
 the links it crosses) after its last byte left. A
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.routing import ForwardingTable, path
-from emulator.fabric import Fabric
-from emulator.schedule import Schedule
+from emulator.routes.routing import ForwardingTable, path
+from emulator.fabric.graph import Fabric
+from emulator.workloads.steps import Schedule
 
 # Events within this fraction of the current time count as simultaneous.
 REL_TOL = 1e-6

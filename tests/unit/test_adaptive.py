@@ -5,9 +5,9 @@ from collections import Counter
 
 import pytest
 
-from controller import adaptive, routing
-from controller.adaptive import Move, apply_moves, capacities, pairs_on_links, plan_moves
-from emulator.topology import fattree, leafspine
+from emulator.routes import adaptive, routing
+from emulator.routes.adaptive import Move, apply_moves, capacities, pairs_on_links, plan_moves
+from emulator.fabric.topology import fattree, leafspine
 
 LINE = 50e6 / 8    # bytes/s of the default 50 Mbit/s links
 

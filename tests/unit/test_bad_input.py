@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from controller.routing import POLICIES
+from emulator.routes.routing import POLICIES
 from emulator import cli, pipeline
 from emulator.net import capabilities
 from emulator.net.processes import LOCK_FILE, STATE_DIR
@@ -487,7 +487,7 @@ def test_bad_workload_files(capsys, folders, case, content, words):
 
 @pytest.mark.parametrize("case, content, words", CALIBRATION_CASES, ids=[c[0] for c in CALIBRATION_CASES])
 def test_bad_calibration_files(capsys, monkeypatch, folders, case, content, words):
-    from emulator import capacity
+    from emulator.plan import capacity
     path = write_case(folders["dir"], "case.json", content)
     monkeypatch.setenv(capacity.ENV_FILE, path)
     assert_refused(capsys, ["run", "-t", "bigraph:m=1,n=2"], words, folders)
@@ -506,9 +506,9 @@ def good_folder(folder: str) -> None:
     """A results folder as `run` leaves it (two runs on one fabric), written by the
     emulator's own writers from made-up agent records."""
     import dataclasses
-    from emulator.plan import plan_run
-    from emulator.results import CallRecord, write_call
-    from emulator.spec import make_run
+    from emulator.plan.run_plan import plan_run
+    from emulator.results.calls import CallRecord, write_call
+    from emulator.spec.experiment import make_run
     plans = [plan_run(make_run({"topology": "bigraph:m=1,n=4", "algorithm": a, "sizes": "8K:16K:2",
                                 "repetitions": 1, "warmup": 1})) for a in ("ring", "halving-doubling")]
     os.makedirs(folder)
@@ -574,7 +574,7 @@ def line_changed(name: str, line: int, how):
 def jobs_only(**cells):
     """A workload folder: no collectives.csv, and a jobs.csv of one row with `cells`
     changed (None: no row; "short": a row of four fields)."""
-    from emulator.jobs import JOB_COLUMNS
+    from emulator.results.jobs import JOB_COLUMNS
     row = {**{c: "0" for c in JOB_COLUMNS}, "topology": "t", "policy": "p", "algorithm": "ring", "job": "a",
            "ranks": "2", "placement": "naive", "fidelity": "ok", "label": "", **cells}
     rows = [JOB_COLUMNS] + ([] if "none" in cells else [["t", "p", "ring", "a"]] if "short" in cells
@@ -705,9 +705,9 @@ def test_the_good_results_folder_reports(capsys, tmp_path, results_folder):
 def test_a_workload_folder_as_run_writes_it_reports(capsys, tmp_path):
     """The checks take what the emulator's writers write for jobs too (jobs.csv, ops.csv, link_jobs.csv)."""
     import dataclasses
-    from emulator.plan import plan_run
-    from emulator.results import CallRecord, write_call
-    from emulator.spec import make_run
+    from emulator.plan.run_plan import plan_run
+    from emulator.results.calls import CallRecord, write_call
+    from emulator.spec.experiment import make_run
     workload = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
     plan = plan_run(make_run({"workload": workload, "repetitions": 1, "warmup": 1}))
     folder = tmp_path / "jobs"

@@ -4,10 +4,12 @@ import json
 
 import pytest
 
-from emulator import calibration, capacity
-from emulator.capacity import Assessment, Calibration, Point
-from emulator.plan import plan_run
-from emulator.spec import make_run
+from emulator import calibration
+
+from emulator.plan import capacity
+from emulator.plan.capacity import Assessment, Calibration, Point
+from emulator.plan.run_plan import plan_run
+from emulator.spec.experiment import make_run
 
 CAL = Calibration("box, 2 CPUs", "2026-11-30", [
     Point("user", 1500, "off", 1400.0, 300.0, 20.0),

@@ -11,11 +11,11 @@ import os
 import pandas as pd
 import pytest
 
-from emulator import captures
-from emulator.captures import CapturedLink, captured_links
-from emulator.fabric import host_address, host_of_address
-from emulator.spec import SpecError, make_run
-from emulator.topology import bigraph, leafspine
+from emulator.results import captures
+from emulator.fabric.captured import CapturedLink, captured_links
+from emulator.fabric.graph import host_address, host_of_address
+from emulator.spec.experiment import SpecError, make_run
+from emulator.fabric.topology import bigraph, leafspine
 
 START = 1_700_000_000.0    # the call's start, in the pcap's clock (Unix time)
 MSS = 8948                 # MTU 9000 less IPv4 and TCP headers with timestamps
@@ -228,8 +228,8 @@ def test_the_capture_adapter_asks_tcpdump_for_headers_only_and_does_nothing_with
 
 def captured_folder(folder, pcap) -> None:
     """A results folder as a run with --capture bgs0-bgs2 leaves it (one call)."""
-    from emulator.plan import plan_run
-    from emulator.results import CallRecord, write_call
+    from emulator.plan.run_plan import plan_run
+    from emulator.results.calls import CallRecord, write_call
     plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "sizes": ["8M"], "repetitions": 1, "warmup": 0,
                               "capture": ["bgs0-bgs2"]}))
     os.makedirs(folder / "captures")
@@ -267,7 +267,7 @@ def test_a_missing_pcap_is_bad_input_named_before_anything_is_written(tmp_path, 
 
 
 def test_flow_series_fill_silent_bins_and_keep_the_busiest_flows():
-    from emulator.plots import flow_series
+    from emulator.results.plots import flow_series
     panel = pd.DataFrame({"t_s": [0.1, 0.3, 0.2, 0.3], "flow": ["a", "a", "b", "c"], "bytes": [9, 9, 1, 5],
                           "mbps": [1.0, 2.0, 0.5, 3.0]})
     series = flow_series(panel, 0.1, limit=2)

@@ -11,10 +11,10 @@ import signal
 import pytest
 
 from emulator import cli, pipeline
-from emulator.plan import plan_run
-from emulator.results import CallRecord, COLLECTIVE_COLUMNS, append_csv, collective_rows
-from emulator.schedule import COLLECTIVES
-from emulator.spec import SpecError, load_experiment, make_run
+from emulator.plan.run_plan import plan_run
+from emulator.results.calls import CallRecord, COLLECTIVE_COLUMNS, append_csv, collective_rows
+from emulator.workloads.collectives import COLLECTIVES
+from emulator.spec.experiment import SpecError, load_experiment, make_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EFLOPS = os.path.join(REPO, "experiments", "eflops.toml")
@@ -531,8 +531,8 @@ def test_topo_path(capsys, src, dst):
 
 
 def test_topo_path_follows_the_routing_table(capsys):
-    from controller.routing import forwarding_table, switch_path
-    from emulator.topology import build
+    from emulator.routes.routing import forwarding_table, switch_path
+    from emulator.fabric.topology import build
     fabric = build("fattree:k=4")
     for policy in ("shortest", "spread", "ecmp"):
         assert cli.main(["topo", "-t", "fattree:k=4", "-p", policy, "--path", "bgh0", "bgh15"]) == 0
@@ -622,7 +622,7 @@ def test_report_several_folders_needs_results(capsys, tmp_path):
 
 
 def test_report_several_folders_calls_report_compare(capsys, tmp_path, monkeypatch):
-    from emulator import report
+    from emulator.results import report
     folders = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -654,12 +654,12 @@ def test_report_reads_new_keys_back(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr("emulator.net.capabilities.netem_available", lambda: False)
     assert cli.main(["report", str(tmp_path)]) == 0
     runs = json.loads((tmp_path / "spec.json").read_text())["runs"]
-    assert make_run(runs[0], check_kernel=False) == spec
+    assert make_run(runs[0]) == spec
 
 
 def test_topo_path_every_policy_on_bigraph(capsys):
-    from controller.routing import POLICIES, forwarding_table, switch_path
-    from emulator.topology import build
+    from emulator.routes.routing import POLICIES, forwarding_table, switch_path
+    from emulator.fabric.topology import build
     fabric = build("bigraph:m=2,n=8")
     for policy in POLICIES:
         if policy == "traffic-aware":          # routes a workload: its table comes from the plan
@@ -784,7 +784,7 @@ def test_yes_in_the_experiment_file(capsys, tmp_path, non_root_userspace):
 
 def test_every_run_prints_its_predicted_total_first(capsys, tmp_path, non_root_userspace):
     """A short run: the total (the model's calls, warm-ups included) and then the root check."""
-    from emulator.plan import plan_run
+    from emulator.plan.run_plan import plan_run
     spec = make_run({"sizes": ["1M"]})
     want = pipeline._duration(sum(plan_run(spec).predictions[c.size_bytes].time_s for c in plan_run(spec).calls))
     assert cli.main(["run", "-b", "1M", "--out", str(tmp_path / "out")]) == 2
@@ -793,7 +793,7 @@ def test_every_run_prints_its_predicted_total_first(capsys, tmp_path, non_root_u
 
 
 def test_announce_duration_limit_is_the_one_constant(capsys):
-    from emulator.plan import plan_run
+    from emulator.plan.run_plan import plan_run
     plan = plan_run(make_run({"sizes": ["1M"], "repetitions": 1, "warmup": 0}))
     total = plan.predictions[1 << 20].time_s
     pipeline.announce_duration([plan], yes=False)                       # well below an hour

@@ -5,8 +5,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from emulator.flat import flat_schedule, flatten, lockstep_rounds, ranks_alone
-from emulator.schedule import Schedule, Step, build_schedule
+from emulator.workloads.flat import flatten, ranks_alone
+from emulator.workloads.schedule import flat_schedule, lockstep_rounds
+from emulator.workloads.schedule import build_schedule
+from emulator.workloads.steps import Schedule, Step
 
 
 def assert_same_flat(a, b):
@@ -88,12 +90,12 @@ def test_ranks_alone_are_the_flattened_steps_of_that_job_by_itself():
     the same to the bit."""
     import tomllib
 
-    from controller.routing import forwarding_table
-    from emulator.model import _dependencies, predict
-    from emulator.program import compile_workload
-    from emulator.schedule import Transfer
-    from emulator.topology import build
-    from emulator.workload import parse_workload
+    from emulator.routes.routing import forwarding_table
+    from emulator.model.simulation import _dependencies, predict
+    from emulator.workloads.program import compile_workload
+    from emulator.workloads.steps import Transfer
+    from emulator.fabric.topology import build
+    from emulator.workloads.workload import parse_workload
     text = """
 [[job]]
 name = "dp"

@@ -16,11 +16,16 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from emulator import capacity, plots, report, spec, tables
-from emulator.metrics import parse_size, size_sweep
-from emulator.spec import FIELDS, SpecError, load_experiment, make_run
-from emulator.topology import BUILDERS, parse_topology
-from emulator.workload import WorkloadError, parse_workload
+from emulator.plan import capacity
+
+from emulator.results import plots, report, tables
+
+from emulator.spec import experiment as spec
+from emulator.inputs import parse_size, size_sweep
+from emulator.spec.experiment import FIELDS, SpecError, load_experiment, make_run
+from emulator.fabric.topology import BUILDERS, parse_topology
+from emulator.workloads.workload import parse_workload
+from emulator.workloads.job import WorkloadError
 
 FUZZ = settings(max_examples=300, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -134,7 +139,7 @@ RUN_KEYS = st.sampled_from(sorted(set(FIELDS) - {"workload"}) + ["bogus"])   # w
 @given(st.dictionaries(RUN_KEYS, VALUES | WORDS, max_size=4))
 def test_run_keys(values):
     try:
-        run = make_run(values, check_kernel=False)
+        run = make_run(values)
     except SpecError:
         return
     event("accepted")
@@ -174,7 +179,7 @@ def test_experiment_files(tmp_path_factory, data):
     with open(path, "wb") as f:
         f.write(data)
     try:
-        experiment = load_experiment(path, check_kernel=False)
+        experiment = load_experiment(path)
     except SpecError:
         return
     event("accepted")

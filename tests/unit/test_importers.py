@@ -1,11 +1,12 @@
 """The SimAI / ASTRA-sim importer, on files written here in that format."""
 import pytest
 
-from emulator.importers import import_job
-from emulator.program import compile_workload
-from emulator.spec import SpecError, make_run
-from emulator.topology import build
-from emulator.workload import Op, Workload, WorkloadError, parse_workload
+from emulator.workloads.importers import import_job
+from emulator.workloads.program import compile_workload
+from emulator.spec.experiment import SpecError, make_run
+from emulator.fabric.topology import build
+from emulator.workloads.workload import parse_workload
+from emulator.workloads.job import Op, Workload, WorkloadError
 
 HEADER = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0"
 LAYERS = ["embedding -1 1000000 NONE 0 2000000 NONE 0 3000000 ALLREDUCE 4096 500000",

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from emulator.emulation import _LinkEvents
-from emulator.spec import parse_link_event
+from emulator.spec.experiment import parse_link_event
 
 
 class Recorder:

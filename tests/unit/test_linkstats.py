@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from emulator import linkstats
-from emulator.linkstats import Sample
-from emulator.topology import bigraph
+from emulator.results import linkstats
+from emulator.results.linkstats import Sample
+from emulator.fabric.topology import bigraph
 
 MTU = 9000
 

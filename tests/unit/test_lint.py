@@ -1,5 +1,5 @@
-"""Lint (ruff, configured in pyproject.toml) is part of the tests, so CI's
-`pytest tests` runs it."""
+"""Lint (ruff) and the import layers (import-linter), configured in pyproject.toml, are part of the tests, so CI's
+`pytest tests` runs them."""
 import os
 import subprocess
 import sys
@@ -12,3 +12,13 @@ def test_ruff_finds_nothing():
                           capture_output=True, text=True)
     assert "No module named ruff" not in proc.stderr, "ruff is missing: pip install -e .[test]"
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_layers_hold():
+    """import-linter's contracts (pyproject.toml): stages import only the
+    stages below them, pure stages no adapter, no import circles."""
+    lint_imports = os.path.join(os.path.dirname(sys.executable), "lint-imports")
+    assert os.path.exists(lint_imports), "import-linter is missing: pip install -e .[test]"
+    proc = subprocess.run([lint_imports, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Contracts: 4 kept, 0 broken." in proc.stdout, proc.stdout

@@ -1,7 +1,7 @@
 """Unit tests of the live terminal view (emulator/liveview.py)."""
 from __future__ import annotations
 
-from emulator import liveview
+from emulator.results import liveview
 
 
 def row(link, util, backlog=0, drops=0, kind="switch"):

@@ -1,9 +1,9 @@
-"""Workloads in lock-step (emulator.lockstep) against the exact simulation."""
+"""Workloads in lock-step (emulator.model.lockstep) against the exact simulation."""
 import pytest
 
-from emulator.lockstep import JOBS_LOCKSTEP
-from emulator.plan import model_workload
-from emulator.spec import SpecError, make_run
+from emulator.model.lockstep import JOBS_LOCKSTEP
+from emulator.plan.run_plan import model_workload
+from emulator.spec.experiment import SpecError, make_run
 
 DP = 'template = "data-parallel"\n'
 

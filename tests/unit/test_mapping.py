@@ -13,10 +13,10 @@ from collections import Counter
 
 import pytest
 
-from controller import routing
-from emulator.mapping import MAPPINGS, hdrm_switch_slot, hosts_for_ranks
-from emulator.schedule import build_schedule
-from emulator.topology import bigraph, fattree, leafspine
+from emulator.routes import routing
+from emulator.fabric.mapping import MAPPINGS, hdrm_switch_slot, hosts_for_ranks
+from emulator.workloads.schedule import build_schedule
+from emulator.fabric.topology import bigraph, fattree, leafspine
 
 
 def supported_shapes():
@@ -272,7 +272,7 @@ def test_property_checker_catches_a_broken_mapping(m, n, monkeypatch):
     part from the HDRM formula. Parity (and so part crossing) and the
     permutation survive, but several partners of one switch now sit on the
     same switch, so some link carries 2 flows: the checker must notice."""
-    import emulator.mapping as mapping
+    import emulator.fabric.mapping as mapping
 
     def unrotated(rank, n):
         h = n // 2

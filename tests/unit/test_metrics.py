@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.metrics import (TABLE_HEADER, algbw_mbps, busbw_mbps, parse_size,
-                              payload_efficiency, size_sweep, table_row)
+from emulator.results.metrics import TABLE_HEADER, algbw_mbps, busbw_mbps, payload_efficiency, table_row
+from emulator.inputs import parse_size, size_sweep
 
 K, M, G = 1 << 10, 1 << 20, 1 << 30
 

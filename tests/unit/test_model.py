@@ -5,12 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from controller.routing import forwarding_table, model_table
-from emulator.mapping import hosts_for_ranks
-from emulator.model import (alpha_beta_time, link_loads_per_step, max_flows_per_step, max_min_rates,
-                            predict)
-from emulator.schedule import Schedule, Step, Transfer, build_schedule
-from emulator.topology import LinkProfile, bigraph, build
+from emulator.routes.routing import forwarding_table, model_table
+from emulator.fabric.mapping import hosts_for_ranks
+from emulator.model.simulation import link_loads_per_step, max_flows_per_step, max_min_rates, predict
+from emulator.workloads.schedule import alpha_beta_time
+from emulator.workloads.schedule import build_schedule
+from emulator.workloads.steps import Schedule, Step, Transfer
+from emulator.fabric.topology import LinkProfile, bigraph, build
 
 MiB = 2 ** 20
 M = MiB
@@ -105,7 +106,7 @@ def test_max_min_rates_directly():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_filling_link_by_link_gives_the_rates_of_filling_flow_by_flow(seed):
-    from emulator.model import _filling_by_flow, _filling_by_link
+    from emulator.model.simulation import _filling_by_flow, _filling_by_link
     rng = np.random.default_rng(seed)
     links, flows, width = int(rng.integers(2, 40)), int(rng.integers(1, 400)), int(rng.integers(1, 5))
     capacity = np.append(rng.choice([10.0, 25.0, 40.0, 7.5], links), math.inf)
@@ -119,7 +120,7 @@ def test_filling_link_by_link_gives_the_rates_of_filling_flow_by_flow(seed):
 
 
 def test_filling_link_by_link_groups_past_16_bit_link_ids():
-    from emulator.model import _filling_by_flow, _filling_by_link
+    from emulator.model.simulation import _filling_by_flow, _filling_by_link
     rng = np.random.default_rng(1)
     links = 70_000
     capacity = np.append(rng.choice([10.0, 25.0], links), math.inf)
@@ -128,7 +129,7 @@ def test_filling_link_by_link_groups_past_16_bit_link_ids():
 
 
 def test_a_large_all_to_all_fills_link_by_link_as_flow_by_flow(monkeypatch):
-    import emulator.model as model
+    import emulator.model.simulation as model
     fabric = build("fattree:k=8")
     table = model_table(fabric, "ecmp")
     hosts = [h.name for h in fabric.hosts]
@@ -329,8 +330,8 @@ def test_a_step_may_only_wait_for_earlier_steps():
     ("fattree:k=4", "ecmp", "naive", "ring"),
 ])
 def test_lockstep_is_exact_where_ranks_stay_together(topology, policy, mapping, algorithm):
-    from emulator.flat import flat_schedule, lockstep_rounds
-    from emulator.model import LOCKSTEP, predict_lockstep
+    from emulator.workloads.schedule import flat_schedule, lockstep_rounds
+    from emulator.model.simulation import LOCKSTEP, predict_lockstep
     fabric, table, _, hosts = setup(topology, policy, mapping, algorithm)
     exact = predict(fabric, table, flat_schedule("allreduce", algorithm, len(hosts), S), hosts, ALPHA)
     rounds, note = lockstep_rounds("allreduce", algorithm, len(hosts), S)
@@ -347,8 +348,8 @@ def test_lockstep_simulates_a_repeated_round_once(monkeypatch):
     """Halving-doubling's doubling round k is halving round k mirrored: the
     same sends, so one simulation serves both, and the figures are those of
     simulating every round."""
-    import emulator.model as model
-    from emulator.flat import lockstep_rounds
+    import emulator.model.simulation as model
+    from emulator.workloads.schedule import lockstep_rounds
     fabric, table, _, hosts = setup("bigraph:m=4,n=8", "shortest", "random", "halving-doubling")
     rounds, note = lockstep_rounds("allreduce", "halving-doubling", len(hosts), S)
     calls = []
@@ -364,8 +365,8 @@ def test_lockstep_simulates_a_repeated_round_once(monkeypatch):
 
 @pytest.mark.parametrize("algorithm, mapping", [("ring", "random"), ("halving-doubling", "naive")])
 def test_a_sweep_without_step_objects_predicts_as_plan_run(algorithm, mapping):
-    from emulator.plan import model_sweep, plan_run
-    from emulator.spec import RunSpec
+    from emulator.plan.run_plan import model_sweep, plan_run
+    from emulator.spec.experiment import RunSpec
     spec = RunSpec(topology="fattree:k=4", algorithm=algorithm, mapping=mapping, policy="ecmp", sizes=(M, 3 * M),
                    repetitions=1, warmup=0, model_alpha_us=300)
     hosts, got = model_sweep(spec, "exact")
@@ -385,7 +386,7 @@ def test_progress_is_told_the_share_of_steps_started():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_rerating_after_drains_equals_filling_again(seed):
-    from emulator.model import _rerate_after_drains
+    from emulator.model.simulation import _rerate_after_drains
     rng = np.random.default_rng(seed)
     links, flows, width = 12, 40, 3
     capacity = np.append(rng.choice([10.0, 25.0, 40.0], links), math.inf)
@@ -402,7 +403,7 @@ def test_rerating_after_drains_equals_filling_again(seed):
 def test_incremental_rerating_changes_nothing_but_merges_at_the_tolerance(monkeypatch):
     """Ranks drift apart (random mapping): with events merged only when all
     but equal, re-rating after drains predicts what filling again does."""
-    import emulator.model as model
+    import emulator.model.simulation as model
     fabric, table, sched, hosts = setup("fattree:k=4", "ecmp", "random", "ring", size=M)
     monkeypatch.setattr(model, "REL_TOL", 1e-12)
     incremental = predict(fabric, table, sched, hosts, ALPHA)
@@ -418,7 +419,7 @@ def test_incremental_rerating_changes_nothing_but_merges_at_the_tolerance(monkey
 def test_lockstep_halving_doubling_on_any_rank_count_is_exact_where_uncongested(ranks):
     """Pre and post steps pair the first ranks off; on a fabric with room
     for every flow the lock-step rounds predict what the exact run does."""
-    from emulator.model import predict_collective
+    from emulator.model.simulation import predict_collective
     fabric = build("bigraph:m=5,n=4")
     table = forwarding_table(fabric, "ecmp")
     hosts = hosts_for_ranks(fabric, "naive")[:ranks]
@@ -443,7 +444,7 @@ def test_the_flows_looked_at_hold_every_flow_due_next(seed):
     they hold the next flow due and all due within the merging tolerance;
     a class holds flows of equal bytes left and rate, and the first flow
     of a class due alone retires alone."""
-    from emulator.model import REL_TOL, _Sending
+    from emulator.model.simulation import REL_TOL, _Sending
     rng = np.random.default_rng(seed)
     flows = 500
     left = rng.choice([1e3, 5e5, 2e6], flows) * rng.choice([1.0, 1 + 1e-7], flows)

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import reference_model
-from controller.routing import forwarding_table
-from emulator.flat import flat_schedule
-from emulator.mapping import hosts_for_ranks
-from emulator.model import predict
-from emulator.program import compile_workload
-from emulator.schedule import build_schedule, jittered, over_connections
-from emulator.topology import build
-from emulator.workload import parse_workload
+from emulator.routes.routing import forwarding_table
+from emulator.workloads.schedule import flat_schedule
+from emulator.fabric.mapping import hosts_for_ranks
+from emulator.model.simulation import predict
+from emulator.workloads.program import compile_workload
+from emulator.workloads.schedule import build_schedule, jittered, over_connections
+from emulator.fabric.topology import build
+from emulator.workloads.workload import parse_workload
 
 REL = 1e-6
 MiB = 1 << 20

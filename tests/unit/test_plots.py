@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from emulator.plots import (MAX_HEATMAP_ROWS, default_call, default_size_repetition, fabric_drawing, layout,
+from emulator.results.plots import (MAX_HEATMAP_ROWS, default_call, default_size_repetition, fabric_drawing, layout,
                             link_label, link_peaks, one_run, step_timeline, timeline_bars, utilisation_heatmap,
                             utilisation_matrix)
-from emulator.topology import bigraph, fattree, leafspine
+from emulator.fabric.topology import bigraph, fattree, leafspine
 
 NAN = float("nan")
 
@@ -215,7 +215,7 @@ def test_step_timeline_writes_png(tmp_path, steps):
 
 def test_job_plots_draw_the_last_run_of_a_folder(tmp_path):
     import pandas as pd
-    from emulator.plots import job_link_bars, job_timeline, last_run
+    from emulator.results.plots import job_link_bars, job_timeline, last_run
     keys = {"topology": "t", "policy": "p", "mapping": "naive", "label": ""}
     ops = pd.DataFrame([{**keys, "job": j, "repetition": rep, "iteration": 0, "rank": r, "host": f"bgh{r}",
                          "op": k, "kind": kind, "start_s": k * 0.5, "end_s": k * 0.5 + 0.4,
@@ -235,7 +235,7 @@ def test_job_plots_draw_the_last_run_of_a_folder(tmp_path):
 
 def drawn(monkeypatch):
     """The figure a plot function saves, instead of saving it."""
-    import emulator.plots as plots
+    import emulator.results.plots as plots
     figures = []
     monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
     return figures
@@ -244,14 +244,14 @@ def drawn(monkeypatch):
 def test_runs_are_told_apart_by_their_place_in_the_experiment():
     keys = {"topology": "t", "policy": "shortest", "algorithm": "ring", "mapping": "naive"}
     d = pd.DataFrame([sample(0, 1.0, "x", u, run=r, **keys) for r, u in ((0, 0.1), (0, 0.2), (1, 0.3))])
-    from emulator.plots import run_keys, runs_of
+    from emulator.results.plots import run_keys, runs_of
     assert run_keys(d) == ["run"] and [list(r.util) for r in runs_of(d)] == [[0.1, 0.2], [0.3]]
     assert list(one_run(d).util) == [0.3]
     assert run_keys(d.drop(columns="run")) == ["topology", "policy", "algorithm", "mapping"]
 
 
 def test_repetitions_are_named_as_the_progress_line_counts_them():
-    from emulator.plots import call_name, repetition_name
+    from emulator.results.plots import call_name, repetition_name
     assert [repetition_name(-1), repetition_name(0), repetition_name(1, 2)] == ["warm-up", "rep 1", "rep 2/2"]
     d = pd.DataFrame([sample(c, 1.0, "x", 0.1, size_bytes=size, repetition=rep)
                       for c, size, rep in ((0, 8192, -1), (1, 8192, 0), (2, 8192, 1), (3, 1 << 20, 0))])
@@ -261,7 +261,7 @@ def test_repetitions_are_named_as_the_progress_line_counts_them():
 
 
 def test_heatmaps_of_several_runs_share_the_time_axis_and_the_colour_scale(links, monkeypatch, tmp_path):
-    from emulator.plots import heatmap_extent
+    from emulator.results.plots import heatmap_extent
     fast = links.assign(t_s=links.t_s / 2, util=links.util.clip(upper=0.5))   # the same call, twice as fast
     assert heatmap_extent([links, fast]) == (1.5, 1.0)
     hot = links.assign(util=links.util * 1.3)                                 # HTB bursts: 0.9 x 1.3 = 1.17
@@ -287,7 +287,7 @@ def test_the_timeline_legend_stands_beside_the_ranks(steps, monkeypatch, tmp_pat
 
 
 def test_the_fabric_drawing_names_hosts_and_tells_peak_and_mean_use(monkeypatch, tmp_path):
-    from emulator.plots import call_use, fabric_story
+    from emulator.results.plots import call_use, fabric_story
     fabric = bigraph(2, 4)
     up = next(l for l in fabric.links if l.kind == "switch")
     a, b = link_label(up.a, up.a_port, up.b), link_label(up.b, up.b_port, up.a)

@@ -1,6 +1,6 @@
 """The ranks of `bigraph-emu exec` (pure): slots, environment, hostfile,
 mpiexec's command line and launcher, and what the ranks left; and
-emulator.rank, the wrapper every rank runs under (no root)."""
+emulator.net.rank, the wrapper every rank runs under (no root)."""
 import json
 import os
 import stat
@@ -9,13 +9,15 @@ import sys
 
 import pytest
 
-from emulator import execute, ranks as R
-from emulator.spec import SpecError, make_run
+from emulator import execute
+
+from emulator.plan import ranks as R
+from emulator.spec.experiment import SpecError, make_run
 
 
 def eight():
-    spec = make_run({"topology": "bigraph:m=2,n=4", "mapping": "hdrm"}, check_kernel=False)
-    from emulator.plan import plan_run
+    spec = make_run({"topology": "bigraph:m=2,n=4", "mapping": "hdrm"})
+    from emulator.plan.run_plan import plan_run
     plan = plan_run(spec)
     return R.slots(plan.fabric, plan.hosts)
 
@@ -51,7 +53,7 @@ def test_mpiexec_runs_one_block_per_rank_on_its_host_in_rank_order():
     for slot, block in zip(slots, blocks):
         assert block.startswith("-n 1 -env ")
         assert f"-env RANK {slot.rank} " in block and f"-env FI_TCP_IFACE {slot.interface} " in block
-        assert block.endswith(f"/v/python -m emulator.rank --dir /r/ranks/{slot.rank} -- prog -x")
+        assert block.endswith(f"/v/python -m emulator.net.rank --dir /r/ranks/{slot.rank} -- prog -x")
 
 
 def test_the_launcher_enters_the_host_named_like_ssh(tmp_path):
@@ -86,7 +88,7 @@ def test_rank_rows_and_failures_name_the_rank_code_and_stderr(tmp_path):
 
 def run_wrapper(tmp_path, *command):
     folder = tmp_path / "rank"
-    code = subprocess.run([sys.executable, "-m", "emulator.rank", "--dir", str(folder), "--", *command]).returncode
+    code = subprocess.run([sys.executable, "-m", "emulator.net.rank", "--dir", str(folder), "--", *command]).returncode
     return code, folder, json.loads((folder / "exit.json").read_text())
 
 
@@ -104,7 +106,7 @@ def test_the_wrapper_reports_a_missing_program_as_127(tmp_path):
 
 def test_the_wrapper_passes_sigterm_on(tmp_path):
     folder = tmp_path / "rank"
-    proc = subprocess.Popen([sys.executable, "-m", "emulator.rank", "--dir", str(folder), "--", "sleep", "30"])
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.net.rank", "--dir", str(folder), "--", "sleep", "30"])
     for _ in range(100):   # until the wrapper has started its child
         if (folder / "stdout").exists():
             break

@@ -11,13 +11,13 @@ import shutil
 import pandas as pd
 import pytest
 
-from emulator import report
-from emulator.plan import plan_run
-from emulator.linkstats import LINK_COLUMNS
-from emulator.plots import link_label
-from emulator.report import compare, format_compare, plot_compare, write_plots, write_report
-from emulator.results import COLLECTIVE_COLUMNS, STEP_COLUMNS, CallRecord, append_csv, collective_rows, step_rows
-from emulator.spec import make_run
+from emulator.results import report
+from emulator.plan.run_plan import plan_run
+from emulator.results.linkstats import LINK_COLUMNS
+from emulator.results.plots import link_label
+from emulator.results.report import compare, format_compare, plot_compare, write_plots, write_report
+from emulator.results.calls import COLLECTIVE_COLUMNS, STEP_COLUMNS, CallRecord, append_csv, collective_rows, step_rows
+from emulator.spec.experiment import make_run
 
 MEASURED = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "measured", "eflops-2026-11-30")
 
@@ -213,7 +213,7 @@ def test_plot_compare_writes_png(tmp_path, two_folders):
 
 
 def test_summarise_counts_trusted_repetitions_and_sums_losses():
-    from emulator.report import format_summary, summarise
+    from emulator.results.report import format_summary, summarise
     base = {"topology": "bigraph:m=2,n=4", "policy": "traffic-aware", "algorithm": "ring", "mapping": "naive",
             "collective": "allreduce", "ranks": 8, "host_rate_mbps": 50.0, "switch_rate_mbps": 50.0, "mtu": 9000,
             "label": "", "size_bytes": 1 << 20, "model_time_s": 0.3, "bytes_ok": True}
@@ -229,7 +229,7 @@ def test_summarise_counts_trusted_repetitions_and_sums_losses():
 
 
 def test_demo_story_tells_which_mapping_congested_and_by_how_much(tmp_path):
-    from emulator.report import demo_story
+    from emulator.results.report import demo_story
     base = {"topology": "bigraph:m=2,n=4", "policy": "shortest", "algorithm": "halving-doubling",
             "collective": "allreduce", "ranks": 8, "host_rate_mbps": 50.0, "switch_rate_mbps": 50.0, "mtu": 9000,
             "size_bytes": 8 << 20, "bytes_ok": True, "fidelity": "ok", "max_link_util": 0.5}
@@ -257,7 +257,7 @@ def test_report_reads_the_workload_the_folder_keeps_after_the_original_has_gone(
     and the tables still name the workload as it ran."""
     from emulator import cli
     from emulator.pipeline import keep_workloads
-    from emulator.results import write_call
+    from emulator.results.calls import write_call
     original = tmp_path / "mine"
     (original / "jobs").mkdir(parents=True)
     shutil.copyfile(os.path.join(MEASURED, "..", "..", "simai-example.txt"), original / "layers.txt")
@@ -288,7 +288,7 @@ def test_report_reads_the_workload_the_folder_keeps_after_the_original_has_gone(
 def test_keep_workloads_copies_an_imported_workload_once(tmp_path):
     from emulator.pipeline import keep_workloads
     simai = os.path.normpath(os.path.join(MEASURED, "..", "..", "simai-example.txt"))
-    runs = [make_run({"workload": f"simai:{simai}", "mapping": m}, check_kernel=False) for m in ("naive", "random")]
+    runs = [make_run({"workload": f"simai:{simai}", "mapping": m}) for m in ("naive", "random")]
     assert keep_workloads(runs, str(tmp_path)) == {f"simai:{simai}": "simai:" + os.path.join("workloads", "0",
                                                                                               "simai-example.txt")}
     assert keep_workloads(runs[:0], str(tmp_path / "none")) == {}

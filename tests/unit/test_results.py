@@ -7,12 +7,12 @@ import statistics
 
 import pytest
 
-from emulator.metrics import algbw_mbps, busbw_mbps
-from emulator.plan import plan_run
-from emulator.report import LINK_LOAD_COLUMNS, format_summary, link_load_rows, plot, summary
-from emulator.results import (CallRecord, COLLECTIVE_COLUMNS, fidelity, STEP_COLUMNS, append_csv, bytes_ok, call_time,
-                              collective_rows, step_rows)
-from emulator.spec import make_run
+from emulator.results.metrics import algbw_mbps, busbw_mbps
+from emulator.plan.run_plan import plan_run
+from emulator.results.report import LINK_LOAD_COLUMNS, format_summary, link_load_rows, plot, summary
+from emulator.results.calls import CallRecord, COLLECTIVE_COLUMNS, STEP_COLUMNS, append_csv, bytes_ok, call_time, collective_rows, step_rows
+from emulator.results.verdict import fidelity
+from emulator.spec.experiment import make_run
 
 K = 1 << 10
 
@@ -332,7 +332,7 @@ def test_fidelity_passes_a_faithful_call_and_names_every_reason_to_doubt_one():
 
 
 def test_retransmissions_the_receivers_saw_twice_are_not_called_losses():
-    from emulator.results import fidelity
+    from emulator.results.verdict import fidelity
     assert fidelity(1.3, {"tcp_retrans": 5, "tcp_spurious": 5}).endswith("(spurious retransmissions: RTT jumps or reordering)")
     assert fidelity(1.3, {"tcp_retrans": 6, "tcp_spurious": 5}).endswith("(packet losses)")
     assert fidelity(1.3, {"tcp_retrans": 5}).endswith("(packet losses)")   # folders from before the column
@@ -345,7 +345,7 @@ def test_runs_that_differ_only_in_connections_never_merge_and_every_table_names_
     """Two runs of one experiment, the same but for connections: collectives.csv
     keeps them apart in the summary, and steps.csv and links.csv rows carry the run index and label."""
     import dataclasses
-    from emulator.results import SPEC_KEYS, write_call
+    from emulator.results.calls import SPEC_KEYS, write_call
     plans = [dataclasses.replace(plan_run(make_run({"topology": "bigraph:m=1,n=4", "sizes": ["8K"], "repetitions": 1,
                                                     "warmup": 0, "connections": c, "label": "x"})), run=i)
              for i, c in enumerate((1, 2))]
@@ -367,7 +367,7 @@ def test_runs_that_differ_only_in_connections_never_merge_and_every_table_names_
 
 
 def test_a_folder_written_before_the_spec_keys_existed_is_summarised_with_the_defaults(tmp_path, plan, records):
-    from emulator.results import SPEC_KEYS
+    from emulator.results.calls import SPEC_KEYS
     rows = [{k: v for k, v in r.items() if k not in SPEC_KEYS and k != "run"}
             for r in collective_rows(plan, wrap(records), "user")]
     path = str(tmp_path / "collectives.csv")

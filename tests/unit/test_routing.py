@@ -6,12 +6,12 @@ from collections import Counter, deque
 import numpy as np
 import pytest
 
-from controller import routing
-from emulator.fabric import HOST_PORT
-from emulator.mapping import hosts_for_ranks
-from emulator.model import link_loads_per_step, max_flows_per_step, predict
-from emulator.schedule import build_schedule
-from emulator.topology import LinkProfile, bigraph, fattree, leafspine
+from emulator.routes import routing
+from emulator.fabric.graph import HOST_PORT
+from emulator.fabric.mapping import hosts_for_ranks
+from emulator.model.simulation import link_loads_per_step, max_flows_per_step, predict
+from emulator.workloads.schedule import build_schedule
+from emulator.fabric.topology import LinkProfile, bigraph, fattree, leafspine
 
 POLICIES = ("shortest", "spread")
 
@@ -650,7 +650,7 @@ def test_table_from_switch_paths_reproduces_every_route():
 @pytest.mark.parametrize("topology", ["bigraph:m=2,n=6", "fattree:k=4", "fattree:k=6", "leafspine:leaves=4,spines=3,hosts=2"])
 @pytest.mark.parametrize("policy", ["shortest", "spread", "ecmp", "adaptive"])
 def test_the_model_table_holds_the_full_tables_entries(topology, policy):
-    from emulator.topology import build
+    from emulator.fabric.topology import build
     fabric = build(topology)
     full = routing.forwarding_table(fabric, policy)
     lazy = routing.model_table(fabric, policy)
@@ -663,7 +663,7 @@ def test_the_model_table_holds_the_full_tables_entries(topology, policy):
                                       "leafspine:leaves=4,spines=3,hosts=2", "leafspine:leaves=5,spines=2,hosts=3"])
 @pytest.mark.parametrize("policy", ["shortest", "spread", "ecmp"])
 def test_the_model_tables_paths_at_once_are_path_pair_by_pair(topology, policy):
-    from emulator.topology import build
+    from emulator.fabric.topology import build
     fabric = build(topology)
     table = routing.model_table(fabric, policy)
     pairs = [(a, b) for a in range(len(fabric.hosts)) for b in range(len(fabric.hosts)) if a != b]

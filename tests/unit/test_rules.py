@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
-from controller import routing
-from controller.routing import forwarding_table
-from controller.rules import PAIR_PRIORITY, ROUTE_PRIORITY, FlowRule, switch_rules
+from emulator.routes import routing
+from emulator.routes.routing import forwarding_table
+from emulator.routes.rules import PAIR_PRIORITY, ROUTE_PRIORITY, FlowRule, switch_rules
 from emulator.net import dataplane, shaping
 from emulator.net.dataplane import Dataplane
-from emulator.topology import bigraph, build, fattree, leafspine
+from emulator.fabric.topology import bigraph, build, fattree, leafspine
 
 # --- flow rules -----------------------------------------------------------------
 

@@ -10,8 +10,10 @@ from collections import defaultdict
 
 import pytest
 
-from emulator.schedule import (ALGORITHMS, COLLECTIVES, Schedule, Step, Transfer, build_schedule,
-                               busbw_factor, chunks)
+from emulator.workloads.schedule import build_schedule
+from emulator.workloads.steps import Schedule, Step, Transfer, chunks
+from emulator.workloads.collectives import COLLECTIVES, busbw_factor
+from emulator.workloads.algorithms import ALGORITHMS
 
 RANKS = list(range(2, 18))
 POW2 = [2, 4, 8, 16]
@@ -477,7 +479,7 @@ def test_non_integer_size_rejected():
 @pytest.mark.parametrize("collective,algorithm,p", [("allreduce", "halving-doubling", 8), ("allreduce", "ring", 5),
                                                     ("all-to-all", "ring", 6), ("parameter-server", "ring", 4)])
 def test_jittered_schedule_still_matches_and_only_grows(collective, algorithm, p):
-    from emulator.schedule import jittered
+    from emulator.workloads.schedule import jittered
     s = sched(collective, algorithm, p, 100_000)
     j = jittered(s, 0.2, seed=3)
     check_matching(j)
@@ -502,7 +504,7 @@ def test_stride_sends_half_way_round():
 
 
 def test_over_connections_splits_every_transfer_and_keeps_the_bytes():
-    from emulator.schedule import over_connections
+    from emulator.workloads.schedule import over_connections
     base = build_schedule("allreduce", "halving-doubling", 8, 1001)
     assert over_connections(base, 1) is base
     split = over_connections(base, 3)

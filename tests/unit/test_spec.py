@@ -8,7 +8,7 @@ import os
 import pytest
 
 from emulator.net import capabilities
-from emulator.spec import (FIELDS, LinkOverride, MAX_SIZE_BYTES, LinkEvent, RunSpec, SpecError, load_experiment, make_run,
+from emulator.spec.experiment import (FIELDS, LinkOverride, MAX_SIZE_BYTES, LinkEvent, RunSpec, SpecError, load_experiment, make_run,
                            parse_link_event, validate)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,8 +87,7 @@ def test_link_overrides_change_exactly_the_links_they_name():
 
 def test_link_overrides_set_delay_and_loss_per_link_and_per_tier():
     spec = make_run({"topology": "leafspine:leaves=2,spines=1,hosts=2", "link_delay_ms": 1,
-                     "link_overrides": ["leaf-spine:rate=10,delay=20ms", "bgh0:loss=0.5%", "bgs0-bgs2:delay=30"]},
-                    check_kernel=False)
+                     "link_overrides": ["leaf-spine:rate=10,delay=20ms", "bgh0:loss=0.5%", "bgs0-bgs2:delay=30"]})
     links = {(l.a, l.b): (l.rate_mbps, l.delay_ms, l.loss_pct) for l in spec.fabric().links}
     tiers = {s.name: s.tier for s in spec.fabric().switches}
     for (a, b), (rate, delay, loss) in links.items():
@@ -98,10 +97,10 @@ def test_link_overrides_set_delay_and_loss_per_link_and_per_tier():
             assert (rate, delay, loss) == (spec.host_rate_mbps, 1, 0.5 if a == "bgh0" else 0), (a, b)
     assert str(spec.link_overrides[0]) == "leaf-spine:rate=10,delay=20"
     import json
-    again = make_run(json.loads(json.dumps(dataclasses.asdict(spec))), check_kernel=False)
+    again = make_run(json.loads(json.dumps(dataclasses.asdict(spec))))
     assert again.link_overrides == spec.link_overrides
     with pytest.raises(SpecError, match="link_overrides: bgh0:loss=0.5: delay and loss need netem"):
-        validate(make_run({"link_overrides": ["bgh0:loss=0.5"]}, check_kernel=False), lambda: False)
+        validate(make_run({"link_overrides": ["bgh0:loss=0.5"]}), lambda: False)
 
 
 def test_string_table_covers_every_field():
@@ -165,9 +164,9 @@ def test_sizes_forms(value, want):
 
 # --- make_run: errors name the key ---------------------------------------------
 
-def spec_error(values) -> str:
+def spec_error(values, has_netem=None) -> str:
     with pytest.raises(SpecError) as e:
-        make_run(values)
+        make_run(values, has_netem)
     return str(e.value)
 
 
@@ -512,16 +511,16 @@ def test_too_many_sizes():
 @pytest.mark.parametrize("key", ["link_delay_ms", "link_loss_pct"])
 def test_netem_missing_is_refused(monkeypatch, key):
     monkeypatch.setattr(capabilities, "netem_available", lambda: False)
-    msg = spec_error({key: 1})
+    msg = spec_error({key: 1}, capabilities.netem_available)
     assert msg.startswith(f"{key}:") and "netem (sch_netem)" in msg
-    assert make_run({key: 0})                                 # zero needs no netem
-    assert make_run({key: 1}, check_kernel=False)              # the model and reports do not check
+    assert make_run({key: 0}, capabilities.netem_available)   # zero needs no netem
+    assert make_run({key: 1})              # the model and reports do not check
 
 
 @pytest.mark.parametrize("key", ["link_delay_ms", "link_loss_pct"])
 def test_netem_present_is_accepted(monkeypatch, key):
     monkeypatch.setattr(capabilities, "netem_available", lambda: True)
-    assert getattr(make_run({key: 2.5}), key) == 2.5
+    assert getattr(make_run({key: 2.5}, capabilities.netem_available), key) == 2.5
 
 
 def test_validate_takes_the_netem_check():
@@ -535,17 +534,17 @@ def test_validate_takes_the_netem_check():
 def test_netem_missing_on_this_machine_matches_detection():
     """On this machine (whatever it has) make_run agrees with capabilities."""
     if capabilities.netem_available():
-        assert make_run({"link_loss_pct": 1}).link_loss_pct == 1
+        assert make_run({"link_loss_pct": 1}, capabilities.netem_available).link_loss_pct == 1
     else:
-        assert "netem" in spec_error({"link_loss_pct": 1})
+        assert "netem" in spec_error({"link_loss_pct": 1}, capabilities.netem_available)
 
 
 def test_experiment_file_netem_check(tmp_path, monkeypatch):
     monkeypatch.setattr(capabilities, "netem_available", lambda: False)
     path = write(tmp_path, "[defaults]\nlink_delay_ms = 2\n")
     with pytest.raises(SpecError, match="run 1: link_delay_ms"):
-        load_experiment(path)
-    assert load_experiment(path, check_kernel=False).runs[0].link_delay_ms == 2
+        load_experiment(path, None, capabilities.netem_available)
+    assert load_experiment(path).runs[0].link_delay_ms == 2   # unchecked: the model and reports
 
 
 # --- capabilities.netem_available on fake trees ------------------------------------------------
@@ -693,7 +692,7 @@ def test_bigraph_policy_needs_bigraph():
 
 
 def test_policy_choices_follow_routing():
-    from controller.routing import POLICIES
+    from emulator.routes.routing import POLICIES
     for policy in POLICIES:
         values = {"policy": policy, "topology": "bigraph:m=2,n=4"}
         assert make_run(values).policy == policy

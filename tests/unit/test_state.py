@@ -1,10 +1,10 @@
 """Unit tests of the controller's routing state (controller/state.py)."""
 from __future__ import annotations
 
-from controller.routing import path, switch_path
-from controller.rules import FlowRule
-from controller.state import RouteState, link_loads, rule_changes
-from emulator.topology import bigraph, fattree
+from emulator.routes.routing import path, switch_path
+from emulator.routes.rules import FlowRule
+from emulator.routes.state import RouteState, link_loads, rule_changes
+from emulator.fabric.topology import bigraph, fattree
 
 
 def cross_link(fabric):

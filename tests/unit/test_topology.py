@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from emulator.fabric import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Link, Switch
-from emulator.topology import (MAX_HOSTS, LinkProfile, bigraph, build, fattree, leafspine,
+from emulator.fabric.graph import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Link, Switch
+from emulator.fabric.topology import (MAX_HOSTS, LinkProfile, bigraph, build, fattree, leafspine,
                                parse_topology)
 
 NET = ipaddress.ip_network("198.18.0.0/15")

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from controller.routing import forwarding_table, switch_path
-from controller.rules import FlowRule, switch_rules
-from emulator import verification
-from emulator.topology import bigraph, build, fattree
+from emulator.routes.routing import forwarding_table, switch_path
+from emulator.routes.rules import FlowRule, switch_rules
+from emulator.routes import verification
+from emulator.fabric.topology import bigraph, build, fattree
 
 DUMP = """\
  cookie=0x0, duration=3.1s, table=0, n_packets=12, n_bytes=1176, priority=100,ip,nw_dst=198.18.0.2 actions=output:1
@@ -42,7 +42,7 @@ def test_rule_differences_is_empty_only_for_exactly_the_computed_rules():
 
 
 def test_probe_pairs_cross_every_used_switch_link_with_few_pairs():
-    from controller.routing import path
+    from emulator.routes.routing import path
     for fabric in (fattree(4), bigraph(4, 8)):
         for policy in ("shortest", "ecmp"):
             table = forwarding_table(fabric, policy)

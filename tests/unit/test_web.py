@@ -11,12 +11,14 @@ import urllib.request
 import pandas as pd
 import pytest
 
-from emulator import linkstats, pipeline
+from emulator.results import linkstats
+
+from emulator import pipeline
 from emulator.cli import main
-from emulator.plan import plan_run
-from emulator.plots import layout
-from emulator.results import CallRecord
-from emulator.spec import Experiment, SpecError, make_run
+from emulator.plan.run_plan import plan_run
+from emulator.results.plots import layout
+from emulator.results.calls import CallRecord
+from emulator.spec.experiment import Experiment, SpecError, make_run
 from emulator.web import view
 from emulator.web.server import WebView
 from webtools import _samples, write_results_folder
@@ -27,7 +29,7 @@ DEMO_RUN = {"topology": "bigraph:m=2,n=4", "collective": "allreduce", "algorithm
 
 @pytest.fixture(scope="module")
 def plan():
-    return plan_run(make_run(DEMO_RUN, check_kernel=False))
+    return plan_run(make_run(DEMO_RUN))
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,7 @@ def test_a_sample_carries_each_links_use_and_queue_and_each_ranks_step(plan):
 
 def test_with_jobs_a_rank_shows_its_job_and_op():
     wl = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
-    plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "workload": wl}, check_kernel=False))
+    plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "workload": wl}))
     roles = view.rank_roles(plan)
     msg = view.sample_message("", [], [0] + [r["total"] for r in roles[1:]], roles, 0.0)
     jobs = {r["job"] for r in msg["ranks"]}

@@ -2,16 +2,20 @@
 and the flow model on compiled jobs (compute, overlap, several jobs)."""
 import pytest
 
-from controller.routing import forwarding_table
-from emulator.flat import flatten
-from emulator.mapping import place
-from emulator.model import max_flows_per_step, predict
-from emulator.plan import job_alone
-from emulator.program import compile_workload, groups
-from emulator.schedule import ALGORITHMS, COLLECTIVES, build_schedule
-from emulator.templates import TEMPLATES
-from emulator.topology import LinkProfile, build
-from emulator.workload import Job, Op, Workload, WorkloadError, parse_workload, sweep_job
+from emulator.routes.routing import forwarding_table
+from emulator.workloads.flat import flatten
+from emulator.fabric.mapping import place
+from emulator.model.simulation import max_flows_per_step, predict
+from emulator.plan.run_plan import job_alone
+from emulator.workloads.program import compile_workload
+from emulator.workloads.job import groups
+from emulator.workloads.schedule import build_schedule
+from emulator.workloads.collectives import COLLECTIVES
+from emulator.workloads.algorithms import ALGORITHMS
+from emulator.workloads.templates import TEMPLATES
+from emulator.fabric.topology import LinkProfile, build
+from emulator.workloads.workload import parse_workload
+from emulator.workloads.job import Job, Op, Workload, WorkloadError, sweep_job
 
 MiB = 1 << 20
 
@@ -164,7 +168,7 @@ def test_data_parallel_hides_most_gradient_traffic_behind_the_backward_pass():
 
 def test_moe_skew_changes_every_iteration_and_is_seeded():
     job = Job("moe", 4, iterations=2, template="moe", params=(("layers", 1), ("skew", 1.5)))
-    from emulator.templates import job_ops
+    from emulator.workloads.templates import job_ops
     first, second = job_ops(job, 0, 0)[1].matrix, job_ops(job, 1, 0)[1].matrix
     assert first != second and job_ops(job, 0, 3)[1].matrix == first
     assert max(first[0]) > 2 * min(first[0])
@@ -232,14 +236,14 @@ def test_what_a_job_leaves_open_comes_from_the_run():
 
 
 def test_link_attribution_counts_every_job_byte_once_per_switch_link_it_crosses():
-    from emulator.jobs import link_job_rows
-    from emulator.plan import plan_run
-    from emulator.spec import make_run
+    from emulator.results.jobs import link_job_rows
+    from emulator.plan.run_plan import plan_run
+    from emulator.spec.experiment import make_run
     import os
     path = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
     plan = plan_run(make_run({"workload": path, "mapping": "round-robin"}))
     rows = link_job_rows(plan)
-    from controller.routing import path as route
+    from emulator.routes.routing import path as route
     program = plan.programs[0]
     for layout in program.jobs:
         want = sum(t.nbytes * (len(route(plan.fabric, plan.table, program.hosts[r], program.hosts[t.peer])) - 2)
@@ -251,7 +255,7 @@ def test_link_attribution_counts_every_job_byte_once_per_switch_link_it_crosses(
 
 def test_job_summary_finds_the_measured_alone_run():
     import pandas as pd
-    from emulator.report import format_jobs, job_summary
+    from emulator.results.report import format_jobs, job_summary
     base = {"topology": "t", "policy": "ecmp", "algorithm": "ring", "ranks": 4, "placement": "naive", "label": "", "compute_s": 0.1,
             "comm_s": 0.5, "model_time_s": 1.0, "model_comm_s": 0.9, "alone_model_s": 0.5, "slowdown": 2.0,
             "fidelity": "ok"}
@@ -266,7 +270,7 @@ def test_job_summary_finds_the_measured_alone_run():
 
 def test_jobs_csv_takes_its_slowdown_over_the_measured_alone_run_where_there_is_one():
     import pandas as pd
-    from emulator.report import with_measured_alone
+    from emulator.results.report import with_measured_alone
     base = {"topology": "t", "policy": "ecmp", "algorithm": "ring", "placement": "naive", "iteration": 0, "alone_s": "",
             "alone_model_s": 0.5, "slowdown": 2.4, "slowdown_basis": "model alone"}
     d = pd.DataFrame([{**base, "job": "a", "jobs": 2, "time_s": 1.2}, {**base, "job": "b", "jobs": 2, "time_s": 1.0},
@@ -277,9 +281,9 @@ def test_jobs_csv_takes_its_slowdown_over_the_measured_alone_run_where_there_is_
 
 
 def test_job_rows_measure_iterations_from_the_agents_records():
-    from emulator.jobs import JOB_COLUMNS, job_rows, op_rows
-    from emulator.plan import Call, plan_run
-    from emulator.spec import make_run
+    from emulator.results.jobs import JOB_COLUMNS, job_rows, op_rows
+    from emulator.plan.run_plan import Call, plan_run
+    from emulator.spec.experiment import make_run
     import os
     path = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
     plan = plan_run(make_run({"workload": path, "repetitions": 1, "warmup": 0}))
@@ -306,8 +310,8 @@ def test_job_rows_measure_iterations_from_the_agents_records():
 def test_a_job_given_a_duration_runs_the_iterations_that_fit_in_it():
     import os
     import tempfile
-    from emulator.plan import plan_run
-    from emulator.spec import make_run
+    from emulator.plan.run_plan import plan_run
+    from emulator.spec.experiment import make_run
     one = model(Workload((Job("d", 8, ops=(Op("compute", ms=100), Op("allreduce", nbytes=MiB))),)))[1].time_s
     text = ('[[job]]\nname = "short"\nranks = 4\nduration_ms = %d\nops = [{op = "compute", ms = 100}, '
             '{op = "allreduce", bytes = "1M"}]\n[[job]]\nname = "long"\nranks = 4\niterations = 2\n'

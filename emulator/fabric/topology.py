@@ -1,0 +1,197 @@
+"""Pure topology builders: BiGraph, k-ary fat-tree, two-tier leaf-spine.
+
+Each builder returns a `Fabric` with explicit port numbers. Users name a
+topology as `kind:key=value,...`, e.g. `bigraph:m=4,n=8`, `fattree:k=4`,
+`leafspine:leaves=4,spines=2,hosts=4` (see `parse_topology`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from emulator.fabric.graph import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Host, Link, Switch, host_address
+from emulator.inputs import shorten, to_int
+
+MAX_HOSTS = 1 << 17   # 131,072: the flow model's largest case (the emulator stops far below)
+MAX_LINKS = 1_000_000
+
+
+@dataclass(frozen=True)
+class LinkProfile:
+    """Rate (Mbit/s) and queue depth (packets) per tier of links."""
+    host_rate_mbps: float = 50.0
+    host_queue_packets: int = 100
+    switch_rate_mbps: float = 50.0
+    switch_queue_packets: int = 100
+
+    def __post_init__(self):
+        for name in ("host_rate_mbps", "switch_rate_mbps"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        for name in ("host_queue_packets", "switch_queue_packets"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+
+
+class _Builder:
+    """Collects switches, hosts and links, numbering ports as they are cabled."""
+
+    def __init__(self, profile: LinkProfile):
+        self.profile = profile
+        self.switches: list[Switch] = []
+        self.hosts: list[Host] = []
+        self.links: list[Link] = []
+        self._next_port: dict[str, int] = {}
+
+    def add_switch(self, tier: str, index: int) -> str:
+        name = f"{SWITCH_PREFIX}{len(self.switches)}"
+        self.switches.append(Switch(name, dpid=len(self.switches) + 1, tier=tier, index=index))
+        self._next_port[name] = 1
+        return name
+
+    def _port(self, switch: str) -> int:
+        port = self._next_port[switch]
+        self._next_port[switch] += 1
+        return port
+
+    def add_host(self, switch: str) -> str:
+        index = len(self.hosts)
+        name = f"{HOST_PREFIX}{index}"
+        ip, mac = host_address(index)
+        port = self._port(switch)
+        self.hosts.append(Host(name, index, ip, mac, switch, port))
+        p = self.profile
+        self.links.append(Link(name, HOST_PORT, switch, port, p.host_rate_mbps, p.host_queue_packets, "host"))
+        return name
+
+    def connect(self, a: str, b: str) -> None:
+        p = self.profile
+        self.links.append(Link(a, self._port(a), b, self._port(b),
+                               p.switch_rate_mbps, p.switch_queue_packets, "switch"))
+
+    def fabric(self, topology: str, params: dict) -> Fabric:
+        return Fabric(topology, self.switches, self.hosts, self.links, params)
+
+
+def _check_size(hosts: int, links: int) -> None:
+    """Refuse before building: a typo must not exhaust the memory."""
+    if hosts > MAX_HOSTS:
+        raise ValueError(f"{hosts} hosts is more than the {MAX_HOSTS} this tool supports")
+    if links > MAX_LINKS:
+        raise ValueError(f"{links} links is more than the {MAX_LINKS} this tool supports")
+
+
+def bigraph(m: int, n: int, profile: LinkProfile = LinkProfile()) -> Fabric:
+    """EFLOPS BiGraph: `n` switches in two parts of n/2, `m` hosts per switch,
+    one link between every upper and every lower switch.
+
+    Ports 1..m of each switch face hosts; ports m+1..m+n/2 face the other part.
+    """
+    if not isinstance(n, int) or n < 2 or n % 2:
+        raise ValueError(f"bigraph needs an even number of switches n >= 2, got n={n}")
+    if not isinstance(m, int) or m < 1:
+        raise ValueError(f"bigraph needs m >= 1 hosts per switch, got m={m}")
+    _check_size(m * n, m * n + n * n // 4)
+    b = _Builder(profile)
+    half = n // 2
+    upper = [b.add_switch("upper", i) for i in range(half)]
+    lower = [b.add_switch("lower", i) for i in range(half)]
+    for s in upper + lower:
+        for _ in range(m):
+            b.add_host(s)
+    for u in upper:
+        for l in lower:
+            b.connect(u, l)
+    return b.fabric(f"bigraph:m={m},n={n}", {"kind": "bigraph", "m": m, "n": n})
+
+
+def fattree(k: int, profile: LinkProfile = LinkProfile()) -> Fabric:
+    """k-ary three-tier fat-tree (Al-Fares et al.): k pods of k/2 edge and
+    k/2 aggregation switches, (k/2)^2 core switches, k^3/4 hosts."""
+    if not isinstance(k, int) or k < 2 or k % 2:
+        raise ValueError(f"fattree needs an even k >= 2, got k={k}")
+    _check_size(k ** 3 // 4, 3 * k ** 3 // 4)
+    b = _Builder(profile)
+    half = k // 2
+    edges = [[b.add_switch("edge", pod * half + i) for i in range(half)] for pod in range(k)]
+    aggs = [[b.add_switch("agg", pod * half + i) for i in range(half)] for pod in range(k)]
+    cores = [b.add_switch("core", i) for i in range(half * half)]
+    for pod in range(k):
+        for e in edges[pod]:
+            for _ in range(half):
+                b.add_host(e)
+    for pod in range(k):
+        for e in edges[pod]:
+            for a in aggs[pod]:
+                b.connect(e, a)
+    # Aggregation switch i of every pod reaches cores i*k/2 .. i*k/2 + k/2-1.
+    for pod in range(k):
+        for i, a in enumerate(aggs[pod]):
+            for c in cores[i * half:(i + 1) * half]:
+                b.connect(a, c)
+    return b.fabric(f"fattree:k={k}", {"kind": "fattree", "k": k})
+
+
+def leafspine(leaves: int, spines: int, hosts: int, uplinks: int = 1,
+              profile: LinkProfile = LinkProfile()) -> Fabric:
+    """Two-tier leaf-spine Clos: `hosts` per leaf, every leaf cabled to every
+    spine by `uplinks` parallel links."""
+    for name, value in (("leaves", leaves), ("spines", spines), ("hosts", hosts), ("uplinks", uplinks)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"leafspine needs {name} >= 1, got {name}={value}")
+    if leaves * hosts < 2:   # one host has no one to talk to
+        raise ValueError(f"leafspine needs at least 2 hosts (leaves x hosts), got leaves={leaves}, hosts={hosts}")
+    _check_size(leaves * hosts, leaves * (hosts + spines * uplinks))
+    b = _Builder(profile)
+    leaf = [b.add_switch("leaf", i) for i in range(leaves)]
+    spine = [b.add_switch("spine", i) for i in range(spines)]
+    for l in leaf:
+        for _ in range(hosts):
+            b.add_host(l)
+    for l in leaf:
+        for s in spine:
+            for _ in range(uplinks):
+                b.connect(l, s)
+    name = f"leafspine:leaves={leaves},spines={spines},hosts={hosts}"
+    if uplinks != 1:
+        name += f",uplinks={uplinks}"
+    return b.fabric(name, {"kind": "leafspine", "leaves": leaves, "spines": spines,
+                           "hosts": hosts, "uplinks": uplinks})
+
+
+BUILDERS = {
+    "bigraph": (bigraph, {"m": 2, "n": 4}),
+    "fattree": (fattree, {"k": 4}),
+    "leafspine": (leafspine, {"leaves": 4, "spines": 2, "hosts": 2, "uplinks": 1}),
+}
+
+
+def parse_topology(text: str) -> tuple[str, dict]:
+    """`"bigraph:m=4,n=8"` -> `("bigraph", {"m": 4, "n": 8})`, defaults filled in.
+
+    Raises ValueError naming the bad part."""
+    kind, _, rest = text.strip().partition(":")
+    if kind not in BUILDERS:
+        raise ValueError(f"unknown topology {kind!r}; choose one of: {', '.join(BUILDERS)}")
+    params, given = dict(BUILDERS[kind][1]), set()
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = (part.strip() for part in item.partition("="))
+        if not eq or key not in params:
+            raise ValueError(f"topology {kind}: bad parameter {shorten(repr(item))}; "
+                             f"parameters are {', '.join(f'{k}=<int>' for k in params)}")
+        if key in given:   # the last one would silently win
+            raise ValueError(f"topology {kind}: {key} is given twice")
+        given.add(key)
+        try:
+            params[key] = to_int(value)
+        except ValueError:
+            raise ValueError(f"topology {kind}: {key} must be an integer in ASCII digits, "
+                             f"got {shorten(repr(value))}") from None
+    return kind, params
+
+
+def build(text: str, profile: LinkProfile = LinkProfile()) -> Fabric:
+    """Build a fabric from its user-facing name."""
+    kind, params = parse_topology(text)
+    return BUILDERS[kind][0](profile=profile, **params)

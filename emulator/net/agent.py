@@ -1,0 +1,261 @@
+"""The host agent: one process per rank, executing the rank's steps,
+received as data, over real TCP (compute as a timed wait: the emulated
+hosts share the machine's cores, so real arithmetic would measure the
+machine, not the network). Standard library only; runs inside the host's
+network namespace. It never rebuilds a schedule from a collective's name.
+
+It talks to the emulator over stdin/stdout, one line per message:
+  agent -> emulator: LISTENING | READY | STEP <call> <steps done> | DONE <call> <json> | ERROR <text>
+  emulator -> agent: CONNECT | GO <call> <start time> | EXIT
+Times are time.monotonic(), one clock shared by every process of the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+
+from emulator.workloads.steps import Step, steps_from_data
+
+CHUNK = 1 << 20   # bytes per send/recv system call
+CLEAR_TO_SEND = b"C"
+EAGER_BYTES = 64 << 10   # sent before the peer clears us, as MPI's eager limit: keeps the pipe full
+
+
+def say(*words) -> None:
+    print(*words, flush=True)
+
+
+class Peers:
+    """`connections` TCP connections per channel to every rank we send to
+    and from every rank we receive from, opened once and reused by every
+    step (as NCCL does). The i-th transfer to a peer within a step uses
+    connection i of the step's channel: channels that run side by side
+    never share a connection."""
+
+    def __init__(self, rank: int, addresses: list[tuple[str, int]], connections: int = 1):
+        self.rank = rank
+        self.addresses = addresses
+        self.connections = connections
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(addresses[rank])
+        self.listener.listen(len(addresses) * connections)
+        self.to: dict[int, list[socket.socket]] = {}
+        self.frm: dict[int, list[socket.socket]] = {}
+
+    def connect(self, send_to: set[tuple[int, int]], recv_from: set[tuple[int, int]]) -> None:
+        """send_to, recv_from: (peer, channel) pairs."""
+        failed = []
+        acceptor = threading.Thread(target=self._accept, args=(set(recv_from), failed))
+        acceptor.start()
+        for peer, channel in sorted(send_to):
+            self.to[(peer, channel)] = [self._open(peer, channel, i) for i in range(self.connections)]
+        acceptor.join()
+        if failed:
+            raise ConnectionError(f"peers {sorted(set(recv_from) - set(self.frm))} did not connect: {failed[0]}")
+
+    def _open(self, peer: int, channel: int, index: int) -> socket.socket:
+        s = socket.create_connection(self.addresses[peer], timeout=30)
+        s.settimeout(None)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(struct.pack("!III", self.rank, channel, index))
+        return s
+
+    def _accept(self, expected: set[int], failed: list) -> None:
+        self.listener.settimeout(30)
+        try:
+            for _ in range(len(expected) * self.connections):   # every peer opens each of its connections once
+                s, _ = self.listener.accept()
+                s.settimeout(None)
+                peer, channel, index = struct.unpack("!III", _recv_exact(s, 12))
+                self.frm.setdefault((peer, channel), [None] * self.connections)[index] = s
+        except OSError as e:   # reported by connect(), in the main thread
+            failed.append(e)
+
+    def close(self) -> None:
+        for s in [c for conns in list(self.to.values()) + list(self.frm.values()) for c in conns if c]:
+            s.close()
+        self.listener.close()
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionError("peer closed the connection")
+        got += k
+    return bytes(buf)
+
+
+def send_bytes(sock: socket.socket, n: int, payload: memoryview) -> int:
+    sent = 0
+    while sent < n:
+        k = min(CHUNK, n - sent)
+        sock.sendall(payload[:k])
+        sent += k
+    return sent
+
+
+def recv_bytes(sock: socket.socket, n: int) -> int:
+    scratch = memoryview(bytearray(min(CHUNK, max(n, 1))))
+    got = 0
+    while got < n:
+        k = sock.recv_into(scratch, min(CHUNK, n - got))
+        if k == 0:
+            raise ConnectionError("peer closed the connection mid-step")
+        got += k
+    return got
+
+
+def _connections(transfers, conns: dict, channel: int) -> list[socket.socket]:
+    """The socket of every transfer: the i-th one with a peer uses connection i."""
+    used: dict[int, int] = {}
+    out = []
+    for t in transfers:
+        i = used.get(t.peer, 0)
+        used[t.peer] = i + 1
+        out.append(conns[(t.peer, channel)][i])
+    return out
+
+
+def wait_clear_to_send(sock: socket.socket) -> None:
+    if sock.recv(1) != CLEAR_TO_SEND:
+        raise ConnectionError("peer closed the connection instead of clearing us to send")
+
+
+def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
+    """Send and receive everything of one step at once; returns its record.
+
+    Rendezvous, as MPI and NCCL do for large messages: we tell every peer we
+    receive from that we are ready ("clear to send", on the reverse
+    direction of its connection), and send to a peer only once it has told
+    us, except the first EAGER_BYTES, which fill the path while the clearance
+    travels (as MPI sends a first fragment with its rendezvous request). A
+    rank that runs ahead thus pushes at most EAGER_BYTES into a peer still
+    busy with an earlier step, where it would share links with that step."""
+    counts = {"sent": 0, "received": 0}
+    errors = []
+    lock = threading.Lock()
+
+    def do(kind, fn, sock, n):
+        try:
+            k = fn(sock, n, payload) if kind == "sent" else fn(sock, n)
+            with lock:
+                counts[kind] += k
+        except Exception as e:   # reported, the step then fails
+            errors.append(f"{kind}: {e}")
+
+    def send(sock, n, data):
+        eager = send_bytes(sock, min(n, EAGER_BYTES), data)
+        wait_clear_to_send(sock)
+        return eager + send_bytes(sock, n - eager, data)
+
+    start = time.monotonic()
+    if step.compute_s:
+        time.sleep(step.compute_s)
+    recvs = list(zip(step.recvs, _connections(step.recvs, peers.frm, step.channel)))
+    for _, sock in recvs:
+        sock.sendall(CLEAR_TO_SEND)
+    jobs = [("sent", send, sock, t.nbytes)
+            for t, sock in zip(step.sends, _connections(step.sends, peers.to, step.channel))]
+    jobs += [("received", recv_bytes, sock, t.nbytes) for t, sock in recvs]
+    threads = [threading.Thread(target=do, args=job) for job in jobs[1:]]
+    for t in threads:
+        t.start()
+    if jobs:
+        do(*jobs[0])
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return {"start": start, "end": time.monotonic(), "sent": counts["sent"], "received": counts["received"]}
+
+
+def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_step) -> list[dict]:
+    """Every step of one call: each channel's steps in order, channels side
+    by side (a thread each), a step starting once the steps it waits for
+    have ended. `on_step(done)` is told how many steps have ended."""
+    records: list = [None] * len(steps)
+    ended = [threading.Event() for _ in steps]
+    errors: list[str] = []
+    lock = threading.Lock()
+    channels: dict[int, list[int]] = {}
+    for k, step in enumerate(steps):
+        channels.setdefault(step.channel, []).append(k)
+
+    def run_channel(ks: list[int]) -> None:
+        for k in ks:
+            for j in steps[k].after:
+                ended[j].wait()
+            if errors:
+                return
+            try:
+                records[k] = run_step(steps[k], peers, payload)
+            except Exception as e:   # reported below; the other channels stop waiting
+                errors.append(f"step {k}: {e}")
+                for event in ended:
+                    event.set()
+                return
+            ended[k].set()
+            with lock:
+                on_step(sum(r is not None for r in records))
+
+    lanes = list(channels.values())
+    threads = [threading.Thread(target=run_channel, args=(ks,)) for ks in lanes[1:]]
+    for t in threads:
+        t.start()
+    if lanes:
+        run_channel(lanes[0])
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return records
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="bigraph-emu host agent (started by the emulator)")
+    p.add_argument("--plan", required=True, help="JSON: the ranks' addresses and this rank's steps of every call")
+    args = p.parse_args(argv)
+    with open(args.plan) as f:
+        plan = json.load(f)
+    rank = plan["rank"]
+    addresses = [tuple(a) for a in plan["addresses"]]
+    programs = {key: steps_from_data(steps) for key, steps in plan["programs"].items()}
+    calls = [programs[key] for key in plan["calls"]]
+    send_to = {(t.peer, s.channel) for steps in programs.values() for s in steps for t in s.sends}
+    recv_from = {(t.peer, s.channel) for steps in programs.values() for s in steps for t in s.recvs}
+    largest = max((t.nbytes for steps in programs.values() for s in steps for t in s.sends), default=0)
+    payload = memoryview(bytes(min(CHUNK, max(largest, 1))))
+    peers = Peers(rank, addresses, plan.get("connections", 1))
+    try:
+        say("LISTENING")
+        for line in sys.stdin:
+            cmd = line.split()
+            if cmd[0] == "CONNECT":
+                peers.connect(send_to, recv_from)
+                say("READY")
+            elif cmd[0] == "GO":
+                call, start_at = int(cmd[1]), float(cmd[2])
+                time.sleep(max(0.0, start_at - time.monotonic()))
+                steps = run_program(calls[call], peers, payload, lambda done, call=call: say("STEP", call, done))
+                say("DONE", call, json.dumps(steps))
+            elif cmd[0] == "EXIT":
+                return 0
+    except Exception as e:
+        say("ERROR", f"rank {rank}: {type(e).__name__}: {e}")
+        return 1
+    finally:
+        peers.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

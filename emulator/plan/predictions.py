@@ -1,0 +1,56 @@
+"""What `bigraph-emu model` predicts (pure), as data: per size of a sweep
+its time, bandwidths, busiest links and, asked for, how it reacts to
+jittered flows; per job of a workload its iterations. The CLI prints it."""
+from __future__ import annotations
+
+import collections
+
+from emulator.model.simulation import predict
+from emulator.plan.run_plan import model_sweep, model_workload, plan_run
+from emulator.results.metrics import algbw_mbps, busbw_mbps, payload_efficiency
+from emulator.spec.experiment import RunSpec, SpecError
+from emulator.workloads.schedule import jittered
+
+MAX_JITTER = 10   # of a flow's time
+
+
+def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, progress=None) -> dict:
+    """{"ranks", "sizes": [one row per size], "steps": [every step's end and busiest link]}."""
+    if not 0 <= jitter <= MAX_JITTER:
+        raise SpecError(f"--jitter: must be between 0 and {MAX_JITTER} (a fraction of each flow), got {jitter}")
+    if jitter:   # step objects: flows to jitter
+        plan = plan_run(spec)
+        hosts, predictions = plan.hosts, plan.predictions
+    else:
+        hosts, predictions = model_sweep(spec, method, progress)
+    sizes, steps = [], []
+    for size in spec.sizes:
+        pred = predictions[size]
+        t = pred.time_s
+        row = {"size_bytes": size, "time_s": t, "algbw_mbps": algbw_mbps(size, t),
+               "busbw_mbps": busbw_mbps(spec.collective, len(hosts), size, t),
+               "approximation": pred.approximation,
+               "max_flows_per_step": dict(sorted(collections.Counter(pred.max_flows_per_step).items()))}
+        if jitter:
+            row["jitter_ratios"] = jitter_ratios(plan, size, jitter)
+        sizes.append(row)
+        steps += [{"size_bytes": size, "step": k, "end_s": end, "max_flows": flows} for k, (end, flows)
+                  in enumerate(zip(pred.step_index_end_s(), pred.max_flows_per_step))]
+    return {"ranks": len(hosts), "sizes": sizes, "steps": steps, "flows_per_step":
+            {size: predictions[size].max_flows_per_step for size in spec.sizes}}
+
+
+def jitter_ratios(plan, size: int, amplitude: float, seeds: int = 3) -> list[float]:
+    """Predicted time with jittered flows over the plain prediction, per seed."""
+    plain = plan.predictions[size].time_s
+    return [predict(plan.fabric, plan.table, jittered(plan.schedules[size], amplitude, seed), plan.hosts,
+                    plan.spec.model_alpha_us * 1e-6, payload_efficiency(plan.spec.mtu)).time_s / plain
+            for seed in range(seeds)]
+
+
+def workload_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0) -> dict:
+    """{"ranks", "jobs": per-job iteration rows, "approximation", "exact_because"}."""
+    if jitter:
+        raise SpecError("--jitter: jitters a collective's flows; a workload takes none")
+    ranks, rows, approximation, why_exact = model_workload(spec, method)
+    return {"ranks": ranks, "jobs": rows, "approximation": approximation, "exact_because": why_exact}

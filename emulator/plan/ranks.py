@@ -1,0 +1,180 @@
+"""The ranks of a user's program on the emulated hosts (`bigraph-emu exec`):
+who runs where, with which environment, and what they left. Pure logic;
+emulator/net/programs.py starts the processes.
+
+A program is started once per rank, inside that rank's host, in rank order
+of the run's mapping, through emulator/rank.py, which records the rank's
+start, end and exit code beside its stdout and stderr. With MPI, rank 0's
+host runs `mpiexec`, whose launcher enters each host instead of using ssh.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+
+MASTER_PORT = 29500        # torch.distributed's default; every host has its own ports
+RANKS_FOLDER = "ranks"     # ranks/<rank>/: the rank's cwd, TMPDIR, stdout, stderr, exit.json
+EXIT_FILE = "exit.json"
+STDERR_TAIL_LINES = 8      # of a failed rank, in the error
+RANK_COLUMNS = ["run", "rank", "host", "address", "exit_code", "start_s", "end_s", "label"]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one rank runs: its host, the host's address and fabric interface."""
+    rank: int
+    host: str
+    address: str
+    interface: str
+
+
+def slots(fabric, hosts: list[str]) -> list[Slot]:
+    """Rank r on hosts[r] (the mapping's order); a host's one interface is
+    HOST-eth0 (Mininet's name for port 0)."""
+    return [Slot(rank, h, fabric.host(h).ip, f"{h}-eth0") for rank, h in enumerate(hosts)]
+
+
+def check_one_rank_per_host(hosts: list[str]) -> None:
+    """MASTER_ADDR, the hostfile and MPI's one-rank-per-host all name a rank by its host."""
+    twice = sorted({h for h in hosts if hosts.count(h) > 1})
+    if twice:
+        raise ValueError(f"exec runs one rank per host, and {', '.join(twice[:4])} would hold several")
+
+
+def rank_dir(out: str, rank: int) -> str:
+    return os.path.join(out, RANKS_FOLDER, str(rank))
+
+
+def hostfile_text(ranks: list[Slot]) -> str:
+    """One address per line in rank order: what MPICH's -f takes."""
+    return "".join(f"{s.address}\n" for s in ranks)
+
+
+def rank_env(ranks: list[Slot], rank: int, hostfile: str, folder: str) -> dict[str, str]:
+    """What every rank finds in its environment (torch.distributed's env://
+    needs nothing else). The hosts share the machine's hostname, so gloo
+    and NCCL must be told their interface."""
+    me = ranks[rank]
+    # no LOCAL_WORLD_SIZE: some gloo versions take shared memory when it equals the world size
+    return {"RANK": str(rank), "WORLD_SIZE": str(len(ranks)), "LOCAL_RANK": "0",
+            "MASTER_ADDR": ranks[0].address, "MASTER_PORT": str(MASTER_PORT),
+            "GLOO_SOCKET_IFNAME": me.interface, "NCCL_SOCKET_IFNAME": me.interface,
+            "BIGRAPH_HOSTFILE": hostfile, "BIGRAPH_HOST": me.host, "BIGRAPH_ADDRESS": me.address,
+            "TMPDIR": folder}
+
+
+def wrapped(python: str, folder: str, command: list[str]) -> list[str]:
+    """CMD run by emulator/rank.py: in `folder`, with its outputs and exit kept there."""
+    return [python, "-m", "emulator.net.rank", "--dir", folder, "--", *command]
+
+
+# --- MPI ---------------------------------------------------------------------------------
+
+# MPICH from PyPI: ch4 over libfabric's tcp provider, told the host's one
+# interface, and no shared memory between ranks (the hosts share one kernel,
+# hostname and /dev/shm); see experiments/real-clients/README.md
+def mpi_env(slot: Slot) -> dict[str, str]:
+    return {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": slot.interface,
+            "MPIR_CVAR_NOLOCAL": "1"}
+
+
+def mpiexec_argv(mpiexec: str, launcher: str, ranks: list[Slot], python: str, out: str, hostfile: str,
+                 command: list[str]) -> list[str]:
+    """mpiexec in rank 0's host: one MPMD block per rank, in rank order (rank
+    i on the hostfile's line i), each with its own folder and interface;
+    `launcher` starts hydra's proxies in the other hosts (instead of rsh)."""
+    argv = [mpiexec, "-launcher", "rsh", "-launcher-exec", launcher, "-f", hostfile]
+    for slot in ranks:
+        folder = rank_dir(out, slot.rank)
+        env = {**rank_env(ranks, slot.rank, hostfile, folder), **mpi_env(slot)}
+        block = ["-n", "1"]   # on the hostfile's line of its rank
+        for key, value in env.items():
+            block += ["-env", key, value]
+        argv += ([":"] if slot.rank else []) + block + wrapped(python, folder, command)
+    return argv
+
+
+def launcher_script(host_pids: dict[str, int]) -> str:
+    """The program hydra calls in place of rsh, as `PROG HOST COMMAND` (ssh's
+    options, if any, skipped): it runs COMMAND, a remote shell's command
+    line, in the namespaces of the host with that address (mnexec -a)."""
+    cases = "".join(f"        {addr}) pid={pid} ;;\n" for addr, pid in sorted(host_pids.items()))
+    return ("#!/bin/sh\n"
+            "# written by bigraph-emu exec: hydra's launcher, in place of rsh\n"
+            "while [ $# -gt 0 ]; do case $1 in -*) shift ;; *) break ;; esac; done\n"
+            "host=$1; shift\n"
+            "case $host in\n" + cases +
+            "        *) echo \"bigraph-emu launcher: no emulated host $host\" >&2; exit 255 ;;\n"
+            "esac\n"
+            "exec mnexec -a \"$pid\" /bin/sh -c \"$*\"\n")
+
+
+# --- what the ranks left ----------------------------------------------------------------
+
+@dataclass
+class RankExit:
+    """What emulator/rank.py wrote for one rank; exit_code None: it never finished."""
+    rank: int
+    exit_code: int | None
+    start_s: float | None   # time.monotonic() of the machine
+    end_s: float | None
+
+
+def read_exit(out: str, rank: int) -> RankExit:
+    try:
+        with open(os.path.join(rank_dir(out, rank), EXIT_FILE)) as f:
+            data = json.load(f)
+        return RankExit(rank, data.get("exit_code"), data.get("start"), data.get("end"))
+    except (OSError, ValueError):
+        return RankExit(rank, None, None, None)
+
+
+def rank_rows(run: int, ranks: list[Slot], exits: list[RankExit], t0: float, label: str) -> list[dict]:
+    """ranks.csv: times from the start of the program (t0), like links.csv's."""
+    def since(t):
+        return "" if t is None else round(t - t0, 6)
+    return [{"run": run, "rank": s.rank, "host": s.host, "address": s.address,
+             "exit_code": "" if e.exit_code is None else e.exit_code, "start_s": since(e.start_s),
+             "end_s": since(e.end_s), "label": label} for s, e in zip(ranks, exits)]
+
+
+def failures(out: str, exits: list[RankExit]) -> list[str]:
+    """A line per rank that exited non-zero or never finished, with the
+    last lines of its stderr."""
+    lines = []
+    for e in exits:
+        if e.exit_code == 0:
+            continue
+        what = "did not finish" if e.exit_code is None else f"exited with code {e.exit_code}"
+        tail = stderr_tail(out, e.rank)
+        lines.append(f"rank {e.rank} {what}" + ("; its stderr ends:\n    " + "\n    ".join(tail) if tail else ""))
+    return lines
+
+
+MPIEXEC_LOG = "mpiexec"   # ranks/mpiexec.stdout and .stderr: what mpiexec itself said
+
+
+def mpiexec_failure(out: str, code: int | None) -> list[str]:
+    """A line if mpiexec itself failed (before, beside or after the ranks)."""
+    if code in (0, None):
+        return []
+    tail = _tail(os.path.join(out, RANKS_FOLDER, MPIEXEC_LOG + ".stderr"), STDERR_TAIL_LINES)
+    return [f"mpiexec exited with code {code}" + ("; its stderr ends:\n    " + "\n    ".join(tail) if tail else "")]
+
+
+def stderr_tail(out: str, rank: int, lines: int = STDERR_TAIL_LINES) -> list[str]:
+    return _tail(os.path.join(rank_dir(out, rank), "stderr"), lines)
+
+
+def _tail(path: str, lines: int) -> list[str]:
+    try:
+        with open(path, errors="replace") as f:
+            return [line.rstrip("\n") for line in f.readlines()[-lines:]]
+    except OSError:
+        return []
+
+
+def describe_command(command: list[str]) -> str:
+    return shlex.join(command)

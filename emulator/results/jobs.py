@@ -1,0 +1,131 @@
+"""Jobs' results (pure): iteration times, exposed communication and
+slowdown, measured (from the agents' step records) and modelled, as
+jobs.csv has them; and every op of every rank (ops.csv)."""
+from __future__ import annotations
+
+from emulator.model.iterations import iterations, measured, modelled
+from emulator.results.linkstats import link_label
+from emulator.results.verdict import COUNTER_COLUMNS, fidelity
+
+JOB_COLUMNS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
+               "time_s", "compute_s", "comm_s", "model_time_s", "model_comm_s", "alone_model_s", "alone_s",
+               "slowdown", "slowdown_basis", "fidelity", *COUNTER_COLUMNS, "label"]   # counters: of the whole call
+OP_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
+              "bytes_sent", "bytes_received"]
+
+
+def _modelled_jobs(plan, key: int):
+    """(layout, the model's iterations, the model's iterations of the job alone) per job."""
+    for j, layout in enumerate(plan.programs[key].jobs):
+        model = iterations(layout, *modelled(plan.predictions[key]))
+        alone = iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model
+        yield layout, model, alone
+
+
+def job_rows(plan, call, records, counters: dict) -> list[dict]:
+    """jobs.csv's rows of one counted call of a workload run."""
+    if call.repetition < 0:
+        return []
+    jobs = len(plan.programs[call.size_bytes].jobs)
+    rows = []
+    for layout, model, alone in _modelled_jobs(plan, call.size_bytes):
+        got = iterations(layout, *measured(records))
+        for g, m, a in zip(got, model, alone):
+            rows.append({**run_keys(plan), "algorithm": plan.spec.algorithm, "job": layout.job.name, "jobs": jobs,
+                         "ranks": layout.job.ranks,
+                         "placement": placement_name(layout.job, plan.spec.mapping), "repetition": call.repetition, **g,
+                         "model_time_s": m["time_s"], "model_comm_s": m["comm_s"], "alone_model_s": a["time_s"],
+                         "alone_s": "", "slowdown": g["time_s"] / a["time_s"] if a["time_s"] else "",
+                         "slowdown_basis": "model alone",
+                         "fidelity": fidelity(g["time_s"] / m["time_s"] if m["time_s"] else 1.0, counters),
+                         **{key: "" if counters.get(key) is None else counters[key] for key in COUNTER_COLUMNS},
+                         "label": plan.spec.label})
+    return rows
+
+
+def model_rows(plan) -> list[dict]:
+    """The model's per-job iterations of a workload plan (no measurement)."""
+    return iteration_rows(((layout.job, model, alone) for layout, model, alone
+                           in _modelled_jobs(plan, next(iter(plan.programs)))), plan.spec.mapping)
+
+
+def iteration_rows(modelled, mapping: str) -> list[dict]:
+    """Rows of (job, the model's iterations, those of the job alone) per job."""
+    rows = []
+    for job, model, alone in modelled:
+        for m, a in zip(model, alone):
+            rows.append({"job": job.name, "ranks": job.ranks, "placement": placement_name(job, mapping),
+                         **m, "alone_s": a["time_s"], "slowdown": m["time_s"] / a["time_s"] if a["time_s"] else 1.0})
+    return rows
+
+
+def op_rows(plan, call, records) -> list[dict]:
+    """ops.csv's rows: every op of every rank, from the steps it took."""
+    if call.repetition < 0:
+        return []
+    from emulator.workloads.templates import job_ops
+    program = plan.programs[call.size_bytes]
+    rows = []
+    for layout in program.jobs:
+        for local, rank in enumerate(layout.ranks):
+            steps = program.schedule.steps[rank]
+            for i, (first, end) in enumerate(layout.iterations[local]):
+                kinds = [op.kind for op in job_ops(layout.job, i, local)]
+                by_op: dict[int, dict] = {}
+                for k in range(first, end):
+                    rec, step = records[rank][k], steps[k]
+                    row = by_op.setdefault(step.op, {
+                        **run_columns(plan), "job": layout.job.name, "repetition": call.repetition, "iteration": i, "rank": local,
+                        "host": layout.hosts[local], "op": step.op,
+                        "kind": kinds[step.op] if 0 <= step.op < len(kinds) else step.phase,
+                        "start_s": rec["start"], "end_s": rec["end"], "bytes_sent": 0, "bytes_received": 0})
+                    row["start_s"], row["end_s"] = min(row["start_s"], rec["start"]), max(row["end_s"], rec["end"])
+                    row["bytes_sent"] += rec["sent"]
+                    row["bytes_received"] += rec["received"]
+                rows += [by_op[op] for op in sorted(by_op)]
+    return rows
+
+
+def run_keys(plan) -> dict:
+    return {"topology": plan.fabric.topology, "policy": plan.spec.policy}
+
+
+def run_columns(plan) -> dict:
+    """What tells the runs of a folder apart in ops.csv and link_jobs.csv
+    (emulator.results.plots.JOB_RUN_COLUMNS picks the last run by them)."""
+    return {**run_keys(plan), "mapping": plan.spec.mapping, "workload": plan.spec.workload, "label": plan.spec.label}
+
+
+def placement_name(job, mapping: str) -> str:
+    if isinstance(job.placement, tuple):
+        return "hosts " + " ".join(job.placement)
+    return job.placement or mapping
+
+
+LINK_JOB_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "link", "job", "bytes"]
+
+
+def link_job_rows(plan) -> list[dict]:
+    """Bytes of every job over every directed switch link, per run of the
+    workload, from the routes the plan installs (the model's attribution:
+    link counters cannot tell whose bytes they counted)."""
+    from emulator.routes.routing import path
+    program = plan.programs[next(iter(plan.programs))]
+    paths: dict = {}
+    totals: dict = {}
+    for layout in program.jobs:
+        for rank in layout.ranks:
+            src = program.hosts[rank]
+            for step in program.schedule.steps[rank]:
+                for t in step.sends:
+                    dst = program.hosts[t.peer]
+                    if src == dst or not t.nbytes:
+                        continue
+                    if (src, dst) not in paths:
+                        paths[(src, dst)] = [(n, p) for n, p in path(plan.fabric, plan.table, src, dst)
+                                             if plan.fabric.is_switch(n)][:-1]   # switch-switch hops only
+                    for node, port in paths[(src, dst)]:
+                        key = (link_label(node, port, plan.fabric.peer(node, port)[0]), layout.job.name)
+                        totals[key] = totals.get(key, 0) + t.nbytes
+    keys = run_columns(plan)
+    return [{**keys, "link": link, "job": job, "bytes": n} for (link, job), n in sorted(totals.items())]

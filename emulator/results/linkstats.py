@@ -1,0 +1,185 @@
+"""Link time series (pure): which kernel counters describe each directed
+link, and how counter samples become rows of links.csv and machine.csv.
+
+Every directed link is read from the switch side, in the root namespace,
+so one `tc` call and a few /sys reads per sample cover the whole fabric:
+- a switch's egress (towards a switch or a host) is its port's qdisc: bytes
+  and packets sent, backlog, drops;
+- a host's egress (its NIC towards its switch) is the switch port's receive
+  counter; its queue lives in the host's namespace and is not sampled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from emulator.fabric.graph import Fabric, interface_name
+
+# `link` names a directed link as node:port>peer; node, port and peer are the same as columns
+LINK_COLUMNS = ["call", "t_s", "link", "node", "port", "peer", "kind", "rate_mbps", "tx_bytes", "tx_packets",
+                "util", "backlog_bytes", "drops"]
+MACHINE_COLUMNS = ["call", "t_s", "cpu_busy", "ovs_cpu"]
+# The controller's port counter readings (OpenFlow port stats, about every
+# second): it appends them to CONTROLLER_PORTS with `t` in time.monotonic(),
+# the clock every process of the machine shares; each call's ports.csv rows
+# are the readings taken while it ran, `t_s` from the call's start as in links.csv.
+CONTROLLER_PORTS = "controller-ports.csv"
+PORT_READING_COLUMNS = ["t", "switch", "port", "tx_bytes", "rx_bytes", "tx_dropped"]
+PORT_COLUMNS = ["call", "t_s", "switch", "port", "peer", "tx_bytes", "rx_bytes", "tx_dropped"]
+
+
+def link_label(node: str, port: int, peer: str) -> str:
+    """The name of a directed link: what leaves `node` by `port` towards `peer`."""
+    return f"{node}:{port}>{peer}"
+
+
+@dataclass(frozen=True)
+class DirectedLink:
+    node: str          # what it leaves, by `port`, towards `peer`
+    port: int
+    peer: str
+    kind: str          # "host" or "switch"
+    rate_mbps: float
+    dev: str           # the switch-side interface that carries it
+    egress: bool       # True: dev's egress qdisc; False: dev's receive counters
+
+    @property
+    def label(self) -> str:   # e.g. "bgs1:3>bgs5"
+        return link_label(self.node, self.port, self.peer)
+
+
+def directed_links(fabric: Fabric) -> list[DirectedLink]:
+    links = []
+    for link in fabric.links:
+        for (node, port), (peer, peer_port) in (link.ends(), link.ends()[::-1]):
+            switch_side = (node, port) if fabric.is_switch(node) else (peer, peer_port)
+            links.append(DirectedLink(node, port, peer, link.kind, link.rate_mbps,
+                                      interface_name(*switch_side), fabric.is_switch(node)))
+    return links
+
+
+@dataclass
+class Sample:
+    """Counters of the whole fabric at one instant."""
+    t: float                                               # time.monotonic()
+    sent: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    # dev -> (bytes, packets, backlog bytes, drops) of its egress queue
+    received: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # dev -> (bytes, packets) received
+    cpu_busy: int = 0       # jiffies, all cores
+    cpu_total: int = 0
+    ovs_ticks: int = 0      # ovs-vswitchd CPU time, clock ticks
+
+
+def _reading(link: DirectedLink, s: Sample) -> tuple[int, int, int, int] | None:
+    """(bytes, packets, backlog, drops) of a link in a sample; None if absent.
+    A host's egress has no sampled queue: backlog and drops read 0."""
+    if link.egress:
+        return s.sent.get(link.dev)
+    got = s.received.get(link.dev)
+    return None if got is None else (got[0], got[1], 0, 0)
+
+
+def link_rows(call: int, links: list[DirectedLink], samples: list[Sample], t0: float) -> list[dict]:
+    """One row per directed link per sample interval; t_s is the interval's
+    end, in seconds since `t0` (the call's start)."""
+    rows = []
+    for a, b in zip(samples, samples[1:]):
+        dt = b.t - a.t
+        if dt <= 0:
+            continue
+        for link in links:
+            ra, rb = _reading(link, a), _reading(link, b)
+            if ra is None or rb is None:
+                continue
+            sent = rb[0] - ra[0]
+            rows.append({"call": call, "t_s": round(b.t - t0, 6), "link": link.label, "node": link.node,
+                         "port": link.port, "peer": link.peer, "kind": link.kind,
+                         "rate_mbps": link.rate_mbps, "tx_bytes": sent, "tx_packets": rb[1] - ra[1],
+                         "util": round(sent * 8 / (dt * link.rate_mbps * 1e6), 4), "backlog_bytes": rb[2],
+                         "drops": rb[3] - ra[3]})
+    return rows
+
+
+def port_rows(call: int, readings: list[dict], t0: float, t1: float, fabric: Fabric) -> list[dict]:
+    """ports.csv rows of one call: the controller's readings (rows of
+    PORT_READING_COLUMNS, as text or numbers) taken from `t0`, the call's
+    start, to `t1`, its end; `t_s` is seconds since `t0`."""
+    rows = []
+    for r in readings:
+        t = float(r["t"])
+        if t0 <= t <= t1:
+            switch, port = r["switch"], int(r["port"])
+            rows.append({"call": call, "t_s": round(t - t0, 6), "switch": switch, "port": port,
+                         "peer": fabric.peer(switch, port)[0], "tx_bytes": int(r["tx_bytes"]),
+                         "rx_bytes": int(r["rx_bytes"]), "tx_dropped": int(r["tx_dropped"])})
+    return rows
+
+
+def machine_rows(call: int, samples: list[Sample], t0: float, ticks_per_s: float) -> list[dict]:
+    """CPU use of the machine and of ovs-vswitchd per sample interval."""
+    rows = []
+    for a, b in zip(samples, samples[1:]):
+        dt = b.t - a.t
+        if dt <= 0:
+            continue
+        busy, ovs = _cpu_between(a, b, ticks_per_s)
+        rows.append({"call": call, "t_s": round(b.t - t0, 6), "cpu_busy": round(busy, 4), "ovs_cpu": round(ovs, 4)})
+    return rows
+
+
+def _cpu_between(a: Sample, b: Sample, ticks_per_s: float) -> tuple[float, float]:
+    """(all cores' busy share, ovs-vswitchd's share of one core) between two samples."""
+    return ((b.cpu_busy - a.cpu_busy) / max(1, b.cpu_total - a.cpu_total),
+            (b.ovs_ticks - a.ovs_ticks) / ticks_per_s / max(1e-9, b.t - a.t))
+
+
+def machine_totals(first: Sample, last: Sample, ticks_per_s: float) -> dict:
+    """What the machine and the switch queues did over a whole call."""
+    busy, ovs = _cpu_between(first, last, ticks_per_s)
+    drops = {dev: q[3] - first.sent.get(dev, (0, 0, 0, 0))[3] for dev, q in last.sent.items()}
+    worst = max(drops, key=drops.get, default="")
+    return {"cpu_busy": busy, "ovs_cpu": ovs, "queue_drops": sum(drops.values()),
+            "most_drops_port": worst if drops.get(worst) else ""}
+
+
+# --- per-call figures from the rows ----------------------------------------
+
+SATURATED_BACKLOG = 2   # frames queued at both ends of an interval: the link had work all along
+
+
+def utilisation(rows: list[dict], duration_s: float, kind: str = "switch") -> tuple[float, float]:
+    """(max, mean) over the links of `kind` of what each carried during a
+    call of `duration_s`, as a fraction of its rate."""
+    sent, rate = {}, {}
+    for r in rows:
+        if r["kind"] == kind:
+            sent[r["link"]] = sent.get(r["link"], 0) + r["tx_bytes"]
+            rate[r["link"]] = r["rate_mbps"]
+    if not sent or duration_s <= 0:
+        return 0.0, 0.0
+    util = [sent[l] * 8 / (duration_s * rate[l] * 1e6) for l in sent]
+    return max(util), sum(util) / len(util)
+
+
+def saturated_rate(rows: list[dict], mtu: int) -> float | None:
+    """Median utilisation of links over intervals in which their queue held
+    work at both ends (so they should have sent at full rate): Mininet-HiFi's
+    check that shaped links really run at their configured rate. None when no
+    link was saturated long enough to tell."""
+    backlog = SATURATED_BACKLOG * (mtu + 14)
+    previous, utils = {}, []
+    for r in sorted(rows, key=lambda r: (r["link"], r["t_s"])):
+        if previous.get(r["link"], 0) >= backlog and r["backlog_bytes"] >= backlog:
+            utils.append(r["util"])
+        previous[r["link"]] = r["backlog_bytes"]
+    if not utils:
+        return None
+    utils.sort()
+    return utils[len(utils) // 2]
+
+
+def call_figures(rows: list[dict], duration_s: float, mtu: int) -> dict:
+    """The link figures collectives.csv keeps per call."""
+    peak, mean = utilisation(rows, duration_s)
+    return {"max_link_util": round(peak, 4), "mean_link_util": round(mean, 4),
+            "saturated_util": saturated_rate(rows, mtu)}

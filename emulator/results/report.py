@@ -1,0 +1,494 @@
+"""Analysis of a results folder (pure, no root): the comparison table of
+busbw against size per fabric, algorithm and mapping, the plot, the
+per-step link loads of every run, the plots of emulator.results.plots when their
+inputs exist, and the comparison of several results folders."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+
+import pandas as pd
+
+from emulator.results.captures import FLOW_COLUMNS, flow_rows, read_segments
+from emulator.results.metrics import busbw_mbps
+from emulator.model.simulation import link_loads_per_step
+from emulator.results.calls import SERIES_KEYS, SPEC_KEYS
+from emulator.spec.experiment import RunSpec
+from emulator.results.plots import (RUN_COLUMNS, call_name, call_use, capture_plot, fabric_drawing, fabric_story, heatmap_extent,
+                            job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
+                            utilisation_heatmap)
+from emulator.results.tables import TABLES, TableError, read_fabric, read_table
+
+KEYS = ["topology", "policy", "algorithm", "mapping"]
+# runs that differ in any of these are different runs, even on one topology
+RUN_KEYS = KEYS + ["collective", "ranks", "host_rate_mbps", "switch_rate_mbps", "mtu", *SPEC_KEYS, "label"]
+
+
+def summary(collectives_csv: str) -> pd.DataFrame:
+    """Median time and busbw per run and size, the model beside them."""
+    return summarise(read_table(collectives_csv))
+
+
+def summarise(d: pd.DataFrame) -> pd.DataFrame:
+    """summary() of rows already in memory (collectives.csv's columns):
+    medians over repetitions; drops and retransmissions summed; how many
+    repetitions passed the fidelity verdict. Folders written before a column
+    existed leave it blank."""
+    counters = ["max_link_util", "mean_link_util", "queue_drops", "tcp_retrans"]
+    d = d.assign(**{c: pd.to_numeric(d[c], errors="coerce") for c in counters if c in d})   # blanks: NaN
+    d = d.assign(**{k: getattr(RunSpec, k) for k in SPEC_KEYS if k not in d})   # older folders: the defaults
+    g = d.groupby(RUN_KEYS + ["size_bytes"], sort=False)
+    out = g.agg(time_s=("time_s", "median"), model_time_s=("model_time_s", "first"),
+                bytes_ok=("bytes_ok", "all"), reps=("time_s", "size")).reset_index()
+    for column, how in (("max_link_util", "median"), ("mean_link_util", "median"),
+                        ("queue_drops", "sum"), ("tcp_retrans", "sum")):
+        out[column] = g[column].agg(how).to_numpy() if column in d else float("nan")
+    out["fidelity_ok"] = (g["fidelity"].agg(lambda v: int((v == "ok").sum())).to_numpy()
+                          if "fidelity" in d else -1)
+    out["busbw_mbps"] = [busbw_mbps(r.collective, r.ranks, r.size_bytes, r.time_s) for r in out.itertuples()]
+    out["model_busbw_mbps"] = [busbw_mbps(r.collective, r.ranks, r.size_bytes, r.model_time_s)
+                               for r in out.itertuples()]
+    out["rate_mbps"] = out.host_rate_mbps
+    out["meas_over_model"] = out.time_s / out.model_time_s
+    return out
+
+
+SUMMARY_FIELDS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", *SPEC_KEYS, "label",
+                  "size_bytes", "reps", "time_s", "busbw_mbps", "model_time_s", "model_busbw_mbps", "meas_over_model",
+                  "max_link_util", "mean_link_util", "queue_drops", "tcp_retrans", "fidelity_ok"]
+JOB_SUMMARY_FIELDS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "label", "iterations",
+                      "time_s", "compute_s", "comm_s", "model_time_s", "meas_over_model", "alone_s",
+                      "alone_model_s", "measured_slowdown", "slowdown", "ok"]
+
+
+def summary_records(out_dir: str) -> dict:
+    """summary.txt's tables as data: {"collectives": a record per run and
+    size, "jobs": a record per run and job}, each empty where the folder has
+    no such table; blanks are None."""
+    import json
+    tables = {"collectives": (read_table(os.path.join(out_dir, "collectives.csv")), summarise, SUMMARY_FIELDS),
+              "jobs": (read_table(os.path.join(out_dir, "jobs.csv")), lambda d: job_summary(with_measured_alone(d)),
+                       JOB_SUMMARY_FIELDS)}
+    return {name: [] if d is None else json.loads(how(d)[fields].to_json(orient="records"))
+            for name, (d, how, fields) in tables.items()}
+
+
+def format_summary(s: pd.DataFrame) -> str:
+    """The table people read: per run and size, measured against the model,
+    the links' load and losses, and how many repetitions the verdict trusts;
+    a units row under the header, as nccl-tests has."""
+    lines = [f"{'topology':34} {'policy':13} {'algorithm':16} {'mapping':7} {'size':>10} "
+             f"{'time':>9} {'busbw':>8} {'model':>8} {'meas/model':>10} {'maxutil':>7} {'meanutil':>8} "
+             f"{'drops':>6} {'retx':>6} {'verdict':>8}",
+             f"{'':34} {'':13} {'':16} {'':7} {'(B)':>10} {'(ms)':>9} {'(Mb/s)':>8} {'(Mb/s)':>8}"]   # as nccl-tests
+    for r in s.itertuples():
+        verdict = "" if r.fidelity_ok < 0 else f"{r.fidelity_ok}/{r.reps} ok"
+        lines.append(f"{r.topology:34} {r.policy:13} {r.algorithm:16} {r.mapping:7} {r.size_bytes:10d} "
+                     f"{r.time_s * 1e3:9.1f} {r.busbw_mbps:8.2f} {r.model_busbw_mbps:8.2f} {r.meas_over_model:10.2f} "
+                     f"{_num(r.max_link_util, '7.2f')} {_num(r.mean_link_util, '8.2f')} "
+                     f"{_num(r.queue_drops, '6.0f')} {_num(r.tcp_retrans, '6.0f')} {verdict:>8}")
+    return "\n".join(lines)
+
+
+def _num(value, fmt: str) -> str:
+    width = int(fmt.split(".")[0])
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return " " * width
+    return " " * width if value != value else format(value, fmt)
+
+
+def plot(s: pd.DataFrame, path: str) -> None:
+    """busbw against size, one line per run, measured solid, model dashed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for i, (key, run) in enumerate(s.groupby(RUN_KEYS, sort=False)):
+        color = f"C{i % 10}"
+        label = f"{key[0]} {key[2]} {key[3]} ({key[1]})"
+        ax.plot(run.size_bytes, run.busbw_mbps, "o-", color=color, label=label)
+        ax.plot(run.size_bytes, run.model_busbw_mbps, "--", color=color, alpha=0.6)
+    rate = s.rate_mbps.max()
+    ax.axhline(rate, color="grey", lw=0.8)
+    ax.text(s.size_bytes.min(), rate, " link rate", va="bottom", color="grey")
+    _save_busbw_plot(fig, ax, "busbw against size: measured (solid) and flow model (dashed)", path, 8)
+
+
+def _save_busbw_plot(fig, ax, title: str, path: str, legend_size: int) -> None:
+    """Axes, title and legend of a busbw-against-size plot; then save it."""
+    import matplotlib.pyplot as plt
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("busbw (Mbit/s)")
+    ax.set_title(title)
+    ax.legend(fontsize=legend_size)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def link_load_rows(plan) -> list[dict]:
+    """Per step of the run's schedule: the most flows on one directed link
+    and which link that is (static, from the routes)."""
+    sched = plan.schedules[max(plan.schedules)]
+    rows = []
+    for k, loads in enumerate(link_loads_per_step(plan.fabric, plan.table, sched, plan.hosts)):
+        if not loads:
+            continue
+        (node, port), flows = max(loads.items(), key=lambda kv: (kv[1], kv[0]))
+        switch_loads = [n for (nd, _), n in loads.items() if plan.fabric.is_switch(nd)]
+        rows.append({"topology": plan.fabric.topology, "policy": plan.spec.policy,
+                     "algorithm": plan.spec.algorithm, "mapping": plan.spec.mapping, "step": k,
+                     "phase": sched.steps[0][k].phase if k < len(sched.steps[0]) else "",
+                     "max_flows_per_link": flows, "busiest_link": f"{node}:{port}",
+                     "links_with_2plus_flows": sum(1 for n in switch_loads if n >= 2)})
+    return rows
+
+
+LINK_LOAD_COLUMNS = ["topology", "policy", "algorithm", "mapping", "step", "phase", "max_flows_per_link",
+                     "busiest_link", "links_with_2plus_flows"]
+
+
+def write_report(out_dir: str, plans) -> str:
+    """Write summary.txt (collectives and jobs), busbw.png and
+    link_loads.csv, then the plots whose inputs exist (see write_plots);
+    return the summary. Every input is read and checked first (TableError
+    names a damaged file), and every output replaces its file whole, so a
+    failure leaves the folder as it was."""
+    tables = read_folder(out_dir)
+    parts = []
+    collectives, jobs = tables["collectives.csv"], tables["jobs.csv"]
+    if collectives is not None:
+        s = summarise(collectives)
+        parts.append(format_summary(s))
+        with replacing(os.path.join(out_dir, "busbw.png")) as tmp:
+            plot(s, tmp)
+    if jobs is not None:
+        jobs = with_measured_alone(jobs)
+        with replacing(os.path.join(out_dir, "jobs.csv")) as tmp:
+            jobs.to_csv(tmp, index=False)
+        parts.append(format_jobs(job_summary(jobs)))
+        tables["link_jobs.csv"] = write_job_links(out_dir, [plan for plan in plans if plan.is_workload])
+    text = "\n\n".join(parts)
+    with replacing(os.path.join(out_dir, "summary.txt")) as tmp, open(tmp, "w") as f:
+        f.write(text + "\n")
+    write_capture_flows(out_dir, tables)
+    loads = [row for plan in plans if not plan.is_workload for row in link_load_rows(plan)]
+    write_csv(os.path.join(out_dir, "link_loads.csv"), LINK_LOAD_COLUMNS, loads)   # a workload's steps differ per job
+    write_plots(out_dir, tables, {plan.fabric.topology: plan.fabric for plan in plans})
+    return text
+
+
+def write_program_report(out_dir: str) -> None:
+    """An `exec` folder's plots and capture_flows.csv (its summary is the program's own)."""
+    tables = read_folder(out_dir)
+    write_capture_flows(out_dir, tables)
+    write_plots(out_dir, tables)
+
+
+def write_capture_flows(out_dir: str, tables: dict) -> None:
+    """capture_flows.csv, if the folder has captures (read_folder reads them)."""
+    if tables["capture_flows.csv"] is not None:
+        with replacing(os.path.join(out_dir, "capture_flows.csv")) as tmp:
+            tables["capture_flows.csv"].to_csv(tmp, index=False)
+
+
+def read_folder(out_dir: str) -> dict:
+    """Every table and fabric.json the report reads, checked, by file name
+    (None where missing); and the flows of the pcaps captures.csv lists."""
+    tables = {name: read_table(os.path.join(out_dir, name)) for name in TABLES}
+    tables["fabric.json"] = read_fabric(os.path.join(out_dir, "fabric.json"))
+    tables["capture_flows.csv"] = capture_flows(out_dir, tables["captures.csv"])
+    return tables
+
+
+CAPTURE_FLOW_COLUMNS = SERIES_KEYS + FLOW_COLUMNS
+
+
+def capture_flows(out_dir: str, captures: pd.DataFrame | None) -> pd.DataFrame | None:
+    """capture_flows.csv: every pcap of captures.csv read with scapy into
+    each flow's throughput and retransmissions per bin, with its run, call
+    and link (None: no captures). TableError names a pcap that is missing or
+    not one."""
+    if captures is None:
+        return None
+    rows = []
+    for capture in captures.to_dict("records"):
+        path = os.path.join(out_dir, capture["file"])
+        if not os.path.isfile(path):
+            raise TableError(f"{os.path.join(out_dir, 'captures.csv')} names {capture['file']}, which is missing")
+        try:
+            segments = read_segments(path, capture["start_unix_s"])
+        except ValueError as e:
+            raise TableError(str(e)) from None
+        keys = {k: capture[k] for k in SERIES_KEYS if k in capture}
+        rows += [{**keys, "call": capture["call"], "link": capture["link"], "rate_mbps": capture.get("rate_mbps", ""),
+                  **row} for row in flow_rows(segments)]
+    return pd.DataFrame(rows, columns=[c for c in CAPTURE_FLOW_COLUMNS if c not in SERIES_KEYS or c in captures])
+
+
+@contextlib.contextmanager
+def replacing(path: str):
+    """A temporary name beside `path` (with its extension: plots take their
+    format from it), renamed over `path` when the block succeeds."""
+    root, ext = os.path.splitext(path)
+    tmp = f"{root}.partial{ext}"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_csv(path: str, columns: list[str], rows: list[dict]) -> None:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+
+
+JOB_KEYS = ["topology", "policy", "algorithm", "job", "ranks", "placement", "label"]
+
+
+ALONE_KEYS = ["topology", "policy", "algorithm", "job", "placement", "iteration"]
+
+
+def with_measured_alone(d: pd.DataFrame) -> pd.DataFrame:
+    """jobs.csv with alone_s filled where the folder also ran the job by
+    itself (same topology, policy, placement; median per iteration), and
+    the slowdown taken over it ("measured alone") instead of the model's."""
+    if "jobs" not in d or "algorithm" not in d:
+        return d
+    by_itself = d[d.jobs == 1].groupby(ALONE_KEYS).time_s.median()
+    alone = [by_itself.get(tuple(getattr(r, k) for k in ALONE_KEYS), float("nan")) if r.jobs > 1
+             else float("nan") for r in d.itertuples()]
+    d = d.assign(alone_s=alone)
+    measured = d.alone_s.notna()
+    d.loc[measured, "slowdown"] = d.time_s[measured] / d.alone_s[measured]
+    d.loc[measured, "slowdown_basis"] = "measured alone"
+    return d
+
+
+def job_summary(d: pd.DataFrame) -> pd.DataFrame:
+    """Per run and job: medians over repetitions and iterations, measured
+    and modelled, how many iterations the verdict trusts, and, where the
+    folder also ran the job by itself (same topology, policy, placement),
+    its measured time alone and the measured slowdown."""
+    d = d.assign(label=d.label.fillna("")) if "label" in d else d.assign(label="")
+    d = d if "jobs" in d else d.assign(jobs=0)
+    d = d if "algorithm" in d else d.assign(algorithm="")   # folders written before the column existed
+    g = d.groupby(JOB_KEYS + ["jobs"], sort=False)
+    out = g.agg(time_s=("time_s", "median"), compute_s=("compute_s", "median"), comm_s=("comm_s", "median"),
+                model_time_s=("model_time_s", "median"), model_comm_s=("model_comm_s", "median"),
+                alone_model_s=("alone_model_s", "median"), iterations=("time_s", "size"),
+                ok=("fidelity", lambda v: int((v == "ok").sum()))).reset_index()
+    out["meas_over_model"] = out.time_s / out.model_time_s
+    out["slowdown"] = out.time_s / out.alone_model_s   # over the model's time of the job alone
+    by_itself = out[out.jobs == 1].groupby(["topology", "policy", "algorithm", "job", "placement"]).time_s.median()
+    out["alone_s"] = [by_itself.get((r.topology, r.policy, r.algorithm, r.job, r.placement), float("nan")) if r.jobs > 1
+                      else float("nan") for r in out.itertuples()]
+    out["measured_slowdown"] = out.time_s / out.alone_s
+    return out
+
+
+def format_jobs(s: pd.DataFrame) -> str:
+    lines = [f"{'topology':26} {'policy':13} {'algorithm':16} {'job':12} {'jobs':>4} {'ranks':>5} {'placement':12} "
+             f"{'iter(ms)':>9} {'compute':>8} {'exposed':>8} {'model':>8} {'model exp':>9} {'meas/model':>10} "
+             f"{'alone':>8} {'alone(model)':>12} {'slowdown':>8} {'(model)':>7} {'verdict':>8}  label"]
+    for r in s.itertuples():
+        lines.append(f"{r.topology:26} {r.policy:13} {str(r.algorithm):16} {r.job[:12]:12} {r.jobs:4d} {r.ranks:5d} "
+                     f"{str(r.placement)[:12]:12} {r.time_s * 1e3:9.1f} {r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
+                     f"{r.model_time_s * 1e3:8.1f} {r.model_comm_s * 1e3:9.1f} {r.meas_over_model:10.2f} "
+                     f"{_num(r.alone_s * 1e3, '8.1f')} {r.alone_model_s * 1e3:12.1f} "
+                     f"{_num(r.measured_slowdown, '8.2f')} {r.slowdown:7.2f} {f'{r.ok}/{r.iterations} ok':>8}  {r.label}")
+    return "\n".join(lines)
+
+
+def write_job_links(out_dir: str, plans) -> pd.DataFrame | None:
+    """link_jobs.csv: every workload run's bytes per switch link and job
+    (from its routes); returns its rows (None: no rows)."""
+    from emulator.results.jobs import LINK_JOB_COLUMNS, link_job_rows
+    rows = [row for plan in plans for row in link_job_rows(plan)]
+    write_csv(os.path.join(out_dir, "link_jobs.csv"), LINK_JOB_COLUMNS, rows)
+    return pd.DataFrame(rows, columns=LINK_JOB_COLUMNS) if rows else None
+
+
+def write_plots(out_dir: str, tables: dict | None = None, fabrics: dict | None = None) -> list[str]:
+    """heatmap.png (links.csv), fabric.png (fabric.json; coloured from
+    links.csv when there is one) and timeline.png (steps.csv), each of the
+    last run; a missing input skips its plot. `tables`: read_folder's, read
+    here if not given; `fabrics`: {topology: Fabric} of the runs (their
+    plans'), for a fabric drawing per run. Returns the files written."""
+    tables = tables or read_folder(out_dir)
+    links, steps, fabric = tables["links.csv"], tables["steps.csv"], tables["fabric.json"]
+    fabrics = {**(fabrics or {}), **({fabric.topology: fabric} if fabric is not None else {})}
+    written = []
+
+    def draw(name: str, how, table) -> None:
+        with replacing(os.path.join(out_dir, name)) as tmp:
+            how(table, tmp)
+        written.append(name)
+
+    if links is not None:
+        draw("heatmap.png", utilisation_heatmap, links)
+    if fabric is not None:
+        on_fabric = links
+        if links is not None and "topology" in links.columns:
+            on_fabric = links[links.topology == fabric.topology]   # fabric.json holds the last fabric only
+        draw("fabric.png", lambda run, tmp: draw_fabric(fabric, run, tmp),
+             one_run(on_fabric) if on_fabric is not None else None)
+    if steps is not None:
+        draw("timeline.png", step_timeline, steps)
+    if tables["ops.csv"] is not None:
+        draw("jobs.png", job_timeline, tables["ops.csv"])
+    if tables["link_jobs.csv"] is not None:
+        draw("job_links.png", job_link_bars, tables["link_jobs.csv"])
+    flows = tables.get("capture_flows.csv")
+    if flows is not None and not flows.empty:
+        draw("capture_flows.png", capture_plot, flows)
+    return written + _plots_per_run(out_dir, links, steps, fabrics)
+
+
+def draw_fabric(fabric, run: pd.DataFrame | None, path: str) -> None:
+    """fabric.png of one run's links.csv rows (None or none: drawn grey):
+    each link's peak (colour) and mean (width) use during the heatmap's
+    call, and in the title what that says."""
+    if run is None or run.empty:
+        fabric_drawing(fabric, {}, path, f"{fabric.topology}: no link samples")
+        return
+    peaks, means, call = call_use(run)
+    lines = [f"{fabric.topology}: each link's peak use (colour) and mean use (width), {call_name(run, call)}",
+             run_name(run), fabric_story(fabric, peaks, means)]
+    fabric_drawing(fabric, peaks, path, "\n".join(line for line in lines if line), means)
+
+
+def _plots_per_run(out_dir: str, links, steps, fabrics: dict) -> list[str]:
+    """With several runs in a folder, a heatmap, a fabric drawing (where its
+    fabric is known) and a timeline of each too
+    (heatmap-2-halving-doubling-naive-shortest.png, ...), so runs can be
+    compared side by side: heatmaps on one time axis and colour scale,
+    timelines on one time axis."""
+    written = []
+
+    def draw(slug: str, how, *args, **kwargs) -> None:
+        with replacing(os.path.join(out_dir, slug)) as tmp:
+            how(*args, tmp, **kwargs)
+        written.append(slug)
+
+    for name, table in (("heatmap", links), ("timeline", steps)):
+        if table is None or not set(RUN_COLUMNS) <= set(table.columns):
+            continue
+        runs = runs_of(table)
+        if len(runs) < 2:
+            continue
+        if name == "heatmap":
+            extent = heatmap_extent(runs)
+        else:
+            t_end = max(float(timeline_bars(run).end.max()) for run in runs)
+        for i, run in enumerate(runs, 1):
+            first = run.iloc[0]
+            slug = f"{i}-{first.algorithm}-{first.mapping}-{first.policy}.png"
+            if name == "heatmap":
+                draw(f"heatmap-{slug}", utilisation_heatmap, run, extent=extent)
+                if first.topology in fabrics:
+                    draw(f"fabric-{slug}", draw_fabric, fabrics[first.topology], run)
+            else:
+                draw(f"timeline-{slug}", step_timeline, run, t_end=t_end)
+    return written
+
+
+# --- several results folders -----------------------------------------------------------------
+
+def _folder_names(folders: list[str]) -> list[str]:
+    """Short names (the folders' last parts) unless two would be the same."""
+    names = [os.path.basename(os.path.normpath(f)) for f in folders]
+    return names if len(set(names)) == len(names) else list(folders)
+
+
+def compare(folders: list[str]) -> pd.DataFrame:
+    """summary() of every folder in one table with a `folder` column: the
+    same run and size of every folder on adjacent lines, runs in the order
+    first seen, sizes ascending, folders in the order given; `busbw_vs_first`
+    is busbw over that of the first folder holding the same run and size."""
+    parts = []
+    for i, (folder, name) in enumerate(zip(folders, _folder_names(folders))):
+        path = os.path.join(folder, "collectives.csv")
+        if not os.path.exists(path):
+            raise TableError(f"{folder} has no collectives.csv")
+        s = summary(path)
+        s.insert(0, "folder", name)
+        s["_folder"] = i
+        parts.append(s)
+    d = pd.concat(parts, ignore_index=True)
+    d["_run"] = d.groupby(RUN_KEYS, sort=False).ngroup()
+    d = d.sort_values(["_run", "size_bytes", "_folder"], kind="stable").reset_index(drop=True)
+    first = d.groupby(RUN_KEYS + ["size_bytes"], sort=False).busbw_mbps.transform("first")
+    d["busbw_vs_first"] = d.busbw_mbps / first
+    return d.drop(columns=["_run", "_folder"])
+
+
+def format_compare(d: pd.DataFrame) -> str:
+    width = max([6] + [len(f) for f in d.folder])
+    lines = [f"{'folder':{width}} {'topology':34} {'policy':8} {'algorithm':16} {'mapping':7} {'size':>10} "
+             f"{'time(ms)':>9} {'busbw':>8} {'model':>8} {'meas/model':>10} {'vs first':>8}"]
+    for r in d.itertuples():
+        lines.append(f"{r.folder:{width}} {r.topology:34} {r.policy:8} {r.algorithm:16} {r.mapping:7} "
+                     f"{r.size_bytes:10d} {r.time_s * 1e3:9.1f} {r.busbw_mbps:8.2f} {r.model_busbw_mbps:8.2f} "
+                     f"{r.meas_over_model:10.2f} {r.busbw_vs_first:8.2f}")
+    return "\n".join(lines)
+
+
+def plot_compare(d: pd.DataFrame, path: str) -> None:
+    """busbw against size: one colour per run, one line style per folder."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    styles = ["o-", "s--", "^:", "d-.", "v-", "x--"]
+    folders = list(dict.fromkeys(d.folder))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for i, (key, run) in enumerate(d.groupby(RUN_KEYS, sort=False)):
+        for j, folder in enumerate(folders):
+            r = run[run.folder == folder]
+            if len(r):
+                ax.plot(r.size_bytes, r.busbw_mbps, styles[j % len(styles)], color=f"C{i % 10}",
+                        label=f"{folder}: {key[0]} {key[2]} {key[3]} ({key[1]})")
+    ax.axhline(d.rate_mbps.max(), color="grey", lw=0.8)
+    _save_busbw_plot(fig, ax, "busbw against size across results folders (colour: run, line style: folder)",
+                     path, 7)
+
+
+SPEEDUP_SEEN = 1.2   # below it, the demo does not claim HDRM made a difference
+
+
+def demo_story(out_dir: str) -> str:
+    """What the demo showed, in words, from its results folder: per mapping
+    the busiest link's flows and the measured busbw at the largest size."""
+    s = summary(os.path.join(out_dir, "collectives.csv"))
+    loads = pd.read_csv(os.path.join(out_dir, "link_loads.csv"))
+    big = s[s.size_bytes == s.size_bytes.max()].set_index("mapping")
+    flows = loads.groupby("mapping").max_flows_per_link.max()
+    lines = ["", "# What happened"]
+    for mapping in big.index:
+        r = big.loc[mapping]
+        lines.append(f"#   {mapping:6}: up to {flows[mapping]} flow(s) on one link in a step; busbw "
+                     f"{r.busbw_mbps:.1f} of {r.rate_mbps:g} Mbit/s (model {r.model_busbw_mbps:.1f}), "
+                     f"busiest link {_num(r.max_link_util * 100, '3.0f').strip() or '?'}% used on average")
+    if {"naive", "hdrm"} <= set(big.index):
+        naive, hdrm = big.loc["naive"], big.loc["hdrm"]
+        speedup = naive.time_s / hdrm.time_s
+        if speedup >= SPEEDUP_SEEN:
+            lines.append(f"#   HDRM made the same allreduce {speedup:.1f}x faster: every exchange crosses the two "
+                         "parts of BiGraph on its own direct link, so no two flows of a step share a link.")
+        else:   # a machine too slow for the link rates hides the difference
+            lines.append(f"#   The model says HDRM makes it {hdrm.model_busbw_mbps / naive.model_busbw_mbps:.1f}x "
+                         f"faster; measured {speedup:.1f}x: see the verdicts above for whether this machine, "
+                         "not the network, set the pace (`bigraph-emu calibrate`, lower rates).")
+    lines.append(f"#   See in {out_dir}/: heatmap-*.png (link load over time, one per mapping), "
+                 "timeline-*.png (steps per rank), fabric-*.png (peak and mean load per link, one per mapping) "
+                 "and busbw.png.")
+    return "\n".join(lines)

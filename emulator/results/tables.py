@@ -1,0 +1,226 @@
+"""A results folder's files as the report reads them (pure): what each
+table must hold, in one place. `read_table` checks a file against it and
+returns it typed; `read_fabric` and `read_runs` check fabric.json and
+spec.json. Anything else raises TableError (bad input: exit code 2) naming
+the file, and the line and column where it can, before the report writes
+anything.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+import pandas as pd
+
+from emulator.fabric.graph import Fabric
+from emulator.inputs import shorten
+from emulator.workloads.collectives import COLLECTIVES
+from emulator.spec.experiment import SpecError
+
+# Column kinds: text; bool (True or False); int (a whole number); count (a whole number >= 1);
+# number (finite); positive (finite, > 0: something divides by it);
+# "number?" (a number or blank: counters a run may not have measured);
+# a tuple: one of these words.
+RUN_TEXT = {"topology": "text", "policy": "text", "algorithm": "text", "mapping": "text"}
+
+
+@dataclass(frozen=True)
+class Table:
+    needs: dict                                    # column -> kind: what the report reads
+    may: dict = field(default_factory=dict)        # read if there (older folders lack them)
+    needs_rows: bool = False                       # a header alone is an error: the run measured nothing
+
+
+TABLES = {
+    "collectives.csv": Table(
+        {**RUN_TEXT, "collective": tuple(COLLECTIVES), "ranks": "count", "size_bytes": "count", "time_s": "positive",
+         "model_time_s": "positive", "bytes_ok": "bool", "host_rate_mbps": "positive",
+         "switch_rate_mbps": "positive", "mtu": "count", "label": "text"},
+        {"run": "int", "repetition": "int", "fidelity": "text", "max_link_util": "number?",
+         "mean_link_util": "number?", "queue_drops": "number?", "tcp_retrans": "number?", "connections": "count",
+         "seed": "int", "host_queue_packets": "count", "switch_queue_packets": "count", "link_delay_ms": "number",
+         "link_loss_pct": "number"}, needs_rows=True),
+    "jobs.csv": Table(
+        {"topology": "text", "policy": "text", "job": "text", "ranks": "count", "placement": "text",
+         "iteration": "int", "time_s": "number", "compute_s": "number", "comm_s": "number",
+         "model_time_s": "number", "model_comm_s": "number", "alone_model_s": "number", "fidelity": "text"},
+        {"algorithm": "text", "jobs": "int", "label": "text", "repetition": "int", "alone_s": "number?",
+         "slowdown": "number?", "slowdown_basis": "text"}, needs_rows=True),
+    "steps.csv": Table(
+        {"size_bytes": "int", "repetition": "int", "rank": "int", "step": "int", "phase": "text",   # 0: a workload
+         "start_s": "number", "end_s": "number", "model_end_s": "number?"},
+        {**RUN_TEXT, "run": "int", "label": "text", "host": "text"}),
+    "links.csv": Table(
+        {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
+        {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int",
+         "node": "text", "port": "int", "peer": "text", "backlog_bytes": "number?", "drops": "number?"}),
+    "captures.csv": Table(
+        {"call": "int", "link": "text", "file": "text", "start_unix_s": "number"},
+        {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int", "rate_mbps": "number?"}),
+    "ops.csv": Table(
+        {"job": "text", "repetition": "int", "rank": "int", "kind": "text", "start_s": "number", "end_s": "number"},
+        {"topology": "text", "policy": "text", "mapping": "text", "workload": "text", "label": "text"}),
+    "link_jobs.csv": Table({"link": "text", "job": "text", "bytes": "number"},
+                           {"topology": "text", "policy": "text", "mapping": "text", "workload": "text",
+                            "label": "text"}),
+}
+
+
+class TableError(SpecError):
+    pass
+
+
+def read_table(path: str) -> pd.DataFrame | None:
+    """The table at `path` (TABLES by its file name), checked and typed;
+    None if the file is missing, or has no rows where rows may be missing."""
+    table = TABLES[os.path.basename(path)]
+    if not os.path.exists(path) or (not table.needs_rows and os.path.getsize(path) == 0):
+        return None
+    header, rows = _parse(path)
+    missing = [c for c in table.needs if c not in header]
+    if missing:   # before the rows: a wrong header makes every row look wrong
+        raise TableError(f"{path}: no column {', '.join(missing)} in its header (it has "
+                         f"{shorten(', '.join(header), 200)})")
+    for line, row in rows:
+        if len(row) != len(header):
+            more = "more" if len(row) > len(header) else "fewer"
+            raise TableError(f"{path}: line {line}: {len(row)} fields, {more} than the header's {len(header)}")
+    if not rows:
+        if table.needs_rows:
+            raise TableError(f"{path}: a header and no rows: the run measured nothing")
+        return None
+    raw = pd.DataFrame([row for _, row in rows], columns=header, dtype=str)
+    lines = np.array([line for line, _ in rows])
+    kinds = {**{c: k for c, k in table.may.items() if c in header}, **table.needs}
+    return raw.assign(**{column: _typed(raw[column], column, kind, path, lines) for column, kind in kinds.items()})
+
+
+def _parse(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and every non-blank row (with its line number), as text."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise TableError(f"{path}: line {line}: not UTF-8 text") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        rows = [(reader.line_num, row) for row in reader if row]
+    except csv.Error as e:   # a NUL byte, an unclosed quote
+        raise TableError(f"{path}: line {reader.line_num}: not a CSV row ({e})") from None
+    if not header or header == [""]:
+        raise TableError(f"{path}: the file is empty (not even a header)")
+    if len(set(header)) != len(header) or "" in header:
+        raise TableError(f"{path}: its header has blank or repeated column names")
+    return header, rows
+
+
+def _typed(values: pd.Series, column: str, kind, path: str, lines) -> pd.Series:
+    """The column converted to its kind; TableError names the first bad cell."""
+    if kind == "text":
+        return values
+    if kind == "bool":
+        words = values.str.strip().str.lower()
+        _refuse(values, ~words.isin(("true", "false")), path, column, "True or False", lines)
+        return words == "true"
+    if isinstance(kind, tuple):
+        bad = ~values.isin(kind)
+        _refuse(values, bad, path, column, f"one of: {', '.join(kind)}", lines)
+        return values
+    text = values.str.strip()
+    numbers = pd.to_numeric(text.where(text != "", "nan") if kind == "number?" else text, errors="coerce")
+    ok = np.isfinite(numbers) | (kind == "number?") & (text == "")
+    if kind in ("int", "count"):
+        ok &= (numbers == np.round(numbers)) & (numbers.abs() < 2 ** 53)
+    if kind in ("count", "positive"):
+        ok &= numbers >= (1 if kind == "count" else np.finfo(float).tiny)
+    need = {"int": "a whole number", "count": "a whole number >= 1", "number": "a number",
+            "positive": "a number > 0", "number?": "a number or blank"}[kind]
+    _refuse(values, ~ok, path, column, need, lines)
+    return numbers.astype("int64") if kind in ("int", "count") else numbers.astype(float)
+
+
+def _refuse(values: pd.Series, bad: pd.Series, path: str, column: str, need: str, lines) -> None:
+    """TableError naming the first bad cell's line (`lines`: each row's line in the file)."""
+    if bad.any():
+        first = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TableError(f"{path}: line {lines[first]}: {column}: {shorten(repr(values.iloc[first]), 80)} "
+                         f"is not {need}")
+
+
+# --- the JSON files ------------------------------------------------------------------------
+
+def read_runs(folder: str) -> list[dict]:
+    """spec.json's runs: a non-empty list of tables of spec keys."""
+    path = os.path.join(folder, "spec.json")
+    doc = _json(path)
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+        raise TableError(f"{path}: not a results folder's spec.json: it needs \"runs\", a list of run tables")
+    return runs
+
+
+def read_workload_copies(folder: str) -> dict[str, str]:
+    """spec.json's workload_copies: {a run's workload as spec.json names it:
+    the copy the folder keeps, its path joined to the folder}; older folders have none."""
+    from emulator.spec.experiment import workload_file
+    path = os.path.join(folder, "spec.json")
+    copies = _json(path).get("workload_copies", {})
+    if not isinstance(copies, dict) or not all(isinstance(v, str) for v in copies.values()):
+        raise TableError(f"{path}: workload_copies must be a table of workload = the copy's path")
+    joined = {}
+    for workload, copy in copies.items():
+        prefix, file = workload_file(copy)
+        joined[workload] = prefix + os.path.join(folder, file)
+    return joined
+
+
+def read_fabric(path: str) -> Fabric | None:
+    """fabric.json, checked as far as the drawing relies on it; None if missing."""
+    if not os.path.exists(path):
+        return None
+    doc = _json(path)
+    try:
+        fabric = Fabric.from_dict(doc)
+        _check_fabric(fabric)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise TableError(f"{path}: not a fabric ({shorten(f'{type(e).__name__}: {e}', 200)})") from None
+    return fabric
+
+
+def _json(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise TableError(f"{path}: cannot read it: {e.strerror}") from None
+    except (ValueError, RecursionError) as e:   # also UnicodeDecodeError; nested too deep
+        raise TableError(f"{path}: not JSON: {shorten(str(e), 200)}") from None
+
+
+_TYPES = {"str": (str,), "int": (int,), "float": (int, float)}
+
+
+def _check_fabric(fabric: Fabric) -> None:
+    """Every field of the right type, names unique, every cable between nodes the fabric has."""
+    if not isinstance(fabric.topology, str) or not isinstance(fabric.params, dict):
+        raise TypeError("topology must be text and params a table")
+    for item in (*fabric.switches, *fabric.hosts, *fabric.links):
+        for f in fields(item):
+            value = getattr(item, f.name)
+            if isinstance(value, bool) or not isinstance(value, _TYPES[f.type]):
+                raise TypeError(f"{type(item).__name__} {f.name} = {shorten(repr(value), 60)}")
+    names = [s.name for s in fabric.switches] + [h.name for h in fabric.hosts]
+    if len(set(names)) != len(names) or not fabric.hosts:
+        raise ValueError("node names repeat, or there are no hosts")
+    switches = {s.name for s in fabric.switches}
+    stray = sorted({h.switch for h in fabric.hosts} - switches)
+    stray += sorted({end for link in fabric.links for end in (link.a, link.b)} - set(names))
+    if stray:
+        raise ValueError(f"cabled to {stray[0]!r}, which is no switch or node of it")

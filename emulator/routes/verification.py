@@ -1,0 +1,112 @@
+"""Route verification (pure): does every switch hold exactly the rules the
+policy computed, and do probe packets cross exactly the switches the
+routes say? The adapters read `ovs-ofctl dump-flows`; this module parses
+and judges what they read."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from emulator.routes.routing import ForwardingTable, path, switch_path
+from emulator.routes.rules import FlowRule, switch_rules
+from emulator.fabric.graph import Fabric
+
+_FIELD = re.compile(r"(\w+)=([^,\s]+)")
+
+
+@dataclass(frozen=True)
+class InstalledRule:
+    rule: FlowRule
+    packets: int
+
+
+def parse_flow(line: str) -> InstalledRule | None:
+    """One line of `ovs-ofctl -O OpenFlow13 dump-flows` as a FlowRule with
+    its packet counter; None for lines that are not rules."""
+    if "actions=" not in line:
+        return None
+    match, actions = line.split("actions=", 1)
+    fields = dict(_FIELD.findall(match))
+    out = re.fullmatch(r"output:(\d+)", actions.strip())
+    return InstalledRule(FlowRule(int(fields.get("priority", 32768)), fields.get("nw_dst"),
+                                  int(out.group(1)) if out else None, fields.get("nw_src")),
+                         int(fields.get("n_packets", 0)))
+
+
+def parse_flows(text: str) -> list[InstalledRule]:
+    return [r for r in map(parse_flow, text.splitlines()) if r is not None]
+
+
+def rule_differences(fabric: Fabric, table: ForwardingTable, installed: dict[str, list[InstalledRule]]) -> list[str]:
+    """What each switch holds that the policy did not compute, and what it
+    lacks; empty when OVS holds exactly the computed rules."""
+    problems = []
+    for s in fabric.switches:
+        want = set(switch_rules(fabric, table, s.name))
+        have = {r.rule for r in installed.get(s.name, [])}
+        problems += [f"{s.name} lacks {r}" for r in sorted(want - have, key=str)[:3]]
+        problems += [f"{s.name} holds unexpected {r}" for r in sorted(have - want, key=str)[:3]]
+    return problems
+
+
+def probe_pairs(fabric: Fabric, table: ForwardingTable) -> list[tuple[str, str]]:
+    """Few probe pairs whose routes together cross every directed
+    switch-switch link some route uses (the rules themselves are all read
+    back; probes check that packets follow them). Candidates come as
+    permutations (every host to the host `offset` further), so the chosen
+    pairs spread over the hosts and pack into few rounds; a pair is taken
+    when its route crosses a link not yet covered."""
+    hosts = fabric.hosts
+    covered, pairs = set(), []
+    for offset in range(1, len(hosts)):
+        for i, src in enumerate(hosts):
+            dst = hosts[(i + offset) % len(hosts)]
+            if src.switch == dst.switch:
+                continue
+            hops = path(fabric, table, src.name, dst.name)[1:-1]   # the switch-switch hops
+            if not set(hops) <= covered:
+                covered.update(hops)
+                pairs.append((src.name, dst.name))
+    return pairs
+
+
+def _matches(rule: FlowRule, src_ip: str, dst_ip: str) -> bool:
+    return rule.ipv4_dst == dst_ip and rule.ipv4_src in (None, src_ip)
+
+
+def switches_crossed(fabric: Fabric, before: dict[str, list[InstalledRule]], after: dict[str, list[InstalledRule]],
+                     src: str, dst: str, probes: int) -> list[str]:
+    """Switches whose rules for src->dst counted at least `probes` more
+    packets between two dumps (only the probe traffic ran in between)."""
+    src_ip, dst_ip = fabric.host(src).ip, fabric.host(dst).ip
+    crossed = []
+    for s in fabric.switches:
+        counted = {r.rule: r.packets for r in before.get(s.name, [])}
+        grew = sum(r.packets - counted.get(r.rule, 0) for r in after.get(s.name, [])
+                   if _matches(r.rule, src_ip, dst_ip))
+        if grew >= probes:
+            crossed.append(s.name)
+    return crossed
+
+
+def path_mismatch(fabric: Fabric, table: ForwardingTable, src: str, dst: str, crossed: list[str]) -> str | None:
+    """None if the probes crossed exactly the switches of the route."""
+    want = switch_path(fabric, table, src, dst)
+    if sorted(crossed) == sorted(want):
+        return None
+    return f"{src}->{dst}: probes crossed {sorted(crossed)}, the routes say {want}"
+
+
+def probe_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """Group probe pairs into rounds in which no host appears twice, so one
+    dump of the counters before and after a round tells the pairs apart
+    (destination rules count every source, and echo replies travel back)."""
+    rounds: list[tuple[set, list]] = []   # (hosts used, pairs)
+    for src, dst in pairs:
+        free = next((r for r in rounds if src not in r[0] and dst not in r[0]), None)
+        if free is None:
+            free = (set(), [])
+            rounds.append(free)
+        free[0].update((src, dst))
+        free[1].append((src, dst))
+    return [members for _, members in rounds]

@@ -1,0 +1,565 @@
+"""Experiment specs (pure): parsed and validated before anything touches
+the network. A run is one flat set of keys, the same in TOML experiment
+files and on the command line; bad input raises SpecError naming the key
+and the values it accepts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+from emulator.routes.routing import POLICIES
+from emulator.fabric.captured import captured_links
+from emulator.fabric.graph import Fabric
+from emulator.inputs import as_name, is_name, shorten, to_float, to_int
+from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks
+from emulator.inputs import parse_size, size_sweep
+from emulator.workloads.algorithms import ALGORITHMS
+from emulator.workloads.collectives import COLLECTIVES
+from emulator.fabric.topology import LinkProfile, build
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+
+class SpecError(ValueError):
+    pass
+
+
+# Limits of what one run may ask for: a typo must not start a week-long run.
+MIN_RATE_MBPS, MAX_RATE_MBPS = 1.0, 100_000.0
+MAX_QUEUE_PACKETS = 100_000
+MAX_SIZE_BYTES = 1 << 32           # 4 GiB per call
+MAX_SIZES = 64
+LINK_ACTIONS = ("down", "up")
+
+
+@dataclass(frozen=True)
+class LinkEvent:
+    """Switch-switch link `a`-`b` goes `action` ("down"/"up") `time_s`
+    seconds after the run's first counted call starts."""
+    time_s: float
+    a: str
+    b: str
+    action: str
+
+    def __str__(self) -> str:
+        return f"{self.time_s:g}:{self.a}-{self.b}:{self.action}"
+
+    def pair(self) -> frozenset:
+        return frozenset((self.a, self.b))
+
+
+# What a link override may change: its key in A-B:KEY=VALUE, the Link field
+# it sets, and the spec key whose range it shares.
+OVERRIDE_SETTINGS = {"rate": ("rate_mbps", "switch_rate_mbps"), "delay": ("delay_ms", "link_delay_ms"),
+                     "loss": ("loss_pct", "link_loss_pct")}
+
+
+@dataclass(frozen=True)
+class LinkOverride:
+    """Some links at another rate, delay or loss (None: as the rest of the
+    spec says). `a`-`b` names one link (both directions), `a` alone a host's
+    own link, and two tiers every link between them (e.g. leaf-spine,
+    host-leaf: the tiers `bigraph-emu topo` prints; "host" for hosts)."""
+    a: str
+    b: str
+    rate_mbps: float | None = None
+    delay_ms: float | None = None
+    loss_pct: float | None = None
+
+    def __str__(self) -> str:
+        target = f"{self.a}{'-' + self.b if self.b else ''}"
+        values = {key: getattr(self, name) for key, (name, _) in OVERRIDE_SETTINGS.items()}
+        if values["delay"] is None and values["loss"] is None:   # the short form A-B:MBPS
+            return f"{target}:{self.rate_mbps:g}"
+        return f"{target}:" + ",".join(f"{k}={v:g}" for k, v in values.items() if v is not None)
+
+    def settings(self) -> dict:
+        """Link field -> value, for the settings this override changes."""
+        return {name: getattr(self, name) for name, _ in OVERRIDE_SETTINGS.values()
+                if getattr(self, name) is not None}
+
+    def is_tier(self, fabric: Fabric) -> bool:
+        tiers = {s.tier for s in fabric.switches} | {"host"}
+        return self.a in tiers and self.b in tiers
+
+    def matches(self, link, fabric: Fabric) -> bool:
+        if self.is_tier(fabric):
+            return {self.a, self.b} == {_tier(fabric, link.a), _tier(fabric, link.b)}
+        ends = {link.a, link.b}
+        return self.a in ends and (self.b in ends if self.b else link.kind == "host")
+
+
+def _tier(fabric: Fabric, node: str) -> str:
+    return fabric.switch(node).tier if fabric.is_switch(node) else "host"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    topology: str = "bigraph:m=2,n=4"
+    collective: str = "allreduce"
+    algorithm: str = "ring"
+    mapping: str = "naive"
+    policy: str = "shortest"           # one of emulator.routes.routing.POLICIES
+    ranks: int = 0                     # 0: one rank on every host
+    seed: int = 1                      # for mapping "random"
+    sizes: tuple[int, ...] = (1 << 20, 2 << 20, 4 << 20)
+    repetitions: int = 2
+    warmup: int = 1                    # repetitions run first and not counted
+    host_rate_mbps: float = LinkProfile.host_rate_mbps
+    switch_rate_mbps: float = LinkProfile.switch_rate_mbps
+    host_queue_packets: int = LinkProfile.host_queue_packets
+    switch_queue_packets: int = LinkProfile.switch_queue_packets
+    mtu: int = 9000                    # jumbo frames: 6x less per-packet work for OVS
+    datapath: str = "auto"             # auto, kernel or user
+    offload: str = "off"               # off: hosts send frames; tso: TSO segments up to the HTB burst
+                                       # (userspace datapath: needs Open vSwitch's userspace TSO)
+    connections: int = 1               # TCP connections per peer pair (1..16), NCCL-like:
+                                       # a step's bytes split over them, so ECMP can hash several flows
+    link_delay_ms: float = 0.0         # netem delay on every link, each direction (0..1000 ms)
+    link_loss_pct: float = 0.0         # netem random loss on every link, each direction (0..100 %)
+    link_events: tuple[LinkEvent, ...] = ()   # switch-switch links going down/up during the run,
+                                       # "T:A-B:down|up", T seconds after the first counted call starts
+    workload: str = ""                 # a workload file ([[job]] tables) or FORMAT:FILE: replaces the
+                                       # collective and sizes; algorithm, mapping and ranks fill in what
+                                       # its jobs leave open (see emulator/workload.py)
+    link_overrides: tuple[LinkOverride, ...] = ()   # "A-B:RATE" or "HOST:RATE": one link at another rate
+    monitor_interval_ms: float = 100.0  # link counters sampled this often (10..1000 ms)
+    capture: tuple[str, ...] = ()      # links recorded (pcap, headers only) during every counted call:
+                                       # "A-B" (two switches) or "HOST" (its own link); see emulator/captures.py
+    model_alpha_us: float = 500.0      # per-message latency the model adds
+    label: str = ""                    # free text carried into the results
+
+    def link_profile(self) -> LinkProfile:
+        return LinkProfile(self.host_rate_mbps, self.host_queue_packets,
+                           self.switch_rate_mbps, self.switch_queue_packets)
+
+    def fabric(self) -> Fabric:
+        """The topology built at the spec's rates, delay and loss, with its
+        link overrides (a later override wins where two set the same thing)."""
+        fabric = build(self.topology, self.link_profile())
+        if not (self.link_overrides or self.link_delay_ms or self.link_loss_pct):
+            return fabric
+        links = []
+        for link in fabric.links:
+            values = {"delay_ms": self.link_delay_ms, "loss_pct": self.link_loss_pct}
+            for override in self.link_overrides:
+                if override.matches(link, fabric):
+                    values.update(override.settings())
+            links.append(dataclasses.replace(link, **values))
+        return Fabric(fabric.topology, fabric.switches, fabric.hosts, links, fabric.params)
+
+    def fabric_key(self) -> tuple:
+        """Runs with equal keys can share one emulated network (link events
+        change it too: a run that took a link down does not lend its network)."""
+        key = (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
+               self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
+               self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides)
+        policy = POLICIES[self.policy]
+        if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
+            key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
+        return key
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
+OFFLOADS = ("off", "tso")   # segmentation offload on the emulated hosts' interfaces (emulator.net.dataplane)
+_CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
+            "policy": POLICIES, "datapath": ("auto", "kernel", "user"),
+            "offload": OFFLOADS}
+# key -> (lowest, highest) allowed, both inclusive; None: no upper limit
+_RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
+           "host_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS), "switch_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS),
+           "host_queue_packets": (1, MAX_QUEUE_PACKETS), "switch_queue_packets": (1, MAX_QUEUE_PACKETS),
+           "mtu": (576, 9000), "connections": (1, 16), "link_delay_ms": (0, 1000), "link_loss_pct": (0, 100),
+           "monitor_interval_ms": (10, 1000), "model_alpha_us": (0, 1e6)}
+
+
+def _convert(key: str, value):
+    """Coerce one user value to the field's type, or raise naming the key."""
+    if key == "sizes":
+        return _sizes(value)
+    if key == "link_events":
+        return _link_events(value)
+    if key == "link_overrides":
+        return _link_overrides(value)
+    if key == "capture":
+        return _link_names(key, value)
+    kind = FIELDS[key].type
+    if kind == "str":
+        if not isinstance(value, str):   # a TOML list or number is no name
+            raise SpecError(f"{key}: expected text, got {shorten(repr(value))}")
+        return value
+    try:
+        return to_int(value) if kind == "int" else to_float(value)
+    except ValueError:
+        raise SpecError(f"{key}: expected {kind}, got {shorten(repr(value))}") from None
+
+
+def _link_names(key: str, value) -> tuple[str, ...]:
+    """'bgs0-bgs2,bgh3' or a list of such names -> the names."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+        raise SpecError(f"{key}: expected link names (A-B or HOST), comma-separated or a list, got "
+                        f"{shorten(repr(value))}")
+    names = tuple(v.strip() for v in items if v.strip())
+    if len(names) < len(items):
+        raise SpecError(f"{key}: {shorten(repr(value))} has an empty link name")
+    return names
+
+
+def _sizes(value) -> tuple[int, ...]:
+    """A list of sizes, or a sweep 'begin:end:factor' like nccl-tests -b/-e/-f."""
+    try:
+        if isinstance(value, str) and ":" in value:
+            fields = value.split(":")
+            if len(fields) > 3:
+                raise ValueError(f"sweep {shorten(repr(value))} has more than begin:end:factor")
+            begin, end, factor = (fields + ["2"])[:3]
+            begin, end = parse_size(begin), parse_size(end)
+            if end > MAX_SIZE_BYTES:
+                raise ValueError(f"sweep ends at {end} bytes, above the limit of {MAX_SIZE_BYTES} (4G)")
+            return tuple(size_sweep(begin, end, to_float(factor), MAX_SIZES))
+        items = value if isinstance(value, (list, tuple)) else [value]
+        sizes = tuple(parse_size(v) for v in items)
+        twice = sorted({n for n in sizes if sizes.count(n) > 1})
+        if twice:   # one size is one set of calls: the second would vanish
+            raise ValueError(f"{twice[0]} bytes is given twice")
+        return sizes
+    except ValueError as e:
+        raise SpecError(f"sizes: {e}") from None
+
+
+LINK_EVENT_FORM = "TIME:SWITCH-SWITCH:down|up, e.g. 2.5:bgs1-bgs5:down"
+
+
+def parse_link_event(value) -> LinkEvent:
+    """'2.5:bgs1-bgs5:down' (or a LinkEvent, or its dict from spec.json)."""
+    if isinstance(value, LinkEvent):
+        return value
+    if isinstance(value, dict):
+        try:
+            return LinkEvent(float(value["time_s"]), str(value["a"]), str(value["b"]), str(value["action"]))
+        except (KeyError, TypeError, ValueError):
+            raise SpecError(f"link_events: {value!r} is not an event ({LINK_EVENT_FORM})") from None
+    bad = SpecError(f"link_events: {shorten(repr(value))} is not {LINK_EVENT_FORM}")
+    if not isinstance(value, str) or value.count(":") != 2:
+        raise bad
+    when, link, action = (part.strip() for part in value.split(":"))
+    a, dash, b = link.partition("-")
+    try:
+        time_s = to_float(when)
+    except ValueError:
+        raise bad from None
+    if not dash or not a or not b:
+        raise bad
+    return LinkEvent(time_s, a.strip(), b.strip(), action)
+
+
+def _link_events(value) -> tuple[LinkEvent, ...]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return tuple(parse_link_event(v) for v in items)
+
+
+LINK_OVERRIDE_FORM = ("A-B:MBPS (a link), HOST:MBPS (a host's link), or TARGET:KEY=VALUE,... with keys rate "
+                      "(Mbit/s), delay (ms), loss (%) and TARGET a link, a host or two tiers, "
+                      "e.g. bgs0-bgs2:5, bgh3:10, leaf-spine:rate=10,delay=20")
+
+
+def _link_overrides(value) -> tuple[LinkOverride, ...]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return tuple(item if isinstance(item, LinkOverride) else _link_override(item) for item in items)
+
+
+def _link_override(item) -> LinkOverride:
+    if isinstance(item, dict):   # from spec.json: the record's own fields
+        known = {"a", "b"} | {name for name, _ in OVERRIDE_SETTINGS.values()}
+        if not set(item) <= known or not item.get("a"):
+            raise SpecError(f"link_overrides: {item!r} is not a link override record ({', '.join(sorted(known))})")
+        values = {name: _override_value(item, key, item.get(name)) for key, (name, _) in OVERRIDE_SETTINGS.items()
+                  if item.get(name) is not None}
+        return LinkOverride(str(item["a"]), str(item.get("b") or ""), **values)
+    link, colon, rest = str(item).partition(":")
+    a, _, b = link.partition("-")
+    if not colon or not a.strip() or not rest.strip():
+        raise SpecError(f"link_overrides: {item!r} is not {LINK_OVERRIDE_FORM}")
+    pairs = [("rate", rest)] if "=" not in rest else [part.partition("=")[::2] for part in rest.split(",")]
+    values = {}
+    for key, raw in pairs:
+        key = key.strip()
+        if key not in OVERRIDE_SETTINGS:
+            raise SpecError(f"link_overrides: {item!r}: unknown setting {key!r}; settings are "
+                            f"{', '.join(OVERRIDE_SETTINGS)}")
+        name = OVERRIDE_SETTINGS[key][0]
+        if name in values:
+            raise SpecError(f"link_overrides: {item!r}: {key} is given twice")
+        values[name] = _override_value(item, key, raw)
+    return LinkOverride(a.strip(), b.strip(), **values)
+
+
+def _override_value(item, key: str, raw) -> float:
+    low, high = _RANGES[OVERRIDE_SETTINGS[key][1]]
+    try:
+        number = to_float(raw if not isinstance(raw, str) else raw.strip().removesuffix("ms" if key == "delay" else "%"))
+    except ValueError:
+        number = math.nan
+    if not low <= number <= high:
+        unit = {"rate": "Mbit/s", "delay": "ms", "loss": "%"}[key]
+        raise SpecError(f"link_overrides: {item!r}: {key} must be a number from {low:g} to {high:g} {unit}, "
+                        f"got {raw!r}")
+    return number
+
+
+def make_run(values: dict, has_netem=None) -> RunSpec:
+    """A validated RunSpec from user keys (unknown keys are errors).
+    `has_netem`: a callable telling whether the kernel has netem, to refuse
+    what it cannot emulate (None: not checked; emulator.net.capabilities has it)."""
+    unknown = sorted(set(values) - set(FIELDS))
+    if unknown:
+        raise SpecError(f"unknown key(s) {', '.join(unknown)}; known keys: {', '.join(FIELDS)}")
+    spec = RunSpec(**{k: _convert(k, v) for k, v in values.items()})
+    validate(spec, has_netem)
+    return spec
+
+
+def validate(spec: RunSpec, has_netem=None) -> Fabric:
+    """Raise SpecError naming the first bad key; returns the built fabric.
+    `has_netem`: a callable telling whether the kernel has netem (None: not checked)."""
+    _check_choices(spec)
+    _check_ranges(spec)
+    try:
+        fabric = spec.fabric()   # pure and quick: checks every parameter
+    except ValueError as e:
+        raise SpecError(f"topology: {str(e).removeprefix('topology ')}") from None
+    for override in spec.link_overrides:
+        if not any(override.matches(link, fabric) for link in fabric.links):
+            tiers = sorted({s.tier for s in fabric.switches})
+            raise SpecError(f"link_overrides: {override}: no such link in {fabric.topology} ('bigraph-emu topo' "
+                            f"lists the switch links; HOST:MBPS names a host's own link; its tiers are host, "
+                            f"{', '.join(tiers)})")
+    _check_policy(spec, fabric)
+    if spec.workload:
+        load_workload(spec.workload, fabric, spec)
+    else:
+        _check_algorithm(spec)
+        _check_placement(spec, fabric)
+    check_link_events(spec.link_events, fabric)
+    try:
+        captured_links(fabric, spec.capture)
+    except ValueError as e:
+        raise SpecError(f"capture: {e}") from None
+    if has_netem is not None:
+        _check_netem(spec, has_netem)
+    return fabric
+
+
+def _check_choices(spec: RunSpec) -> None:
+    for key, choices in _CHOICES.items():
+        if getattr(spec, key) not in choices:
+            raise SpecError(f"{key}: {getattr(spec, key)!r} is not one of: {', '.join(choices)}")
+
+
+def _check_ranges(spec: RunSpec) -> None:
+    for key, (lo, hi) in _RANGES.items():
+        value = getattr(spec, key)
+        if not (lo <= value and (hi is None or value <= hi)):   # also refuses NaN
+            need = f"between {lo:g} and {hi:g}" if hi is not None else f"{lo:g} or more"
+            raise SpecError(f"{key}: must be {need}, got {value!r}")
+    if not 1 <= len(spec.sizes) <= MAX_SIZES:
+        raise SpecError(f"sizes: must be 1 to {MAX_SIZES} sizes, got {len(spec.sizes)}")
+    if max(spec.sizes) > MAX_SIZE_BYTES:
+        raise SpecError(f"sizes: {max(spec.sizes)} bytes is above the limit of {MAX_SIZE_BYTES} (4G)")
+
+
+def _check_policy(spec: RunSpec, fabric: Fabric) -> None:
+    kind = fabric.params.get("kind")
+    wanted = POLICIES[spec.policy].fabric_kind
+    if wanted and kind != wanted:
+        fits = [p.name for p in POLICIES.values() if p.fabric_kind in (None, kind)]
+        raise SpecError(f"policy: {spec.policy!r} routes {wanted} fabrics only, not {fabric.topology}; "
+                        f"choose one of: {', '.join(fits)}")
+
+
+def _check_algorithm(spec: RunSpec) -> None:
+    """Refused, not warned: the results would carry an algorithm that
+    played no part (a compare over it would show two equal runs)."""
+    if not COLLECTIVES[spec.collective].uses_algorithm and spec.algorithm != RunSpec.algorithm:
+        uses = [c.name for c in COLLECTIVES.values() if c.uses_algorithm]
+        raise SpecError(f"algorithm: {spec.collective} has one algorithm of its own, so {spec.algorithm} means "
+                        f"nothing here; leave it out (algorithms matter for {', '.join(uses)})")
+
+
+def _check_placement(spec: RunSpec, fabric: Fabric) -> None:
+    hosts = len(fabric.hosts)
+    ranks = spec.ranks or hosts
+    if not 2 <= ranks <= hosts:
+        raise SpecError(f"ranks: {fabric.topology} has {hosts} hosts, so ranks must be 2 to {hosts} "
+                        f"(or 0 for all), got {spec.ranks}")
+    mapping = MAPPINGS[spec.mapping]
+    if mapping.power_of_two and ranks & (ranks - 1):
+        raise SpecError(f"mapping: {mapping.name!r} needs a power-of-two rank count ({mapping.power_of_two}), "
+                        f"got {ranks} ranks on {fabric.topology}; use naive or random")
+    try:
+        hosts_for_ranks(fabric, spec.mapping, ranks, spec.seed)
+    except ValueError as e:
+        raise SpecError(f"mapping: {e}") from None
+    c = COLLECTIVES[spec.collective]
+    need = ALGORITHMS[spec.algorithm].needs(ranks, c.reduce_scatter, c.allgather) if c.uses_algorithm else ""
+    if need:
+        raise SpecError(f"algorithm: {spec.algorithm} {spec.collective} needs {need}; got {ranks} ranks")
+
+
+def switch_links(fabric: Fabric) -> list[str]:
+    """Switch-switch links as 'a-b', once each (parallel links once)."""
+    seen = []
+    for link in fabric.links:
+        name = f"{link.a}-{link.b}"
+        if link.kind == "switch" and name not in seen:
+            seen.append(name)
+    return seen
+
+
+def check_link_events(events, fabric: Fabric) -> None:
+    """Times >= 0, actions down/up, existing switch-switch links, and per
+    link alternating down, up, down... in time order."""
+    valid = {frozenset(name.split("-")) for name in switch_links(fabric)}
+    down = set()
+    for event in sorted(events, key=lambda e: e.time_s):
+        if not (math.isfinite(event.time_s) and event.time_s >= 0):
+            raise SpecError(f"link_events: {event}: time must be >= 0 seconds")
+        if event.action not in LINK_ACTIONS:
+            raise SpecError(f"link_events: {event}: action must be one of: {', '.join(LINK_ACTIONS)}")
+        if event.pair() not in valid:
+            examples = ", ".join(switch_links(fabric)[:4])
+            raise SpecError(f"link_events: {event}: {event.a}-{event.b} is not a switch-switch link of "
+                            f"{fabric.topology}; links are e.g. {examples} ('bigraph-emu topo' lists them)")
+        if (event.action == "down") == (event.pair() in down):
+            state = "already down" if event.action == "down" else "not down"
+            raise SpecError(f"link_events: {event}: the link is {state} at {event.time_s:g} s")
+        down ^= {event.pair()}
+
+
+def _check_netem(spec: RunSpec, has_netem) -> None:
+    asked = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
+    asked += [f"link_overrides: {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+    if asked and not has_netem():
+        raise SpecError(f"{asked[0]}: delay and loss need netem (sch_netem), which this kernel does not have; "
+                        "drop them or use a kernel with sch_netem (a stock Debian or Ubuntu VM has it)")
+
+
+def load_workload(path: str, fabric: Fabric | None = None, spec: RunSpec | None = None):
+    """The workload of a file (a TOML of [[job]] tables, or FORMAT:FILE of
+    an importer), checked and, given a fabric, placed on it; SpecError
+    names the file and what is wrong."""
+    from emulator.workloads.program import compile_workload
+    from emulator.workloads.job import WorkloadError
+    try:
+        workload = _read_workload(path)
+        if fabric is not None:
+            spec = spec or RunSpec()
+            compile_workload(workload, fabric, spec.mapping, spec.algorithm, spec.ranks,
+                             block_s=lambda *collective: 0.0)   # checked, not built
+    except WorkloadError as e:
+        raise SpecError(f"workload: {e}") from None
+    return workload
+
+
+def workload_file(reference: str) -> tuple[str, str]:
+    """('simai:', FILE) of an imported workload 'simai:FILE', ('', FILE) of a workload file."""
+    from emulator.workloads.importers import IMPORTERS
+    fmt, colon, path = reference.partition(":")
+    return (fmt + colon, path) if fmt in IMPORTERS else ("", reference)
+
+
+def workload_files(reference: str) -> list[str]:
+    """Every file a workload reads: its own, and those its jobs import."""
+    from emulator.workloads.workload import imported_files
+    prefix, path = workload_file(reference)
+    return [path] if prefix else [path] + imported_files(read_toml(path, "workload file"), path)
+
+
+def _read_workload(path: str):
+    from emulator.workloads.importers import import_job
+    from emulator.workloads.workload import parse_workload
+    from emulator.workloads.job import Workload, WorkloadError
+    if workload_file(path)[0]:
+        return Workload((import_job(path),), source=path)
+    try:
+        doc = read_toml(path, "workload file")
+    except SpecError as e:
+        raise WorkloadError(str(e)) from None
+    return parse_workload(doc, path)
+
+
+@dataclass
+class Experiment:
+    name: str
+    runs: list[RunSpec] = field(default_factory=list)
+    yes: bool = False                  # run it even if the model predicts more than an hour
+
+
+def load_experiment(path: str, overrides: dict | None = None, has_netem=None) -> Experiment:
+    """An experiment file: `name`, a `[defaults]` table, and `[[runs]]`
+    tables; each run is defaults + its own keys (+ command-line overrides)."""
+    doc = read_toml(path, "experiment file")
+    if not doc:
+        raise SpecError(f"{path}: the file is empty; give [defaults] and/or [[runs]] tables")
+    extra = sorted(set(doc) - {"name", "defaults", "runs", "yes"})
+    if extra:
+        raise SpecError(f"{path}: unknown top-level key(s) {', '.join(extra)}; use name, yes, [defaults], [[runs]]")
+    if not isinstance(doc.get("yes", False), bool):
+        raise SpecError(f"{path}: yes must be true or false, got {shorten(repr(doc['yes']))}")
+    defaults, runs = doc.get("defaults", {}), doc.get("runs", [{}])
+    if not isinstance(defaults, dict):
+        raise SpecError(f"{path}: [defaults] must be a table of keys")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise SpecError(f"{path}: runs must be [[runs]] tables")
+    if not runs:
+        raise SpecError(f"{path}: runs = [] has no run; give [[runs]] tables, or leave runs out for one "
+                        "run of the [defaults]")
+    experiment = Experiment(_experiment_name(doc, path), yes=doc.get("yes", False))
+    for i, run in enumerate(runs):
+        try:
+            values = {**defaults, **run}
+            if isinstance(values.get("workload"), str) and values["workload"]:   # beside the experiment file
+                fmt, colon, file = values["workload"].rpartition(":")
+                values["workload"] = fmt + colon + os.path.join(os.path.dirname(path), file)
+            experiment.runs.append(make_run({**values, **(overrides or {})}, has_netem))
+        except SpecError as e:
+            raise SpecError(f"{path}: run {i + 1}: {e}") from None
+    return experiment
+
+
+def _experiment_name(doc: dict, path: str) -> str:
+    """`name` becomes part of the results folder's name: no path in it.
+    Without one, the file's name, made safe."""
+    if "name" not in doc:
+        return as_name(os.path.basename(path).removesuffix(".toml"))
+    if not is_name(doc["name"]):
+        raise SpecError(f"{path}: name: {shorten(repr(doc['name']))} must be up to 64 letters, digits and "
+                        "_ . + = - (it names the results folder: no / or leading dot)")
+    return doc["name"]
+
+
+def read_toml(path: str, what: str) -> dict:
+    """A TOML file's document; SpecError names the file, and the line of a
+    syntax error or of a byte that is not UTF-8."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SpecError(f"cannot read {what} {path}: {e.strerror}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise SpecError(f"{path}: line {line}: not UTF-8 text (byte {data[e.start]:#04x}); save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: not valid TOML: arrays or tables nested too deep") from None

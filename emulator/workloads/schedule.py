@@ -1,0 +1,129 @@
+"""Collective schedules (pure): what every rank sends and receives, step by
+step, built from the records of emulator.workloads.collectives and
+emulator.workloads.algorithms; and the same schedule in the forms the model
+reads (arrays, lock-step rounds), through each record's fast path where it
+has one and by flattening the steps where it does not.
+
+The host agents replay a Schedule exactly over TCP and the flow model
+predicts it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random as _random
+
+from emulator.workloads.algorithms import algorithm as algorithm_record
+from emulator.workloads.collectives import collective as collective_record
+from emulator.workloads.flat import Flat, flatten, round_of
+from emulator.workloads.steps import Schedule, Step, Transfer, chunks
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _rank_steps(collective: str, algorithm: str, p: int, rank: int, size: int) -> list[Step]:
+    c = collective_record(collective)
+    if c.uses_algorithm:
+        return algorithm_record(algorithm).rank_steps(p, rank, size, c.reduce_scatter, c.allgather)
+    return c.rank_steps(p, rank, size)
+
+
+def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Schedule:
+    """The schedule of one collective call of `size_bytes` on `ranks` ranks.
+
+    `algorithm` matters for the collectives that run an algorithm's halves;
+    the others have one algorithm each and ignore it."""
+    check_collective(collective, algorithm, ranks, size_bytes)
+    steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes)) for r in range(ranks))
+    return Schedule(collective, algorithm, ranks, size_bytes, steps)
+
+
+def check_collective(collective: str, algorithm: str, ranks: int, size_bytes: int) -> None:
+    """ValueError unless `build_schedule` can build this collective."""
+    c = collective_record(collective)
+    alg = algorithm_record(algorithm)
+    if not _is_int(ranks) or ranks < 2:
+        raise ValueError(f"a collective needs at least 2 ranks (an integer), got {ranks!r}")
+    if not _is_int(size_bytes) or size_bytes < 1:
+        raise ValueError(f"message size must be >= 1 byte (an integer), got {size_bytes!r}")
+    need = alg.needs(ranks, c.reduce_scatter, c.allgather) if c.uses_algorithm else ""
+    if need:
+        raise ValueError(f"{alg.name} {collective} needs {need}; got {ranks} ranks")
+
+
+def flat_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Flat:
+    """flatten(build_schedule(...)), straight as arrays where the record has a fast path."""
+    check_collective(collective, algorithm, ranks, size_bytes)
+    c = collective_record(collective)
+    fast = algorithm_record(algorithm).flat if c.uses_algorithm else c.flat
+    made = None
+    if fast is not None:
+        made = fast(ranks, size_bytes, c.reduce_scatter, c.allgather) if c.uses_algorithm else fast(ranks, size_bytes)
+    return made if made is not None else flatten(build_schedule(collective, algorithm, ranks, size_bytes))
+
+
+def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int):
+    """The collective as rounds all ranks run in lock-step: ([(one step per
+    rank as a Flat, how many times it repeats)], what is approximated beyond
+    the lock-step), or None where its algorithm gives no rounds."""
+    check_collective(collective, algorithm, ranks, size_bytes)
+    c = collective_record(collective)
+    rounds = algorithm_record(algorithm).rounds if c.uses_algorithm else None
+    made = rounds(ranks, size_bytes, c.reduce_scatter, c.allgather) if rounds else None
+    if made is None:
+        return None
+    listed, note = made
+    return [(round_of(ranks, src, dst, nbytes), repeats) for src, dst, nbytes, repeats in listed], note
+
+
+def alpha_beta_time(collective: str, algorithm: str, ranks: int, size_bytes: float,
+                    rate_mbps: float, alpha_s: float) -> float:
+    """Closed-form alpha-beta time (docs/eflops.md) of a congestion-free
+    collective: the halves it runs, each as its algorithm's record has it."""
+    c = collective_record(collective)
+    if not c.uses_algorithm:
+        raise ValueError(f"no alpha-beta formula for collective {collective!r}")
+    return algorithm_record(algorithm).alpha_beta_s(c.halves, ranks, size_bytes, rate_mbps, alpha_s)
+
+
+def over_connections(schedule: Schedule, connections: int) -> Schedule:
+    """The same schedule with every transfer split over `connections` TCP
+    connections (as NCCL spreads a peer's traffic over several): each
+    becomes that many transfers of near-equal parts, sent at once."""
+    if connections == 1:
+        return schedule
+
+    def split(transfers):
+        return tuple(Transfer(t.peer, n) for t in transfers for n in chunks(t.nbytes, connections))
+    steps = tuple(tuple(dataclasses.replace(s, sends=split(s.sends), recvs=split(s.recvs)) for s in rank_steps)
+                  for rank_steps in schedule.steps)
+    return dataclasses.replace(schedule, steps=steps)
+
+
+def jittered(schedule: Schedule, amplitude: float, seed: int = 0) -> Schedule:
+    """The same schedule with every transfer `1 + amplitude * U(0,1)` times
+    longer (sender and receiver agree), as seeded noise. The flow model on it
+    shows how sensitive a collective is to flows that run a little slow:
+    a schedule whose ranks must stay in step amplifies the noise."""
+    if not 0 <= amplitude <= 10:
+        raise ValueError(f"jitter amplitude must be between 0 and 10, got {amplitude}")
+    rnd = _random.Random(seed)
+    factor: dict[tuple[int, int, int], float] = {}   # (src, dst, n-th transfer) -> factor
+    sent: dict[tuple[int, int], int] = {}
+    got: dict[tuple[int, int], int] = {}
+
+    def scaled(src: int, dst: int, t: Transfer, seen: dict) -> Transfer:
+        n = seen.get((src, dst), 0)
+        seen[(src, dst)] = n + 1
+        f = factor.setdefault((src, dst, n), 1 + amplitude * rnd.random())
+        return Transfer(t.peer, int(t.nbytes * f))
+
+    steps = []
+    for rank, mine in enumerate(schedule.steps):
+        steps.append([Step(tuple(scaled(rank, t.peer, t, sent) for t in s.sends), s.recvs, s.phase) for s in mine])
+    for rank, mine in enumerate(steps):
+        mine[:] = [Step(s.sends, tuple(scaled(t.peer, rank, t, got) for t in s.recvs), s.phase) for s in mine]
+    return dataclasses.replace(schedule, steps=tuple(tuple(s) for s in steps))
+
+
