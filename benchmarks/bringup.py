@@ -22,7 +22,7 @@ waits for the machine-wide lock before each):
 
     .venv/bin/python benchmarks/bringup.py [--quick] [-t TOPOLOGY ...] [--reactive-max-hosts N] [--datapath kernel]
 
-Issue 7's targets: 32-host BiGraph up with routes verified < 15 s and torn
+Targets: 32-host BiGraph up with routes verified < 15 s and torn
 down < 5 s; a 128-host BiGraph up at all.
 """
 from __future__ import annotations

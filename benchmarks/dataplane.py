@@ -20,7 +20,7 @@ traversals?).
 
     .venv/bin/python benchmarks/dataplane.py [--quick] [--settings 9000:off,1500:off,9000:tso]
 
-Issue 7's target: at least 80% of the raw capacity usable with fidelity.
+Target: at least 80% of the raw capacity usable with fidelity.
 """
 from __future__ import annotations
 

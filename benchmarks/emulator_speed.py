@@ -1,4 +1,4 @@
-"""Issue 7's benchmark in one run: the flow model at scale (pure), then, as
+"""The emulator's speed in one run: the flow model at scale (pure), then, as
 root and one emulation at a time, bring-up/teardown, dataplane capacity
 used with fidelity, and peak memory. Each part prints its own figures and
 ratios against a baseline it measures in the same run; see the scripts.

@@ -10,15 +10,15 @@ run (`x base` is the large case's time over it).
 
     .venv/bin/python benchmarks/model_scale.py [--quick] [--repeat N] [--size 64M]
 
-Issue 7's target: the model under 5 s for 4096 hosts. Then jobs
+Target: the model under 5 s for 4096 hosts. Then jobs
 (emulator.workloads.workload, --jobs alone; --baseline: only their baseline cases): a
-ResNet-50-like data-parallel iteration at 1024 and 4096 ranks (issues 12
-and 15: under 10 s) and two tenants sharing a fabric, each timed through
+ResNet-50-like data-parallel iteration at 1024 and 4096 ranks (target:
+under 10 s) and two tenants sharing a fabric, each timed through
 plan.model_workload (what `bigraph-emu model` does: lock-step where the
 jobs allow it, else plan_run) against the same workload at 32 ranks.
 
-Issue 15 (--issue15; --large adds 131,072 hosts, --every-policy every
-routing policy): before and after, the issue's 1024-rank cases through the
+The quick table (--quick-table; --large adds 131,072 hosts, --every-policy every
+routing policy): before and after, the 1024-rank cases through the
 reference copy of the model (tests/unit/reference_model.py, main at
 5049187) against today's exact simulation and its lock-step default; the
 lock-step error against the exact simulation where both run; then ring and
@@ -94,7 +94,7 @@ CASES = [
 QUICK = 2
 TARGET_S = 5.0
 # name, large (topology, ranks per job), baseline, jobs, the job table, in --quick too;
-# TARGET_JOBS_S for the large case. The ring case is issue 15's: every rank's
+# TARGET_JOBS_S for the large case. The ring case is the quick table's: every rank's
 # 2(p-1) steps per bucket drift apart, so the exact simulation has an event per
 # rank and step.
 JOB_CASES = [
@@ -104,9 +104,9 @@ JOB_CASES = [
      'placement = "round-robin"\nops = [{op = "compute", ms = 50}, {op = "allreduce", bytes = "64M"}]\n', True),
     ("data-parallel ResNet-50-like, ring", ("bigraph:m=16,n=64", 1024), ("bigraph:m=4,n=8", 32), 1,
      'template = "data-parallel"\nplacement = "naive"\n', False),
-    ("data-parallel, halving-doubling", ("bigraph:m=64,n=64", 4096), ("bigraph:m=4,n=8", 32), 1,   # issue 15's
+    ("data-parallel, halving-doubling", ("bigraph:m=64,n=64", 4096), ("bigraph:m=4,n=8", 32), 1,   # the quick table's
      'template = "data-parallel"\nplacement = "hdrm"\nparams = {algorithm = "halving-doubling"}\n', False),
-    ("data-parallel ResNet-50-like, ring", ("bigraph:m=64,n=64", 4096), ("bigraph:m=4,n=8", 32), 1,   # issue 15's
+    ("data-parallel ResNet-50-like, ring", ("bigraph:m=64,n=64", 4096), ("bigraph:m=4,n=8", 32), 1,   # the quick table's
      'template = "data-parallel"\nplacement = "naive"\n', False),
     # several jobs at 4096 ranks; as rings, 2 x 2047 steps per rank and call would be 16.8 million step objects
     ("two tenants, halving-doubling", ("bigraph:m=64,n=64", 2048), ("bigraph:m=4,n=8", 16), 2,
@@ -157,11 +157,11 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help=f"only the first {QUICK} cases, one repetition")
     p.add_argument("--repeat", type=int, default=3, help="median of this many runs (default 3)")
     p.add_argument("--size", default="64M", help="bytes per rank (default 64M)")
-    p.add_argument("--issue15", action="store_true", help="only issue 15's figures (see above)")
+    p.add_argument("--quick-table", action="store_true", help="only the quick table's figures (see above)")
     p.add_argument("--jobs", action="store_true", help="only the jobs (their table, as after the phases)")
     p.add_argument("--baseline", action="store_true", help="with --jobs: only the jobs' baseline cases")
-    p.add_argument("--large", action="store_true", help="with --issue15: also 131,072 hosts")
-    p.add_argument("--every-policy", action="store_true", help="with --issue15: every routing policy")
+    p.add_argument("--large", action="store_true", help="with --quick-table: also 131,072 hosts")
+    p.add_argument("--every-policy", action="store_true", help="with --quick-table: every routing policy")
     p.add_argument("--simai", metavar="PATH", help="a SimAI_analytical binary: only the side by side (see above)")
     p.add_argument("--scale-plot", metavar="DIR", help="only the scale plot, into DIR (see above)")
     p.add_argument("--resume", action="store_true", help="with --scale-plot: keep the cases DIR's CSV holds")
@@ -181,8 +181,8 @@ def main() -> None:
     if args.scale_plot:
         scale_plot(args.scale_plot, size, args.resume, args.case_timeout, args.quick)
         return
-    if args.issue15:
-        issue15(size, args.quick, args.large, args.every_policy)
+    if args.quick_table:
+        quick_table(size, args.quick, args.large, args.every_policy)
         return
     repeat = 1 if args.quick else max(1, args.repeat)
     if args.jobs:
@@ -245,7 +245,7 @@ def jobs(repeat: int, quick: bool, baseline_only: bool = False) -> None:
         print(f"# {name}, {ranks * count} ranks: {large:.2f} s ({verdict} the {TARGET_JOBS_S:g} s target)")
 
 
-# --- issue 15 ---------------------------------------------------------------------
+# --- the quick table ---------------------------------------------------------------------
 
 TARGETS_S = {16_384: 5.0, 131_072: 60.0}
 MEMORY_GIB = 8.0
@@ -257,7 +257,7 @@ FABRICS = [
     ("leaf-spine", "leafspine:leaves=16,spines=8,hosts=64", "leafspine:leaves=128,spines=64,hosts=128",
      "leafspine:leaves=1024,spines=64,hosts=128", "ecmp"),
 ]
-# the issue's 1024-rank table, run by the reference model and by today's
+# the 1024-rank table, run by the reference model and by today's
 BEFORE_AFTER = [
     ("bigraph:m=16,n=64", "ring", "naive", "shortest"),
     ("fattree:k=16", "ring", "naive", "spread"),
@@ -400,8 +400,8 @@ def scale(size: int, quick: bool, large: bool, every_policy: bool) -> None:
                   A2A_TARGET_S if got.get("hosts") == 4096 else None)
 
 
-def issue15(size: int, quick: bool, large: bool, every_policy: bool) -> None:
-    print(f"# issue 15: flow model at scale, {size} bytes per rank")
+def quick_table(size: int, quick: bool, large: bool, every_policy: bool) -> None:
+    print(f"# the quick table: flow model at scale, {size} bytes per rank")
     if not quick:
         before_after(size)
         lockstep_error(size)

@@ -1,4 +1,4 @@
-"""Bad input (issue 6): wrong experiments driven through the real command
+"""Bad input: wrong experiments driven through the real command
 line, `bigraph-emu run ...`. Each must exit with code 2, name the field on
 stderr, and leave the machine as it was: no results folder, no new network
 interfaces named bgs*/bgh*, the run lock not taken.
@@ -89,7 +89,7 @@ CASES = [
     ("missing TOML file", ["--experiment", "{dir}/missing.toml"], ["missing.toml", "cannot read"]),
     ("output folder with earlier results", ["--out", "{old}"], ["--out", "not empty"]),
     ("output folder is a file", ["--out", "{dir}/unknown.toml"], ["--out", "not a folder"]),
-    # issue 17: numbers as Python reads them but people do not mean them, and repeated or missing parts
+    # numbers as Python reads them but people do not mean them, and repeated or missing parts
     ("topology full-width digit", ["-t", "bigraph:m=\uff12,n=4"], ["-t/--topology (topology)", "m", "ASCII"]),
     ("topology underscore in a number", ["-t", "bigraph:m=1_0,n=4"], ["topology", "m", "'1_0'"]),
     ("topology parameter given twice", ["-t", "bigraph:m=2,n=4,m=3"], ["topology", "m is given twice"]),
@@ -357,7 +357,7 @@ def test_default_results_folder_not_created(capsys, monkeypatch, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-# --- issue 17: files, the other commands, results folders ------------------------------------------
+# --- files, the other commands, results folders ------------------------------------------
 # Each table: (case, what the file holds, words stderr must hold). The file goes into a fresh folder.
 
 LATIN1 = '[defaults]\nlabel = "caf\u00e9"\n'.encode("latin-1")

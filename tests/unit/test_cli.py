@@ -705,7 +705,7 @@ def test_progress_line_estimates_from_the_share_of_work_done():
     assert pipeline.progress_line(1, 4, 10.0, "hdrm 8M").endswith("~30 s left")
 
 
-# --- errors name what the user typed (issue 17) ---------------------------------------------
+# --- errors name what the user typed ---------------------------------------------
 
 @pytest.mark.parametrize("argv, start", [
     (["--queue", "1.5"], "--queue (host_queue_packets): "),
@@ -748,7 +748,7 @@ def test_blame_flag_leaves_messages_about_other_keys_alone():
     assert cli.blame_flag("f.toml: run 2: mtu: 1", {"mtu": "--mtu"}) == "f.toml: run 2: --mtu (mtu): 1"
 
 
-# --- a run the model predicts to be long asks first (issue 17) ----------------------------
+# --- a run the model predicts to be long asks first ----------------------------
 
 @pytest.fixture
 def non_root_userspace(monkeypatch, no_network):

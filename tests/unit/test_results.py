@@ -339,7 +339,7 @@ def test_retransmissions_the_receivers_saw_twice_are_not_called_losses():
     assert fidelity(1.05, {"tcp_retrans": 5, "tcp_spurious": 5}) == "ok"
 
 
-# --- every table joinable (issue 17) ---------------------------------------------------------
+# --- every table joinable ---------------------------------------------------------
 
 def test_runs_that_differ_only_in_connections_never_merge_and_every_table_names_its_run(tmp_path):
     """Two runs of one experiment, the same but for connections: collectives.csv
