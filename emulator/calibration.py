@@ -1,6 +1,6 @@
 """`bigraph-emu calibrate`: measure how much this machine emulates
 faithfully, per MTU and offload setting, and keep it for the check every
-run makes (emulator/capacity.py).
+run makes (emulator/plan/capacity.py).
 
 Per setting, two figures, measured in the same session:
 - raw: iperf3, one TCP flow, through one unshaped OVS switch (wire Mbit/s);

@@ -20,7 +20,7 @@ from emulator.results.linkstats import link_label
 # the keys that tell runs apart in steps.csv and links.csv written before their `run` column
 RUN_COLUMNS = ["topology", "policy", "algorithm", "mapping"]
 MAX_HEATMAP_ROWS = 40
-# switch tiers from the top of a drawing down (emulator/topology.py names them)
+# switch tiers from the top of a drawing down (emulator/fabric/topology.py names them)
 TIER_ORDER = ["upper", "lower", "core", "agg", "spine", "edge", "leaf"]
 
 

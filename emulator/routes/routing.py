@@ -103,7 +103,7 @@ _POLICY_LIST = (
                             "to minimise the busiest link (needs the traffic demands)",
            lambda fabric, demands, seed: _traffic_aware_table(fabric, demands), needs_demands=True),
     Policy("adaptive", "Hedera-style: starts as ecmp; the controller moves pairs off links above "
-                       "90% load onto the least-loaded shortest path (controller/adaptive.py)",
+                       "90% load onto the least-loaded shortest path (emulator/routes/adaptive.py)",
            _next_hops(BY_PAIR_HASH), adapts=True, hops=BY_PAIR_HASH),
 )
 POLICIES: dict[str, Policy] = {p.name: p for p in _POLICY_LIST}

@@ -128,11 +128,11 @@ class RunSpec:
                                        # "T:A-B:down|up", T seconds after the first counted call starts
     workload: str = ""                 # a workload file ([[job]] tables) or FORMAT:FILE: replaces the
                                        # collective and sizes; algorithm, mapping and ranks fill in what
-                                       # its jobs leave open (see emulator/workload.py)
+                                       # its jobs leave open (see emulator/workloads/workload.py)
     link_overrides: tuple[LinkOverride, ...] = ()   # "A-B:RATE" or "HOST:RATE": one link at another rate
     monitor_interval_ms: float = 100.0  # link counters sampled this often (10..1000 ms)
     capture: tuple[str, ...] = ()      # links recorded (pcap, headers only) during every counted call:
-                                       # "A-B" (two switches) or "HOST" (its own link); see emulator/captures.py
+                                       # "A-B" (two switches) or "HOST" (its own link); see emulator/fabric/captured.py
     model_alpha_us: float = 500.0      # per-message latency the model adds
     label: str = ""                    # free text carried into the results
 

@@ -94,7 +94,7 @@ def _job(table: dict, index: int, where: str) -> Job:
     placement = table.get("placement", "")   # "": the run's mapping
     if isinstance(placement, list):
         placement = tuple(placement)
-    elif placement and placement not in MAPPINGS:
+    elif placement and (not isinstance(placement, str) or placement not in MAPPINGS):
         raise WorkloadError(f"{label}: placement {placement!r} is not one of: {', '.join(MAPPINGS)}, "
                             "or a list of hosts")
     template, ops, params = table.get("template", ""), table.get("ops"), table.get("params", {})

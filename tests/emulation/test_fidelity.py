@@ -25,7 +25,7 @@ def test_a_light_run_passes_the_verdict(tmp_path, clean_machine, timing):
 
 def test_an_overloaded_machine_fails_the_verdict(tmp_path, clean_machine):
     # 3 Gbit/s links at MTU 1500: several times what the userspace datapath
-    # forwards on this machine (emulator/capacity.py REFERENCE), so the links cannot run at rate
+    # forwards on this machine (emulator/plan/capacity.py REFERENCE), so the links cannot run at rate
     got = verdicts(tmp_path, sizes=["32M"], host_rate_mbps=3000, switch_rate_mbps=3000, mtu=1500)
     assert all(v.startswith("FAIL: ") for v in got), got
     assert all("the model" in v or "machine busy" in v or "links ran at" in v for v in got), got

@@ -3,7 +3,7 @@ headless Chromium: the fabric drawn, links changing from sample to sample
 while a call runs, the call table filling; the server gone after Ctrl-C.
 
 BIGRAPH_SCREENSHOT_DIR=docs keeps the live page's screenshot as
-docs/web-view.png (the README's)."""
+docs/web-view.png (shown in docs/web-view.md)."""
 from __future__ import annotations
 
 import signal

@@ -1,4 +1,4 @@
-# A verbatim copy of emulator/model.py at commit 5049187 of main, kept as the
+# A verbatim copy of emulator/model.py (now emulator/model/simulation.py) at commit 5049187 of main, kept as the
 # fixed point of the regression corpus (test_model_reference.py): the model must
 # still predict what this predicts. Do not edit it to follow the model.
 """Flow-level model (pure): predicts when every step of a collective ends.

@@ -1,4 +1,4 @@
-"""Unit tests of the adaptive (Hedera-style) routing decisions (controller/adaptive.py)."""
+"""Unit tests of the adaptive (Hedera-style) routing decisions (emulator/routes/adaptive.py)."""
 from __future__ import annotations
 
 from collections import Counter

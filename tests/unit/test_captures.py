@@ -1,4 +1,4 @@
-"""Unit tests of packet captures (emulator/captures.py), no root: which
+"""Unit tests of packet captures (emulator/fabric/captured.py), no root: which
 interface records a link, and what a pcap says. The pcaps are made here
 with scapy as tcpdump -s 96 writes them (headers only, each frame's wire
 length kept): two TCP flows across one link, one segment sent twice."""
@@ -188,7 +188,7 @@ def test_capture_reads_back_from_spec_json_and_flags():
     spec = make_run({"capture": "bgs0-bgs2, bgh3"})
     assert spec.capture == ("bgs0-bgs2", "bgh3")
     assert make_run(json.loads(json.dumps(dataclasses.asdict(spec)))) == spec
-    args = cli._parser().parse_args(["run", "--capture", "bgs1-bgs3"])
+    args = cli.parser().parse_args(["run", "--capture", "bgs1-bgs3"])
     assert cli._experiment(args, check_kernel=False).runs[0].capture == ("bgs1-bgs3",)
 
 

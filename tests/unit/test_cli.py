@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from emulator import cli, pipeline
+from emulator import cli, flags, pipeline
 from emulator.plan.run_plan import plan_run
 from emulator.results.calls import CallRecord, COLLECTIVE_COLUMNS, append_csv, collective_rows
 from emulator.workloads.collectives import COLLECTIVES
@@ -408,7 +408,7 @@ def test_demo_compares_naive_and_hdrm_on_one_fabric():
 
 
 def test_every_flag_maps_to_a_spec_key():
-    keys = [key for _, key, _ in cli.FLAGS]
+    keys = [key for _, key, _ in flags.FLAGS]
     assert len(keys) == len(set(keys))
     assert set(keys) | {"sizes"} == set(dataclasses.asdict(make_run({})))
 
@@ -449,7 +449,7 @@ def test_top_level_help_lists_commands(capsys):
 
 
 def test_run_compare_model_share_flags():
-    sub = cli._parser()._subparsers._group_actions[0].choices
+    sub = cli.parser()._subparsers._group_actions[0].choices
     flags = {name: {s for a in sub[name]._actions for s in a.option_strings} for name in ("run", "model", "compare")}
     # model shows no run and records no packets
     assert flags["run"] <= flags["model"] | {"--out", "--web", "--web-host", "--web-port", "--capture"}
@@ -458,7 +458,7 @@ def test_run_compare_model_share_flags():
 
 
 def test_new_flags_reach_the_spec():
-    args = cli._parser().parse_args(["model", "--connections", "4", "--monitor-interval", "50", "--delay", "2",
+    args = cli.parser().parse_args(["model", "--connections", "4", "--monitor-interval", "50", "--delay", "2",
                                      "--loss", "0.5", "--link-event", "1:bgs0-bgs2:down",
                                      "--link-event", "2:bgs2-bgs0:up"])
     spec = cli._experiment(args, check_kernel=False).runs[0]
@@ -467,7 +467,7 @@ def test_new_flags_reach_the_spec():
 
 
 def test_bw_and_queue_set_both_tiers_and_yield_to_specific_flags():
-    args = cli._parser().parse_args(["model", "--bw", "20", "--queue", "30", "--switch-rate", "40"])
+    args = cli.parser().parse_args(["model", "--bw", "20", "--queue", "30", "--switch-rate", "40"])
     spec = cli._experiment(args).runs[0]
     assert (spec.host_rate_mbps, spec.switch_rate_mbps) == (20.0, 40.0)
     assert (spec.host_queue_packets, spec.switch_queue_packets) == (30, 30)
@@ -558,7 +558,7 @@ def test_topo_needs_no_root(capsys, monkeypatch, no_network):
 # --- compare -----------------------------------------------------------------------------------
 
 def compare_args(*argv):
-    return cli._parser().parse_args(["compare", *argv])
+    return cli.parser().parse_args(["compare", *argv])
 
 
 def test_compare_one_run_per_value():

@@ -1,4 +1,4 @@
-"""Unit tests of the link time series (emulator/linkstats.py), hand-checked."""
+"""Unit tests of the link time series (emulator/results/linkstats.py), hand-checked."""
 from __future__ import annotations
 
 import pytest

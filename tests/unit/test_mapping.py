@@ -1,4 +1,4 @@
-"""Unit tests of rank mappings (emulator/mapping.py), including THE property
+"""Unit tests of rank mappings (emulator/fabric/mapping.py), including THE property
 the project rests on (docs/eflops.md, "Halving-doubling and HDRM"):
 
     On every supported BiGraph shape, with the "hdrm" mapping and the

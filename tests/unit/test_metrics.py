@@ -1,4 +1,4 @@
-"""Unit tests of bandwidth arithmetic, sizes and the table (emulator/metrics.py)."""
+"""Unit tests of bandwidth arithmetic, sizes and the table (emulator/results/metrics.py)."""
 from __future__ import annotations
 
 import pytest

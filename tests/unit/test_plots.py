@@ -1,4 +1,4 @@
-"""Unit tests of the plots of a results folder (emulator/plots.py): the pure
+"""Unit tests of the plots of a results folder (emulator/results/plots.py): the pure
 data shaping is checked value by value on small hand-made tables, the
 drawings only for writing a PNG."""
 from __future__ import annotations

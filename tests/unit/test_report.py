@@ -1,4 +1,4 @@
-"""Unit tests of the results report (emulator/report.py): the plots it adds
+"""Unit tests of the results report (emulator/results/report.py): the plots it adds
 when their inputs exist, peak utilisation, and the comparison of several
 results folders. Pure: synthetic folders and a copy of a measured one."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Unit tests of agent records -> tables (emulator/results.py) and of the
-analysis of a results folder (emulator/report.py), on synthetic runs."""
+"""Unit tests of agent records -> tables (emulator/results/calls.py) and of the
+analysis of a results folder (emulator/results/report.py), on synthetic runs."""
 from __future__ import annotations
 
 import csv

@@ -1,4 +1,4 @@
-"""Unit tests of the pure routing policies (controller/routing.py)."""
+"""Unit tests of the pure routing policies (emulator/routes/routing.py)."""
 from __future__ import annotations
 
 from collections import Counter, deque

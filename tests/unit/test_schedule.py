@@ -1,4 +1,4 @@
-"""Unit tests of the pure collective schedules (emulator/schedule.py).
+"""Unit tests of the pure collective schedules (emulator/workloads/schedule.py).
 
 Includes a dependency-free simulation of the step semantics that checks every
 schedule runs to completion (no deadlock)."""

@@ -1,4 +1,4 @@
-"""Unit tests of experiment specs (emulator/spec.py): flags and TOML ->
+"""Unit tests of experiment specs (emulator/spec/experiment.py): flags and TOML ->
 validated RunSpec, and experiment files."""
 from __future__ import annotations
 

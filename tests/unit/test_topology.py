@@ -1,5 +1,5 @@
-"""Unit tests of the pure topology builders (emulator/topology.py) and of the
-Fabric data structure they return (emulator/fabric.py). No root needed."""
+"""Unit tests of the pure topology builders (emulator/fabric/topology.py) and of the
+Fabric data structure they return (emulator/fabric/graph.py). No root needed."""
 from __future__ import annotations
 
 import ipaddress
