@@ -109,7 +109,6 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
     Collective("stride", "Hedera's stride(p/2): rank r sends S to rank r + p/2, all at once", lambda n: 1.0,
                rank_steps=_stride),
 )}
-USES_ALGORITHM = tuple(c.name for c in COLLECTIVES.values() if c.uses_algorithm)   # the others have one each
 
 
 def collective(name: str) -> Collective:
