@@ -15,7 +15,6 @@ from typing import Callable
 from emulator.fabric.graph import HOST_PREFIX, Fabric
 
 
-
 @dataclass(frozen=True)
 class Mapping:
     name: str
@@ -84,6 +83,7 @@ def place(fabric: Fabric, placement, ranks: int, seed: int = 0, free: list[str] 
     if not 1 <= ranks <= len(free):
         raise ValueError(f"{ranks} ranks do not fit the {len(free)} free hosts of {fabric.topology}")
     return MAPPINGS[placement].place(fabric, free, ranks, seed)
+
 
 def _listed(fabric: Fabric, names: list, ranks: int) -> list[str]:
     known = {h.name for h in fabric.hosts}

@@ -79,20 +79,18 @@ BY_DESTINATION = HopRule("by destination", lambda ports, dst_index, weight: port
 BY_PAIR_HASH = HopRule("by pair hash", lambda ports, dst_index, weight: tuple(ports), _pair_hash)
 
 
-def _next_hops(rule: HopRule):
-    return lambda fabric, demands, seed: _hop_table(fabric, rule)
+def _next_hop_policy(name: str, description: str, rule: HopRule, **kwargs) -> Policy:
+    """A policy that only chooses among equal-cost next hops, by `rule`."""
+    return Policy(name, description, lambda fabric, demands, seed: _hop_table(fabric, rule), hops=rule, **kwargs)
 
 
 _POLICY_LIST = (
-    Policy("shortest", "shortest paths; among equal-cost next hops the lowest-numbered port "
-                       "(one fixed middle switch per switch pair)",
-           _next_hops(LOWEST_PORT), hops=LOWEST_PORT),
-    Policy("spread", "shortest paths; equal-cost next hops chosen by destination host "
-                     "(dst index mod choices), spreading destinations over middle switches",
-           _next_hops(BY_DESTINATION), hops=BY_DESTINATION),
-    Policy("ecmp", "shortest paths; every (source, destination) pair hashed onto one of the equal-cost "
-                   "next hops at every switch, as flow-hashing ECMP does, collisions included",
-           _next_hops(BY_PAIR_HASH), hops=BY_PAIR_HASH),
+    _next_hop_policy("shortest", "shortest paths; among equal-cost next hops the lowest-numbered port "
+                                 "(one fixed middle switch per switch pair)", LOWEST_PORT),
+    _next_hop_policy("spread", "shortest paths; equal-cost next hops chosen by destination host "
+                               "(dst index mod choices), spreading destinations over middle switches", BY_DESTINATION),
+    _next_hop_policy("ecmp", "shortest paths; every (source, destination) pair hashed onto one of the equal-cost "
+                             "next hops at every switch, as flow-hashing ECMP does, collisions included", BY_PAIR_HASH),
     Policy("bigraph", "EFLOPS BiGraph routing: the direct link across the parts; same-part pairs spread "
                       "over the other part's switches so every middle and every link carries an equal share",
            lambda fabric, demands, seed: _bigraph_table(fabric), fabric_kind="bigraph"),
@@ -102,9 +100,9 @@ _POLICY_LIST = (
     Policy("traffic-aware", "one shortest path per pair, placed greedily from the largest demand down "
                             "to minimise the busiest link (needs the traffic demands)",
            lambda fabric, demands, seed: _traffic_aware_table(fabric, demands), needs_demands=True),
-    Policy("adaptive", "Hedera-style: starts as ecmp; the controller moves pairs off links above "
-                       "90% load onto the least-loaded shortest path (emulator/routes/adaptive.py)",
-           _next_hops(BY_PAIR_HASH), adapts=True, hops=BY_PAIR_HASH),
+    _next_hop_policy("adaptive", "Hedera-style: starts as ecmp; the controller moves pairs off links above "
+                                 "90% load onto the least-loaded shortest path (emulator/routes/adaptive.py)",
+                     BY_PAIR_HASH, adapts=True),
 )
 POLICIES: dict[str, Policy] = {p.name: p for p in _POLICY_LIST}
 

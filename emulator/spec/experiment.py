@@ -19,6 +19,7 @@ from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks
 from emulator.inputs import parse_size, size_sweep
 from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.collectives import COLLECTIVES
+from emulator.workloads.schedule import algorithm_need
 from emulator.fabric.topology import LinkProfile, build
 
 if sys.version_info >= (3, 11):
@@ -408,8 +409,7 @@ def _check_placement(spec: RunSpec, fabric: Fabric) -> None:
         hosts_for_ranks(fabric, spec.mapping, ranks, spec.seed)
     except ValueError as e:
         raise SpecError(f"mapping: {e}") from None
-    c = COLLECTIVES[spec.collective]
-    need = ALGORITHMS[spec.algorithm].needs(ranks, c.reduce_scatter, c.allgather) if c.uses_algorithm else ""
+    need = algorithm_need(spec.collective, spec.algorithm, ranks)
     if need:
         raise SpecError(f"algorithm: {spec.algorithm} {spec.collective} needs {need}; got {ranks} ranks")
 

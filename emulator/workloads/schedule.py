@@ -41,25 +41,32 @@ def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int)
 
 def check_collective(collective: str, algorithm: str, ranks: int, size_bytes: int) -> None:
     """ValueError unless `build_schedule` can build this collective."""
-    c = collective_record(collective)
+    collective_record(collective)   # each raises naming the unknown name and the known ones
     alg = algorithm_record(algorithm)
     if not _is_int(ranks) or ranks < 2:
         raise ValueError(f"a collective needs at least 2 ranks (an integer), got {ranks!r}")
     if not _is_int(size_bytes) or size_bytes < 1:
         raise ValueError(f"message size must be >= 1 byte (an integer), got {size_bytes!r}")
-    need = alg.needs(ranks, c.reduce_scatter, c.allgather) if c.uses_algorithm else ""
+    need = algorithm_need(collective, algorithm, ranks)
     if need:
         raise ValueError(f"{alg.name} {collective} needs {need}; got {ranks} ranks")
+
+
+def algorithm_need(collective: str, algorithm: str, ranks: int) -> str:
+    """What the algorithm needs to run this collective on `ranks` ranks ("": nothing more)."""
+    c = collective_record(collective)
+    return algorithm_record(algorithm).needs(ranks, c.reduce_scatter, c.allgather) if c.uses_algorithm else ""
 
 
 def flat_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Flat:
     """flatten(build_schedule(...)), straight as arrays where the record has a fast path."""
     check_collective(collective, algorithm, ranks, size_bytes)
     c = collective_record(collective)
-    fast = algorithm_record(algorithm).flat if c.uses_algorithm else c.flat
-    made = None
-    if fast is not None:
-        made = fast(ranks, size_bytes, c.reduce_scatter, c.allgather) if c.uses_algorithm else fast(ranks, size_bytes)
+    if c.uses_algorithm:
+        fast = algorithm_record(algorithm).flat
+        made = fast(ranks, size_bytes, c.reduce_scatter, c.allgather) if fast else None
+    else:
+        made = c.flat(ranks, size_bytes) if c.flat else None
     return made if made is not None else flatten(build_schedule(collective, algorithm, ranks, size_bytes))
 
 
