@@ -13,7 +13,7 @@ from emulator import pipeline
 from emulator.flags import (EXIT_BAD_INPUT, EXIT_CODES, FLAG_KEYS, blame_flag, flag_values, parser, typed_flags,
                             web_address)
 from emulator.inputs import shorten, to_int
-from emulator.net import capabilities, interrupts
+from emulator.net import capabilities, interrupts, processes
 from emulator.plan import predictions
 from emulator.plan.describe import describe_fabric, describe_path, fabric_data, route_hops, routes_of
 from emulator.plan.folders import folder_plans, folder_specs, is_program_folder
@@ -319,7 +319,6 @@ def _int_list(flag: str, text: str, low: int, high: int) -> list[int]:
 
 
 def cmd_clean(args) -> int:
-    from emulator.net import processes
     _needs_root(args.command)
     with processes.RunLock():
         removed = processes.sweep()
@@ -337,9 +336,17 @@ def _needs_root(command: str) -> None:
                         "'bigraph-emu model' and 'bigraph-emu topo' run without it")
 
 
+def cmd_sweep(args) -> int:
+    from emulator.sweep.run import sweep
+    if (args.emulate or args.confirm) and not args.dry_run:
+        _needs_root(args.command)
+    return sweep(args.file, args.out, args.resume, args.scheduler, args.workers, args.emulate, args.confirm,
+                 args.dry_run, args.yes)
+
+
 COMMANDS = {"calibrate": cmd_calibrate, "demo": cmd_demo, "run": cmd_run, "compare": cmd_compare, "cli": cmd_cli,
             "exec": cmd_exec, "topo": cmd_topo,
-            "model": cmd_model, "report": cmd_report, "clean": cmd_clean, "cleanup": cmd_clean}
+            "model": cmd_model, "sweep": cmd_sweep, "report": cmd_report, "clean": cmd_clean, "cleanup": cmd_clean}
 
 
 PRINT_ONLY = ("model", "topo")   # commands whose output is all they do
@@ -359,6 +366,9 @@ def main(argv=None) -> int:
             return 0
         print(f"bigraph-emu: {args.command} stopped: its output was closed", file=sys.stderr)
         return pipeline.EXIT_FAILED
+    except processes.MachineBusy as e:
+        print(f"bigraph-emu: {args.command}: {e}", file=sys.stderr)
+        return pipeline.EXIT_BUSY
     except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
         if interrupts.lost_terminal(e):   # a hang-up's first sign can be a failed write, before SIGHUP
             return interrupts.EXIT_CODE

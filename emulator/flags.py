@@ -13,6 +13,7 @@ from emulator.fabric.mapping import MAPPINGS
 from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.collectives import COLLECTIVES
 from emulator.spec.experiment import FIELDS, RunSpec, SpecError
+from emulator.spec.sweep import MAX_UNASKED_POINTS
 from emulator.execute import DEFAULT_TIMEOUT_S, NOT_FOR_EXEC
 
 
@@ -108,6 +109,8 @@ EXAMPLES = {
     "report": ["bigraph-emu report results/<folder>",
                "bigraph-emu report results/<a> results/<b> --plot cmp.png"],
     "calibrate": ["bigraph-emu calibrate --mtu 9000 --offload off,tso"],
+    "sweep": ["bigraph-emu sweep experiments/sweep-placement.toml --dry-run",
+              "bigraph-emu sweep experiments/sweep-placement-32.toml --confirm 3 --scheduler tcp://head:8786"],
     "clean": ["bigraph-emu clean"],
     "exec": ["bigraph-emu exec -t bigraph:m=2,n=4 -m hdrm -- python3 experiments/real-clients/torch_allreduce.py -b 1M",
              "bigraph-emu exec -t bigraph:m=2,n=4 --mpi -- python3 experiments/real-clients/mpi_allreduce.py -b 1M"],
@@ -122,6 +125,7 @@ EXIT_CODES = {pipeline.EXIT_OK: "done; a run: every call passed the fidelity ver
               pipeline.EXIT_FAILED: "failed: the emulation (or a command) failed, or an agent moved wrong bytes",
               EXIT_BAD_INPUT: "bad input: nothing was created",
               pipeline.EXIT_UNTRUSTED: "a run finished, but some calls failed the fidelity verdict",
+              pipeline.EXIT_BUSY: "another emulation holds this machine: try again when it ends",
               interrupts.EXIT_CODE: "interrupted (Ctrl-C, SIGTERM, a hang-up); teardown has run"}
 
 
@@ -162,6 +166,7 @@ USAGE = """\
   bigraph-emu exec [flags] -- CMD    your program once per rank on the emulated hosts (root)
   bigraph-emu topo [flags]           describe a fabric; --path SRC DST shows a route
   bigraph-emu model [flags]          the flow model only: no root, no network
+  bigraph-emu sweep FILE             many runs from a grid: the model on every core (or a Dask cluster)
   bigraph-emu report FOLDER...       summary, plot and link loads; several folders: compared
   bigraph-emu clean                  remove what a crashed run left behind (alias: cleanup)
 
@@ -250,6 +255,26 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--steps", type=int, default=5, help="bisection steps per setting (default 5: within 3%%)")
     sp.add_argument("--quick", action="store_true", help="one counted call per rate instead of two")
     sp.add_argument("--file", help=f"where to keep the figures (default {CALIBRATION_HELP})")
+    sp = _command(sub, "sweep", help="many runs from a sweep file: the model on a pool, emulations where asked",
+                       description="Expand a sweep file ([defaults], [grid] of values, [[points]], [confirm]) "
+                                   "into points, check them all, and run them on a Dask pool: this machine's "
+                                   "cores, or the cluster of --scheduler. Rows go to sweep.csv as points "
+                                   "finish. See docs/sweeps.md.")
+    sp.add_argument("file", metavar="FILE", help="the sweep file (TOML)")
+    sp.add_argument("--dry-run", action="store_true", help="print the count, the estimate and the first points; "
+                                                           "run nothing")
+    sp.add_argument("--emulate", action="store_true", help="emulate every point too (needs root; one emulation "
+                                                           "at a time per machine)")
+    sp.add_argument("--confirm", type=int, default=0, metavar="N",
+                    help="emulate the N best and N worst points the model found (on [confirm]'s fabric), and "
+                         "say whether the measured order matches the model's (needs root)")
+    sp.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                    help="a Dask scheduler to send the points to (default: $BIGRAPH_DASK_SCHEDULER, else a pool "
+                         "of this machine's cores)")
+    sp.add_argument("--workers", type=int, metavar="N", help="local pool: N worker processes (default: one per core)")
+    sp.add_argument("--out", metavar="FOLDER", help=out_help)
+    sp.add_argument("--resume", metavar="FOLDER", help="an earlier sweep's folder: run only the points not yet in it")
+    sp.add_argument("--yes", action="store_true", help=f"run a sweep of more than {MAX_UNASKED_POINTS:,} points")
     _command(sub, "clean", aliases=["cleanup"], help="remove bridges, links and processes a crashed run left "
                                                      "behind (needs root)")
     return p

@@ -33,6 +33,7 @@ MAX_UNASKED_S = 3600   # a run the model predicts to be longer needs --yes
 EXIT_OK = 0
 EXIT_FAILED = 1      # the emulation failed, or an agent moved a wrong number of bytes
 EXIT_UNTRUSTED = 3   # the run finished, but some calls failed the fidelity verdict
+EXIT_BUSY = 4        # another emulation holds this machine: nothing of this one was built
 FINISHED = (EXIT_OK, EXIT_UNTRUSTED)   # its results folder is complete
 
 
@@ -62,11 +63,11 @@ def announce_duration(plans, yes: bool) -> None:
     """Print the model's total before anything starts; a run longer than
     MAX_UNASKED_S stops here (SpecError) unless the user said yes."""
     total = sum(predicted_calls(plans))
-    print(f"# the model predicts {_duration(total)} of calls ({len(predicted_calls(plans))} calls; "
+    print(f"# the model predicts {duration(total)} of calls ({len(predicted_calls(plans))} calls; "
           "bring-up and setup come on top)", flush=True)
     if total > MAX_UNASKED_S and not yes:
-        raise SpecError(f"the model predicts this run takes {_duration(total)}, more than "
-                        f"{_duration(MAX_UNASKED_S)}: give --yes (or yes = true in the experiment file) to run it "
+        raise SpecError(f"the model predicts this run takes {duration(total)}, more than "
+                        f"{duration(MAX_UNASKED_S)}: give --yes (or yes = true in the experiment file) to run it "
                         "anyway, or ask for fewer repetitions, sizes or hosts")
 
 
@@ -394,14 +395,14 @@ def progress_line(done_calls: int, total_calls: int, elapsed_s: float, label: st
     share of the work done (by default, of the calls)."""
     line = f"[{done_calls:>{len(str(total_calls))}}/{total_calls}] {label}"
     if total_calls and done_calls >= total_calls:
-        return f"{line} ... done in {_duration(elapsed_s)}"
+        return f"{line} ... done in {duration(elapsed_s)}"
     if done_calls <= 0 or elapsed_s <= 0:
         return f"{line} ..."
     share = work_done if work_done else done_calls / total_calls
-    return f"{line} ... ~{_duration(elapsed_s * (1 - share) / share)} left"
+    return f"{line} ... ~{duration(elapsed_s * (1 - share) / share)} left"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     """'40 s', '5 min', '2 h 05 min' (rounded half up)."""
     seconds = max(1, int(seconds + 0.5))
     if seconds < 100:

@@ -6,6 +6,7 @@ topology as `kind:key=value,...`, e.g. `bigraph:m=4,n=8`, `fattree:k=4`,
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -191,7 +192,10 @@ def parse_topology(text: str) -> tuple[str, dict]:
     return kind, params
 
 
+@functools.lru_cache(maxsize=16)
 def build(text: str, profile: LinkProfile = LinkProfile()) -> Fabric:
-    """Build a fabric from its user-facing name."""
+    """Build a fabric from its user-facing name. Built once per name and
+    profile: fabrics are never changed after building, and a sweep's points
+    (or an experiment's runs) share theirs."""
     kind, params = parse_topology(text)
     return BUILDERS[kind][0](profile=profile, **params)

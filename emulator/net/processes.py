@@ -18,6 +18,10 @@ LOCK_FILE = f"{STATE_DIR}/lock"
 PIDS_FILE = f"{STATE_DIR}/pids.json"
 
 
+class MachineBusy(RuntimeError):
+    """Another emulation holds this machine: nothing of this one was built."""
+
+
 class RunLock:
     """One emulation at a time per machine: switches, names and the one
     ovs-vswitchd thread are shared. Held for the whole run."""
@@ -32,7 +36,7 @@ class RunLock:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._fd)
-            raise RuntimeError("another bigraph-emu emulation is running on this machine; "
+            raise MachineBusy("another bigraph-emu emulation is running on this machine; "
                                "wait for it to finish") from None
         return self
 

@@ -4,9 +4,12 @@ jittered flows; per job of a workload its iterations. The CLI prints it."""
 from __future__ import annotations
 
 import collections
+import functools
+import hashlib
+import os
 
 from emulator.model.simulation import predict
-from emulator.plan.run_plan import model_sweep, model_workload, plan_run
+from emulator.plan.run_plan import SharedRoutes, model_sweep, model_workload, plan_run
 from emulator.results.metrics import algbw_mbps, busbw_mbps, payload_efficiency
 from emulator.spec.experiment import RunSpec, SpecError
 from emulator.workloads.schedule import jittered
@@ -14,16 +17,19 @@ from emulator.workloads.schedule import jittered
 MAX_JITTER = 10   # of a flow's time
 
 
-def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, progress=None) -> dict:
-    """{"ranks", "sizes": [one row per size], "steps": [every step's end and busiest link]}."""
+def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, progress=None,
+                     shared: SharedRoutes | None = None, steps: bool = True) -> dict:
+    """{"ranks", "sizes": [one row per size], "steps": [every step's end and
+    busiest link], unless not asked for}. `shared`: routes kept from earlier
+    specs (run_plan.SharedRoutes)."""
     if not 0 <= jitter <= MAX_JITTER:
         raise SpecError(f"--jitter: must be between 0 and {MAX_JITTER} (a fraction of each flow), got {jitter}")
     if jitter:   # step objects: flows to jitter
         plan = plan_run(spec)
         hosts, predictions = plan.hosts, plan.predictions
     else:
-        hosts, predictions = model_sweep(spec, method, progress)
-    sizes, steps = [], []
+        hosts, predictions = model_sweep(spec, method, progress, shared)
+    sizes, step_rows = [], []
     for size in spec.sizes:
         pred = predictions[size]
         t = pred.time_s
@@ -34,9 +40,10 @@ def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, p
         if jitter:
             row["jitter_ratios"] = jitter_ratios(plan, size, jitter)
         sizes.append(row)
-        steps += [{"size_bytes": size, "step": k, "end_s": end, "max_flows": flows} for k, (end, flows)
-                  in enumerate(zip(pred.step_index_end_s(), pred.max_flows_per_step))]
-    return {"ranks": len(hosts), "sizes": sizes, "steps": steps, "flows_per_step":
+        if steps:
+            step_rows += [{"size_bytes": size, "step": k, "end_s": end, "max_flows": flows} for k, (end, flows)
+                          in enumerate(zip(pred.step_index_end_s(), pred.max_flows_per_step))]
+    return {"ranks": len(hosts), "sizes": sizes, "steps": step_rows, "flows_per_step":
             {size: predictions[size].max_flows_per_step for size in spec.sizes}}
 
 
@@ -54,3 +61,23 @@ def workload_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0
         raise SpecError("--jitter: jitters a collective's flows; a workload takes none")
     ranks, rows, approximation, why_exact = model_workload(spec, method)
     return {"ranks": ranks, "jobs": rows, "approximation": approximation, "exact_because": why_exact}
+
+
+# What a prediction reads: rows of two versions of these are not mixed.
+MODEL_SOURCES = ("fabric", "routes", "workloads", "model", "plan/run_plan.py", "plan/predictions.py",
+                 "results/metrics.py", "inputs.py")
+
+
+@functools.lru_cache(maxsize=1)
+def model_version() -> str:
+    """A hash of the model's source files."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256()
+    for source in MODEL_SOURCES:
+        path = os.path.join(root, source)
+        files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".py")) \
+            if os.path.isdir(path) else [path]
+        for file in files:
+            with open(file, "rb") as f:
+                digest.update(os.path.relpath(file, root).encode() + b"\0" + f.read())
+    return digest.hexdigest()[:12]

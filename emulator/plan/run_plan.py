@@ -87,20 +87,41 @@ def job_alone(flat, layout: JobLayout):
     return ranks_alone(flat, layout.offset, layout.job.ranks), layout.hosts
 
 
-def model_sweep(spec: RunSpec, method: str = "auto", progress=None) -> tuple[list[str], dict[int, Prediction]]:
+class SharedRoutes:
+    """The model's routes of recent fabrics and policies, kept for the next
+    spec that shares them (a sweep's points on one worker): a next-hop
+    table works its entries out once."""
+
+    def __init__(self, size: int = 8):
+        self.size = size
+        self._tables: dict[tuple, tuple[Fabric, ForwardingTable]] = {}
+
+    def get(self, spec: RunSpec) -> tuple[Fabric, ForwardingTable]:
+        key = (spec.topology, spec.link_profile(), spec.link_overrides, spec.link_delay_ms, spec.link_loss_pct,
+               spec.policy, spec.seed)
+        if key not in self._tables:
+            while self._tables and len(self._tables) >= self.size:   # the oldest goes
+                self._tables.pop(next(iter(self._tables)))
+            fabric = spec.fabric()
+            self._tables[key] = fabric, model_table(fabric, spec.policy, spec.seed)
+        return self._tables[key]
+
+
+def model_sweep(spec: RunSpec, method: str = "auto", progress=None,
+                shared: SharedRoutes | None = None) -> tuple[list[str], dict[int, Prediction]]:
     """Hosts and the model's prediction of every size of a sweep (a spec
     without a workload file), as plan_run predicts them but without the
     step objects the agents need (model.predict_collective; `method` says
     whether lock-step rounds may stand in for the exact simulation).
     Several connections per pair and policies that route the demands
-    need the step objects: plan_run, exact."""
+    need the step objects: plan_run, exact. `shared`: routes kept from
+    earlier specs."""
     if spec.connections > 1 or POLICIES[spec.policy].needs_demands:
         plan = plan_run(spec)
         return plan.hosts, plan.predictions
     try:
-        fabric = spec.fabric()
+        fabric, table = (shared or SharedRoutes(0)).get(spec)
         hosts = hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed)
-        table = model_table(fabric, spec.policy, spec.seed)
         return hosts, {size: predict_collective(fabric, table, spec.collective, spec.algorithm, hosts, size,
                                                 spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu), method,
                                                 progress and functools.partial(progress, size))

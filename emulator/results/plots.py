@@ -520,3 +520,46 @@ def capture_plot(flows: pd.DataFrame, path: str, bin_s: float | None = None) -> 
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("time since the call started (s), from the pcap; grey: the link's rate")
     _save(fig, path)
+
+
+def sweep_heatmaps(rows: list[dict], pair: list[str], path: str) -> str:
+    """A sweep's model time over two factors at its largest size, one panel
+    per topology (the geometric mean where other factors vary)."""
+    df = pd.DataFrame(rows)
+    df["time"] = df["model_time_s"].astype(float)
+    sized = df[df["size_bytes"].fillna("") != ""]
+    if len(sized):
+        df = sized[sized["size_bytes"].astype(int) == sized["size_bytes"].astype(int).max()]
+    plt = _pyplot()
+    topologies = sorted(df["topology"].unique())
+    fig, axes = plt.subplots(1, len(topologies), figsize=(4.5 * len(topologies), 4), squeeze=False)
+    for ax, topology in zip(axes[0], topologies):
+        part = df[df["topology"] == topology]
+        grid = part.groupby(pair)["time"].apply(lambda t: float(np.exp(np.log(t).mean()))).unstack(pair[1])
+        image = ax.imshow(grid.values, cmap="viridis_r", aspect="auto")
+        ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns], rotation=45, ha="right")
+        ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+        ax.set_xlabel(pair[1])
+        ax.set_ylabel(pair[0])
+        ax.set_title(topology, fontsize=9)
+        for (i, j), value in np.ndenumerate(grid.values):
+            if np.isfinite(value):
+                ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=7, color="white")
+        fig.colorbar(image, ax=ax, label="model time (s)")
+    size = df["size_bytes"].iloc[0] if len(df) else ""
+    fig.suptitle(f"the model's time{f' at {int(size)} bytes' if size not in ('', None) else ''}", fontsize=10)
+    _save(fig, path)
+    return path
+
+
+def confirm_scatter(pairs: list[tuple[float, float, str]], path: str) -> str:
+    """Confirmed points: the sweep model's time against the emulated one."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for model, emulated, verdict in pairs:
+        ax.scatter(model, emulated, color="tab:blue" if verdict == "ok" else "tab:red")
+    ax.set_xlabel("model time in the sweep (s)")
+    ax.set_ylabel("emulated time (s)")
+    ax.set_title("confirmed points (red: failed the fidelity verdict)", fontsize=9)
+    _save(fig, path)
+    return path

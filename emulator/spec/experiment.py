@@ -6,6 +6,7 @@ and the values it accepts.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import sys
@@ -316,6 +317,16 @@ def _override_value(item, key: str, raw) -> float:
     return number
 
 
+def check_key(key: str, value) -> None:
+    """One key known and its value well formed by itself, before the other
+    keys of a run are known (what no other key can make right)."""
+    if key not in FIELDS:
+        raise SpecError(f"unknown key {key}; known keys: {', '.join(FIELDS)}")
+    spec = RunSpec(**{key: _convert(key, value)})
+    _check_choices(spec)
+    _check_ranges(spec)
+
+
 def make_run(values: dict, has_netem=None) -> RunSpec:
     """A validated RunSpec from user keys (unknown keys are errors).
     `has_netem`: a callable telling whether the kernel has netem, to refuse
@@ -563,3 +574,20 @@ def read_toml(path: str, what: str) -> dict:
         raise SpecError(f"{path}: not valid TOML: {e}") from None
     except RecursionError:
         raise SpecError(f"{path}: not valid TOML: arrays or tables nested too deep") from None
+
+
+def experiment_toml(spec: RunSpec, name: str) -> str:
+    """An experiment file of one run: what load_experiment reads back as `spec`."""
+    values = dataclasses.asdict(spec)
+    values["link_events"] = [str(e) for e in spec.link_events]
+    values["link_overrides"] = [str(o) for o in spec.link_overrides]
+    return f"name = {_toml_value(name)}\n\n[defaults]\n" + "".join(
+        f"{key} = {_toml_value(value)}\n" for key, value in values.items())
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(f"{value!r} has no TOML form")
+    return json.dumps(value)   # strings, numbers and booleans are written alike

@@ -786,7 +786,7 @@ def test_every_run_prints_its_predicted_total_first(capsys, tmp_path, non_root_u
     """A short run: the total (the model's calls, warm-ups included) and then the root check."""
     from emulator.plan.run_plan import plan_run
     spec = make_run({"sizes": ["1M"]})
-    want = pipeline._duration(sum(plan_run(spec).predictions[c.size_bytes].time_s for c in plan_run(spec).calls))
+    want = pipeline.duration(sum(plan_run(spec).predictions[c.size_bytes].time_s for c in plan_run(spec).calls))
     assert cli.main(["run", "-b", "1M", "--out", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
     assert f"# the model predicts {want} of calls (3 calls" in captured.out and "needs root" in captured.err
@@ -810,7 +810,7 @@ def test_the_readme_tables_every_exit_code():
     table = text[text.index("| code | meaning |"):].split("\n\n")[0].splitlines()[2:]
     rows = [line.split("|")[1].strip() for line in table]
     assert rows == [str(code) for code in sorted(cli.EXIT_CODES)]
-    assert len(set(cli.EXIT_CODES)) == 5 and pipeline.EXIT_UNTRUSTED not in (0, 1, 2, 130)
+    assert len(set(cli.EXIT_CODES)) == 6 and pipeline.EXIT_UNTRUSTED not in (0, 1, 2, 130)
 
 
 def test_version(capsys):

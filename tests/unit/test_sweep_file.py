@@ -1,0 +1,131 @@
+"""Sweep files (pure): expansion, what is refused and what is left out,
+the points' keys, [confirm], and what the table says."""
+from __future__ import annotations
+
+import pytest
+
+from emulator.results import sweeps
+from emulator.spec.experiment import SpecError
+from emulator.spec.sweep import MAX_UNASKED_POINTS, confirm_spec, load_sweep
+
+GRID = """
+name = "t"
+[defaults]
+sizes = ["1M", "4M"]
+[grid]
+topology = ["bigraph:m=2,n=4", "fattree:k=4"]
+policy = ["shortest", "bigraph"]
+mapping = ["naive", "hdrm"]
+"""
+
+
+def sweep_file(tmp_path, text: str) -> str:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_every_combination_is_a_point_and_what_a_fabric_cannot_take_is_left_out_with_why(tmp_path):
+    s = load_sweep(sweep_file(tmp_path, GRID))
+    labels = [p.label for p in s.points]
+    assert len(labels) == 5 and len(s.skipped) == 3
+    assert "topology=bigraph:m=2,n=4 policy=bigraph mapping=hdrm" in labels
+    assert "topology=fattree:k=4 policy=shortest mapping=naive" in labels
+    reasons = dict(s.skip_reasons())
+    assert reasons[next(r for r in reasons if r.startswith("policy: 'bigraph' routes bigraph"))] == 2
+    assert any(r.startswith("mapping: rank mapping 'hdrm'") for r in reasons)
+    assert s.factors == ["topology", "policy", "mapping"]
+    assert all(p.spec.sizes == (1 << 20, 4 << 20) for p in s.points)
+    assert [p.index for p in s.points] == list(range(5))
+
+
+def test_explicit_points_come_after_the_grid_and_a_repeated_run_is_one_point(tmp_path):
+    text = GRID + '[[points]]\ntopology = "leafspine:leaves=2,spines=1,hosts=2"\n' \
+                  '[[points]]\ntopology = "fattree:k=4"\npolicy = "shortest"\nmapping = "naive"\n'
+    s = load_sweep(sweep_file(tmp_path, text))
+    assert s.points[5].spec.topology == "leafspine:leaves=2,spines=1,hosts=2"
+    assert len(s.points) == 6   # the second [[points]] is a grid point already
+    assert len({p.key for p in s.points}) == 6
+
+
+@pytest.mark.parametrize("text, words", [
+    (GRID + "colour = ['red']\n", ["grid: colour", "unknown key colour"]),
+    (GRID.replace('mapping = ["naive", "hdrm"]', 'mapping = ["naive", "hdmr"]'), ["grid: mapping = 'hdmr'",
+                                                                                    "mapping: 'hdmr' is not one of"]),
+    (GRID.replace('mapping = ["naive", "hdrm"]', "mapping = []"), ["grid: mapping", "non-empty list"]),
+    (GRID + "[[points]]\nranks = -3\n", ["point 1", "ranks: must be 0 or more"]),
+    (GRID.replace('sizes = ["1M", "4M"]', 'sizes = ["1Q"]'), ["defaults", "sizes"]),
+    (GRID.replace('"fattree:k=4"', '"fattree:k=5"'), ["grid: topology = 'fattree:k=5'", "topology:"]),
+    ("[defaults]\nsizes = ['1M']\n", ["nothing to sweep"]),
+    ("name = 'x'\nruns = []\n[grid]\nseed = [1, 2]\n", ["unknown top-level key(s) runs"]),
+    (GRID.replace("[grid]", "[grid]\nseed = [1, 2]").replace('"fattree:k=4"', '"fattree:k=6"')
+     + "[confirm]\ntopology = { 'fattree:k=6' = 'fattree:k=3' }\n", ["confirm: topology", "fattree"]),
+])
+def test_a_point_wrong_in_itself_is_refused_naming_the_point_and_the_key(tmp_path, text, words):
+    with pytest.raises(SpecError) as e:
+        load_sweep(sweep_file(tmp_path, text))
+    for word in words:
+        assert word in str(e.value)
+
+
+def test_a_sweep_every_point_of_which_is_left_out_is_refused_with_the_reasons(tmp_path):
+    text = "[defaults]\ntopology = 'fattree:k=4'\n[grid]\nmapping = ['hdrm']\npolicy = ['bigraph', 'shortest']\n"
+    with pytest.raises(SpecError, match="every point was left out: .*(policy|mapping)"):
+        load_sweep(sweep_file(tmp_path, text))
+
+
+def test_a_huge_grid_needs_yes_and_a_giant_one_is_refused_before_expanding(tmp_path):
+    big = "[grid]\nseed = [%s]\nmodel_alpha_us = [%s]\n" % (
+        ", ".join(str(i) for i in range(1, 202)), ", ".join(str(i) for i in range(1, 52)))
+    with pytest.raises(SpecError, match=f"10,251 points, more than {MAX_UNASKED_POINTS:,}: give --yes"):
+        load_sweep(sweep_file(tmp_path, big))
+    giant = "[grid]\nseed = [%s]\nmodel_alpha_us = [%s]\nrepetitions = [%s]\n" % tuple(
+        ", ".join(str(i) for i in range(1, n)) for n in (1001, 101, 101))
+    with pytest.raises(SpecError, match="10,000,000 points; at most 1,000,000"):
+        load_sweep(sweep_file(tmp_path, giant), yes=True)
+
+
+def test_a_points_key_is_its_resolved_spec_not_how_it_was_written(tmp_path):
+    a = load_sweep(sweep_file(tmp_path, "[grid]\nsizes = [['1M', '2M']]\n")).points[0]
+    b = load_sweep(sweep_file(tmp_path, "[grid]\nsizes = ['1M:2M:2']\n")).points[0]
+    c = load_sweep(sweep_file(tmp_path, "[grid]\nsizes = ['1M:4M:2']\n")).points[0]
+    assert a.key == b.key != c.key
+
+
+def test_confirm_puts_its_keys_and_its_topology_in_place_of_the_points(tmp_path):
+    text = GRID + "[confirm]\nsizes = ['256K']\nrepetitions = 1\n" \
+                  "topology = { 'bigraph:m=2,n=4' = 'bigraph:m=2,n=2' }\n"
+    s = load_sweep(sweep_file(tmp_path, text))
+    on_bigraph = next(p for p in s.points if p.spec.topology.startswith("bigraph") and p.spec.mapping == "hdrm")
+    emulated = confirm_spec(on_bigraph, s.confirm)
+    assert (emulated.topology, emulated.sizes, emulated.repetitions, emulated.mapping, emulated.policy) == \
+        ("bigraph:m=2,n=2", (256 << 10,), 1, "hdrm", on_bigraph.spec.policy)
+    on_fattree = next(p for p in s.points if p.spec.topology == "fattree:k=4")
+    assert confirm_spec(on_fattree, s.confirm).topology == "fattree:k=4"   # not named: emulated as it is
+
+
+def test_a_workload_is_found_beside_the_sweep_file(tmp_path):
+    (tmp_path / "w.toml").write_text('[[job]]\nname = "a"\nranks = 4\niterations = 1\n'
+                                     'ops = [{op = "allreduce", bytes = "1M"}]\n')
+    s = load_sweep(sweep_file(tmp_path, "[grid]\nworkload = ['w.toml']\nmapping = ['naive', 'hdrm']\n"))
+    assert s.points[0].spec.workload == str(tmp_path / "w.toml")
+
+
+# --- what the table says ---------------------------------------------------------------
+
+def rows(times: dict) -> list[dict]:
+    return [{"point": str(i + 1), "key": f"k{i}", "size_bytes": "1", "model_time_s": str(t), "emulated": "",
+             "emulated_time_s": "", "a": a, "b": b} for i, ((a, b), t) in enumerate(times.items())]
+
+
+def test_the_factor_that_moves_the_time_most_comes_first():
+    table = rows({("x", "p"): 1.0, ("x", "q"): 1.1, ("y", "p"): 4.0, ("y", "q"): 4.4})
+    effects = sweeps.factor_effects(table, ["a", "b"])
+    assert [(f, round(e, 6), n) for f, e, n in effects] == [("a", 4.0, 2), ("b", 1.1, 2)]
+    best, worst = sweeps.best_and_worst(table, 1)["1"]
+    assert (best[0]["a"], best[0]["b"], worst[0]["a"], worst[0]["b"]) == ("x", "p", "y", "q")
+
+
+def test_order_agreement_counts_pairs_in_the_same_order():
+    assert sweeps.order_agreement([(1, 10), (2, 20), (3, 30)]) == (3, 3)
+    assert sweeps.order_agreement([(1, 10), (2, 30), (3, 20)]) == (2, 3)
