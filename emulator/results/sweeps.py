@@ -87,9 +87,13 @@ def read_rows(folder: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def done_keys(rows: list[dict], emulated: bool) -> set[str]:
-    """Points already in the table: modelled, and emulated where asked."""
-    return {row["key"] for row in rows if not emulated or row["emulated"] == "yes"}
+def done_keys(rows: list[dict]) -> dict[str, set[str]]:
+    """The points the table holds without an error: {"model": keys, "emulated": keys}."""
+    done = {"model": set(), "emulated": set()}
+    for row in rows:
+        if not row["error"]:
+            done["emulated" if row["emulated"] == "yes" else "model"].add(row["key"])
+    return done
 
 
 # --- what the table says ---------------------------------------------------------------

@@ -52,21 +52,23 @@ def sweep(path: str, out: str | None = None, resume: str | None = None, schedule
     address = pool.scheduler_address(scheduler)
     todo_model = [p for p in plan.points if p.key not in done["model"]]
     todo_emulate = [(p, s) for p, s in emulated if p.key not in done["emulated"]]
-    print(f"# sweep {plan.name}: {len(plan.points)} points ({len(todo_model)} to model"
-          + (f", {len(todo_emulate)} to emulate" if emulate else "") + f"); rows in {folder}/{sweeps.FILE}",
-          flush=True)
-    table = sweeps.SweepTable(folder, plan.factors)
-    progress = Progress(len(todo_model) + len(todo_emulate))
-    try:
-        with pool.open_pool(address, workers) as client:
-            print(f"# on {_describe_pool(client)}", flush=True)
+    with pool.open_pool(address, workers) as client:   # a scheduler that does not answer: nothing created
+        if resume is None:
+            os.makedirs(folder)
+            shutil.copy(path, os.path.join(folder, "sweep.toml"))
+        print(f"# sweep {plan.name}: {len(plan.points)} points ({len(todo_model)} to model"
+              + (f", {len(todo_emulate)} to emulate" if emulate else "") + f") on {_describe_pool(client)}; "
+              f"rows in {folder}/{sweeps.FILE}", flush=True)
+        table = sweeps.SweepTable(folder, plan.factors)
+        progress = Progress(len(todo_model) + len(todo_emulate))
+        try:
             pool.run(client, todo_model, todo_emulate, os.path.abspath(folder), stamp,
                      lambda kind, point, rows: (table.add(rows), progress.tick()))
             if confirm:
                 _confirm(client, plan, folder, stamp, table, confirm)
-    finally:
-        progress.end()
-        table.close()
+        finally:
+            progress.end()
+            table.close()
     report(plan, folder, confirm)
     return 0
 
@@ -80,12 +82,10 @@ def _emulated_spec(plan: Sweep, point):
 
 
 def _folder(plan: Sweep, path: str, out: str | None, resume: str | None, stamp: dict) -> tuple[str, dict]:
-    """The results folder (new, or --resume's) and the keys of the points it already holds."""
+    """The results folder (new, checked but not made yet; or --resume's)
+    and the keys of the points it already holds."""
     if resume is None:
-        folder = results_dir(out, plan.name)
-        os.makedirs(folder)
-        shutil.copy(path, os.path.join(folder, "sweep.toml"))
-        return folder, {"model": set(), "emulated": set()}
+        return results_dir(out, plan.name), {"model": set(), "emulated": set()}
     if not os.path.isfile(os.path.join(resume, sweeps.FILE)):
         raise SpecError(f"--resume {resume}: no {sweeps.FILE} there; name the folder of an earlier sweep")
     rows = sweeps.read_rows(resume)
@@ -93,9 +93,7 @@ def _folder(plan: Sweep, path: str, out: str | None, resume: str | None, stamp: 
     if other:
         raise SpecError(f"--resume {resume}: its rows come from another version of the model ({', '.join(other)}; "
                         f"this one is {stamp['model_version']}): start a new sweep rather than mix them")
-    ok = [r for r in rows if not r["error"]]
-    return resume, {"model": sweeps.done_keys([r for r in ok if r["emulated"] != "yes"]),
-                    "emulated": sweeps.done_keys([r for r in ok if r["emulated"] == "yes"])}
+    return resume, sweeps.done_keys(rows)
 
 
 def _describe_pool(client) -> str:
@@ -139,9 +137,9 @@ def _estimate_s(plan: Sweep, emulated: list) -> float:
 
 def _confirm(client, plan: Sweep, folder: str, stamp: dict, table, n: int) -> None:
     """Emulate the n best and n worst points by the model's time at the largest size."""
-    chosen = confirm_points(plan, sweeps.read_rows(folder), n)
     rows = sweeps.read_rows(folder)
-    done = sweeps.done_keys([r for r in rows if r["emulated"] == "yes" and not r["error"]])
+    chosen = confirm_points(plan, rows, n)
+    done = sweeps.done_keys(rows)["emulated"]
     todo = [(p, _emulated_spec(plan, p)) for p in chosen if p.key not in done]
     print(f"# confirming the model: emulating {len(todo)} of the {len(chosen)} best and worst points", flush=True)
     progress = Progress(len(todo))
