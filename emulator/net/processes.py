@@ -16,6 +16,7 @@ from emulator.net import ovs_buffers
 STATE_DIR = "/run/bigraph-emu"
 LOCK_FILE = f"{STATE_DIR}/lock"
 PIDS_FILE = f"{STATE_DIR}/pids.json"
+LENT_LOCK_ENV = "BIGRAPH_RUN_LOCK_FD"   # the lock's descriptor, lent by a parent that holds it (a sweep's worker)
 
 
 class MachineBusy(RuntimeError):
@@ -24,14 +25,17 @@ class MachineBusy(RuntimeError):
 
 class RunLock:
     """One emulation at a time per machine: switches, names and the one
-    ovs-vswitchd thread are shared. Held for the whole run."""
+    ovs-vswitchd thread are shared. Held for the whole run. A process that
+    holds it may lend it to the run it starts (`lend()`): the run then
+    takes the lock through the same open file, which it already holds."""
 
     def __init__(self):
         self._fd = None
 
     def __enter__(self):
         os.makedirs(STATE_DIR, exist_ok=True)
-        self._fd = os.open(LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+        lent = os.environ.get(LENT_LOCK_ENV)
+        self._fd = os.dup(int(lent)) if lent else os.open(LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -42,6 +46,10 @@ class RunLock:
 
     def __exit__(self, *exc):
         os.close(self._fd)
+
+    def lend(self) -> dict:
+        """subprocess arguments that lend the held lock to a child process."""
+        return {"pass_fds": (self._fd,), "env": {**os.environ, LENT_LOCK_ENV: str(self._fd)}}
 
 
 def _start_time(pid: int) -> str | None:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from emulator.pipeline import EXIT_BUSY
+from emulator.net import processes
 from emulator.plan import predictions
 from emulator.plan.run_plan import SharedRoutes
 from emulator.results import sweeps
@@ -49,16 +49,27 @@ def emulate_point(point, spec: RunSpec, folder: str, stamp: dict) -> list[dict]:
     experiment = os.path.join(where, "point.toml")
     with open(experiment, "w") as f:
         f.write(experiment_toml(spec, f"point-{point.key}"))
-    t0 = time.time()
-    with open(os.path.join(where, "run.log"), "w") as log:
-        code = subprocess.run([sys.executable, "-m", "emulator.cli", "run", "--experiment", experiment, "--out", out],
-                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT).returncode
-    if code == EXIT_BUSY:
+    lock = processes.RunLock()
+    try:
+        lock.__enter__()
+    except processes.MachineBusy:
         time.sleep(BUSY_WAIT_S)
-        raise MachineBusy(f"point {point.index}: another emulation holds {socket.gethostname()}")
+        raise MachineBusy(f"point {point.index + 1}: another emulation holds {socket.gethostname()}") from None
+    try:   # held from before the run starts to after it has ended: the times recorded are the lock's
+        t0 = time.time()
+        with open(os.path.join(where, "run.log"), "w") as log:
+            code = subprocess.run([sys.executable, "-m", "emulator.cli", "run", "--experiment", experiment,
+                                   "--out", out], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                  **lock.lend()).returncode
+        return stamped(_emulated(point, out, code, log.name), t0, stamp)
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _emulated(point, out: str, code: int, log: str) -> list[dict]:
     if not os.path.exists(os.path.join(out, "collectives.csv")):
-        return stamped(sweeps.error_rows(point, f"emulation exited with {code}: {_tail(log.name)}"), t0, stamp)
-    return stamped(sweeps.emulated_rows(point, out), t0, stamp)
+        return sweeps.error_rows(point, f"emulation exited with {code}: {_tail(log)}")
+    return sweeps.emulated_rows(point, out)
 
 
 def stamped(rows: list[dict], t0: float, stamp: dict) -> list[dict]:
