@@ -13,6 +13,10 @@
 #   vm/provision.sh --clients  also the real clients' packages, the extra
 #                              `clients` of setup.cfg (MPICH, mpi4py, torch),
 #                              for experiments/real-clients/; combines with the others
+#   vm/provision.sh --dask     a machine of a sweep's Dask cluster: checks the
+#                              `dask` command and prints how to start a worker
+#                              here (docs/sweeps.md); with --no-services, a worker
+#                              for model points only
 # Environment: BIGRAPH_VENV (default: <project>/.venv)
 set -eu
 
@@ -31,10 +35,12 @@ say() { echo "provision: $*"; }
 USERSPACE_TSO=""
 SERVICES=yes
 CLIENTS=no
+DASK=no
 while [ $# -gt 0 ]; do
     case "$1" in
         --no-services) SERVICES=no ;;
         --clients) CLIENTS=yes ;;
+        --dask) DASK=yes ;;
         --userspace-tso)
             case "${2:-}" in
                 on) USERSPACE_TSO=true ;;
@@ -42,7 +48,7 @@ while [ $# -gt 0 ]; do
                 *) echo "provision: --userspace-tso takes on or off, got '${2:-}'" >&2; exit 2 ;;
             esac
             shift ;;
-        *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off | --no-services] [--clients]" >&2; exit 2 ;;
+        *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off | --no-services] [--clients] [--dask]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -184,3 +190,15 @@ if [ "$SERVICES" = yes ]; then
 fi
 make_venv
 say "ready: $VENV/bin/bigraph-emu"
+if [ "$DASK" = yes ]; then
+    if ! "$VENV/bin/dask" --version >/dev/null; then
+        echo "provision: the dask command does not run (see the error above)" >&2
+        exit 1
+    fi
+    # a worker process per core (the model is Python: threads would share one);
+    # the fabric resource where the machine may emulate (its lock lets one run at a time)
+    resources=""
+    [ "$SERVICES" = yes ] && resources=" --resources fabric=1"
+    say "$("$VENV/bin/dask" --version 2>&1 | tail -1); start this machine's workers with:"
+    say "  $VENV/bin/dask worker tcp://SCHEDULER:8786 --nworkers $(nproc) --nthreads 1$resources"
+fi
