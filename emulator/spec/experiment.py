@@ -427,17 +427,14 @@ def _check_placement(spec: RunSpec, fabric: Fabric) -> None:
 
 def switch_links(fabric: Fabric) -> list[str]:
     """Switch-switch links as 'a-b', once each (parallel links once)."""
-    seen = []
-    for link in fabric.links:
-        name = f"{link.a}-{link.b}"
-        if link.kind == "switch" and name not in seen:
-            seen.append(name)
-    return seen
+    return list(dict.fromkeys(f"{link.a}-{link.b}" for link in fabric.links if link.kind == "switch"))
 
 
 def check_link_events(events, fabric: Fabric) -> None:
     """Times >= 0, actions down/up, existing switch-switch links, and per
     link alternating down, up, down... in time order."""
+    if not events:
+        return
     valid = {frozenset(name.split("-")) for name in switch_links(fabric)}
     down = set()
     for event in sorted(events, key=lambda e: e.time_s):

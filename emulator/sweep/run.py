@@ -15,6 +15,7 @@ import os
 import random
 import shutil
 import sys
+import threading
 import time
 
 from emulator.pipeline import duration, results_dir
@@ -26,6 +27,7 @@ from emulator.sweep import points, pool
 
 SHOWN_POINTS = 5       # the dry run's first points
 ESTIMATE_SAMPLE = 5    # points the dry run times to estimate the sweep
+ESTIMATE_BUDGET_S = 10  # ... for at most this long
 BRING_UP_S = 30        # an emulation's bring-up and teardown, beside its calls (a 32-host fabric here)
 
 
@@ -109,28 +111,44 @@ def print_plan(plan: Sweep, emulated: list, workers: int | None) -> None:
     for why, n in plan.skip_reasons():
         print(f"#   left out {n}x: {why}")
     if emulated:
-        print(f"# estimate: {duration(_estimate_s(plan, emulated))} on one machine (one emulation at a time)")
+        print(f"# estimate: {duration(_emulation_s(emulated))} on one machine (one emulation at a time)")
     else:
         workers = workers or os.cpu_count() or 1
-        print(f"# estimate: {duration(_estimate_s(plan, emulated) / workers)} on {workers} local workers")
+        seconds, cut = _model_s(plan)
+        print(f"# estimate: {'at least ' if cut else ''}{duration(seconds / workers)} on {workers} local workers "
+              f"(from {ESTIMATE_SAMPLE} points timed here{f' for {ESTIMATE_BUDGET_S} s' if cut else ''})")
     for point in plan.points[:SHOWN_POINTS]:
         print(f"  {point.index + 1:5d}  {point.label or '(the defaults)'}")
     if len(plan.points) > SHOWN_POINTS:
         print(f"  ... and {len(plan.points) - SHOWN_POINTS} more")
 
 
-def _estimate_s(plan: Sweep, emulated: list) -> float:
-    """The model's estimate of the sweep's time on one worker: emulations
-    take the calls the model predicts plus bring-up; model points the mean
-    time of a few of them, timed here."""
-    if emulated:
-        from emulator.pipeline import plan_emulated, predicted_calls
-        return sum(sum(predicted_calls([plan_emulated(spec)])) + BRING_UP_S for _, spec in emulated)
+def _emulation_s(emulated: list) -> float:
+    """Emulations: the calls the model predicts, plus bring-up."""
+    from emulator.pipeline import plan_emulated, predicted_calls
+    return sum(sum(predicted_calls([plan_emulated(spec)])) + BRING_UP_S for _, spec in emulated)
+
+
+def _model_s(plan: Sweep) -> tuple[float, bool]:
+    """Model points on one worker: the mean time of a few, timed here, times
+    their count; (a lower bound, True) when the few took more than
+    ESTIMATE_BUDGET_S (the one under way counts as what it took so far)."""
     sample = random.Random(1).sample(plan.points, min(ESTIMATE_SAMPLE, len(plan.points)))
+    took: list[float] = []
+
+    def time_them():
+        for point in sample:
+            t0 = time.perf_counter()
+            points.model_point(point, {})
+            took.append(time.perf_counter() - t0)
+
     t0 = time.perf_counter()
-    for point in sample:
-        points.model_point(point, {})
-    return (time.perf_counter() - t0) / len(sample) * len(plan.points)
+    worker = threading.Thread(target=time_them, daemon=True)   # not waited for: it ends with the process
+    worker.start()
+    worker.join(ESTIMATE_BUDGET_S)
+    if len(took) == len(sample):
+        return sum(took) / len(took) * len(plan.points), False
+    return (time.perf_counter() - t0) / (len(took) + 1) * len(plan.points), True
 
 
 # --- confirming the model ------------------------------------------------------------
