@@ -43,7 +43,11 @@ def test_delay_per_tier_shows_in_the_path_rtt_and_in_the_model(tmp_path, clean_m
     assert expected_far == 2 * (1 + 10 + 10 + 1)
     record_property("rtt_ms", f"across the sites {far_rtt} (configured {expected_far}), "
                               f"inside a site {near_rtt} (configured 4)")
-    assert abs(far_rtt - expected_far) < 0.1 * expected_far, (far_rtt, expected_far)
+    # netem's delay is a floor: below it, a tier went undelayed; at 1.5x, a link
+    # was delayed twice. Between them, how close is the machine's speed (a VM
+    # under software emulation added 5.8 ms of its own to 44 in one boot).
+    assert 0.98 * expected_far <= far_rtt < 1.5 * expected_far, (far_rtt, expected_far)
+    timing(abs(far_rtt - expected_far) < 0.1 * expected_far, (far_rtt, expected_far))
     timing(abs(near_rtt - 4) < 1.5, near_rtt)   # 1 ms each way on two host links: small, so loosely
     size = plan.calls[0].size_bytes
     assert bytes_ok(plan, size, record.steps)
