@@ -20,6 +20,7 @@ No root; the machine should be otherwise idle.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -41,7 +42,7 @@ TOPOLOGIES = {1024: ["bigraph:m=32,n=32", "fattree:k=16", "leafspine:leaves=32,s
 
 
 def grid_text(ranks: int, policies: list[str], rates: list[float]) -> str:
-    quoted = lambda values: "[" + ", ".join(f'"{v}"' if isinstance(v, str) else f"{v:g}" for v in values) + "]"
+    quoted = json.dumps   # a list of strings or numbers is a TOML array too
     return (f'name = "bench"\n[defaults]\nranks = {ranks}\nsizes = ["64M"]\n[grid]\n'
             f"topology = {quoted(TOPOLOGIES[ranks])}\npolicy = {quoted(policies)}\n"
             f'mapping = ["naive", "round-robin", "random", "hdrm"]\nalgorithm = ["ring", "halving-doubling"]\n'
