@@ -88,23 +88,24 @@ def job_alone(flat, layout: JobLayout):
 
 
 class SharedRoutes:
-    """The model's routes of recent fabrics and policies, kept for the next
-    spec that shares them (a sweep's points on one worker): a next-hop
-    table works its entries out once."""
+    """The model's routes of recent topologies and policies, kept for the
+    next spec that shares them (a sweep's points on one worker): a next-hop
+    table works its entries out once. Routes read the fabric's shape only
+    (switches, ports, hosts), never a link's rate, delay or loss, so specs
+    that differ only there share them."""
 
     def __init__(self, size: int = 8):
         self.size = size
-        self._tables: dict[tuple, tuple[Fabric, ForwardingTable]] = {}
+        self._tables: dict[tuple, ForwardingTable] = {}
 
     def get(self, spec: RunSpec) -> tuple[Fabric, ForwardingTable]:
-        key = (spec.topology, spec.link_profile(), spec.link_overrides, spec.link_delay_ms, spec.link_loss_pct,
-               spec.policy, spec.seed)
+        fabric = spec.fabric()
+        key = (spec.topology, spec.policy, spec.seed)
         if key not in self._tables:
             while self._tables and len(self._tables) >= self.size:   # the oldest goes
                 self._tables.pop(next(iter(self._tables)))
-            fabric = spec.fabric()
-            self._tables[key] = fabric, model_table(fabric, spec.policy, spec.seed)
-        return self._tables[key]
+            self._tables[key] = model_table(fabric, spec.policy, spec.seed)
+        return fabric, self._tables[key]
 
 
 def model_sweep(spec: RunSpec, method: str = "auto", progress=None,

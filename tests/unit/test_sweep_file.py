@@ -129,3 +129,19 @@ def test_the_factor_that_moves_the_time_most_comes_first():
 def test_order_agreement_counts_pairs_in_the_same_order():
     assert sweeps.order_agreement([(1, 10), (2, 20), (3, 30)]) == (3, 3)
     assert sweeps.order_agreement([(1, 10), (2, 30), (3, 20)]) == (2, 3)
+
+
+def test_routes_shared_between_points_predict_what_fresh_routes_do():
+    """Points that differ in rates, overrides, placement or algorithm share
+    their topology's routes; every prediction equals one made from scratch."""
+    from emulator.plan.predictions import sweep_prediction
+    from emulator.plan.run_plan import SharedRoutes
+    from emulator.spec.experiment import make_run
+    shared = SharedRoutes(size=2)
+    for topology, policy in [("bigraph:m=4,n=8", "spread"), ("fattree:k=4", "valiant"), ("fattree:k=4", "ecmp")]:
+        for values in [{"switch_rate_mbps": 10}, {"switch_rate_mbps": 40, "mapping": "random"},
+                       {"link_overrides": ["bgs0-bgs4:5" if topology.startswith("bigraph") else "bgh1:5"],
+                        "algorithm": "halving-doubling"}]:
+            spec = make_run({"topology": topology, "policy": policy, "sizes": ["1M", "8M"], **values})
+            got = sweep_prediction(spec, shared=shared, steps=False)
+            assert got["sizes"] == sweep_prediction(spec, steps=False)["sizes"], (topology, policy, values)
