@@ -552,13 +552,16 @@ def sweep_heatmaps(rows: list[dict], pair: list[str], path: str) -> str:
     return path
 
 
-def confirm_scatter(pairs: list[tuple[float, float, str]], path: str) -> str:
-    """Confirmed points: the sweep model's time against the emulated one."""
+def confirm_scatter(pairs: list[dict], path: str) -> str:
+    """Confirmed points: the model's time of each emulated run against the
+    measured one, on a line of equality."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 4))
-    for model, emulated, verdict in pairs:
-        ax.scatter(model, emulated, color="tab:blue" if verdict == "ok" else "tab:red")
-    ax.set_xlabel("model time in the sweep (s)")
+    for p in pairs:
+        ax.scatter(p["model"], p["emulated"], color="tab:blue" if p["verdict"] == "ok" else "tab:red")
+    top = max(max(p["model"], p["emulated"]) for p in pairs) * 1.1
+    ax.plot([0, top], [0, top], color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("model time of the emulated run (s)")
     ax.set_ylabel("emulated time (s)")
     ax.set_title("confirmed points (red: failed the fidelity verdict)", fontsize=9)
     _save(fig, path)

@@ -219,16 +219,16 @@ def confirm_text(rows: list[dict]) -> str:
     pairs = confirmed_pairs(rows)
     if len(pairs) < 2:
         return "# confirmed: fewer than two points emulated; no order to compare"
-    same, total = sweeps.order_agreement([(m, e) for m, e, _ in pairs])
-    verdicts = sum(v == "ok" for _, _, v in pairs)
+    same, total = sweeps.order_agreement([(p["sweep_model"], p["emulated"]) for p in pairs])
+    verdicts = sum(p["verdict"] == "ok" for p in pairs)
     return (f"# confirmed: {len(pairs)} points emulated ({verdicts} passed the fidelity verdict); the measured order "
             f"{'matches' if same == total else 'differs from'} the model's ({same} of {total} pairs in the same "
             "order)")
 
 
-def confirmed_pairs(rows: list[dict]) -> list[tuple[float, float, str]]:
-    """(the sweep model's time, the emulated time, verdict) of every emulated
-    point, at the largest size both have."""
+def confirmed_pairs(rows: list[dict]) -> list[dict]:
+    """Per emulated point, at the largest size of each: the sweep model's
+    time, the model's on the emulated run, the emulated time and the verdict."""
     model = {(r["key"], r["size_bytes"]): float(r["model_time_s"]) for r in rows
              if r["emulated"] != "yes" and r["model_time_s"]}
     emulated = {}
@@ -241,7 +241,8 @@ def confirmed_pairs(rows: list[dict]) -> list[tuple[float, float, str]]:
         sized = [(k, s) for k, s in model if k == key]
         if sized:
             size = max(sized, key=lambda ks: int(ks[1] or 0))
-            pairs.append((model[size], float(row["emulated_time_s"]), row["verdict"]))
+            pairs.append({"sweep_model": model[size], "model": float(row["model_time_s"]),
+                          "emulated": float(row["emulated_time_s"]), "verdict": row["verdict"]})
     return pairs
 
 
@@ -275,8 +276,8 @@ class Progress:
         rate = self.done / max(now - self.t0, 1e-9)
         left = (self.total - self.done) / rate if rate else 0
         end = "\r" if sys.stderr.isatty() else "\n"
-        print(f"[{self.done}/{self.total}] {rate:.1f} points/s, ~{duration(left)} left  ", end=end,
-              file=sys.stderr, flush=True)
+        speed = f"{rate:.1f} points/s" if rate >= 1 else f"{1 / rate:.0f} s per point"
+        print(f"[{self.done}/{self.total}] {speed}, ~{duration(left)} left  ", end=end, file=sys.stderr, flush=True)
 
     def end(self) -> None:
         if self.done and sys.stderr.isatty():
