@@ -63,9 +63,10 @@ def sweep(path: str, out: str | None = None, resume: str | None = None, schedule
               f"rows in {folder}/{sweeps.FILE}", flush=True)
         table = sweeps.SweepTable(folder, plan.factors)
         progress = Progress(len(todo_model) + len(todo_emulate))
-        try:
-            pool.run(client, todo_model, todo_emulate, os.path.abspath(folder), stamp,
-                     lambda kind, point, rows: (table.add(rows), progress.tick()))
+        try:   # the model first: nothing of it runs beside an emulation
+            for model, emulations in ((todo_model, []), ([], todo_emulate)):
+                pool.run(client, model, emulations, os.path.abspath(folder), stamp,
+                         lambda kind, point, rows: (table.add(rows), progress.tick()))
             if confirm:
                 _confirm(client, plan, folder, stamp, table, confirm)
         finally:
