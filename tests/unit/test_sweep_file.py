@@ -2,12 +2,15 @@
 the points' keys, [confirm], and what the table says."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from emulator.results import sweeps
 from emulator.spec.experiment import SpecError
 from emulator.spec.sweep import MAX_UNASKED_POINTS, confirm_spec, load_sweep
 
+REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GRID = """
 name = "t"
 [defaults]
@@ -145,3 +148,28 @@ def test_routes_shared_between_points_predict_what_fresh_routes_do():
             spec = make_run({"topology": topology, "policy": policy, "sizes": ["1M", "8M"], **values})
             got = sweep_prediction(spec, shared=shared, steps=False)
             assert got["sizes"] == sweep_prediction(spec, steps=False)["sizes"], (topology, policy, values)
+
+
+def test_a_workload_point_is_one_row_its_makespan_and_each_jobs_slowdown(tmp_path):
+    from emulator.plan.predictions import workload_prediction
+    from emulator.sweep.points import model_point
+    workload = os.path.join(REPO, "experiments", "workloads", "two-tenants.toml")
+    s = load_sweep(sweep_file(tmp_path, f"[defaults]\ntopology = 'bigraph:m=2,n=4'\n[grid]\n"
+                                        f"workload = ['{workload}']\nmapping = ['naive', 'hdrm']\n"))
+    for point in s.points:
+        (row,) = model_point(point, {"version": "v", "model_version": "m"})
+        jobs = workload_prediction(point.spec)["jobs"]
+        assert float(row["model_time_s"]) == max(j["end_s"] for j in jobs) and "error" not in row
+        slowdowns = dict(part.split(":") for part in row["job_slowdowns"].split(";"))
+        assert set(slowdowns) == {j["job"] for j in jobs} and all(float(v) >= 1 for v in slowdowns.values())
+        assert (row["version"], row["model_version"], row["point"]) == ("v", "m", point.index + 1)
+
+
+def test_a_point_the_model_cannot_take_is_a_row_with_its_error():
+    from emulator.spec.sweep import Point
+    from emulator.spec.experiment import make_run
+    from emulator.sweep.points import model_point
+    import dataclasses
+    spec = dataclasses.replace(make_run({}), algorithm="no-such-algorithm")   # past the checks, as a bug would be
+    (row,) = model_point(Point(0, {"algorithm": "no-such-algorithm"}, spec), {})
+    assert "no-such-algorithm" in row["error"] and "model_time_s" not in row
