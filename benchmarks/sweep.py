@@ -12,8 +12,11 @@
    `bigraph-emu model --experiment` running the same runs in one process
    (targets: at most half its wall time, and under 5 minutes on 2 cores).
 
+Beside 2., the ceiling this machine's cores set: the same points split
+evenly over plain processes (no Dask), against one.
+
   .venv/bin/python benchmarks/sweep.py [--ranks 1024] [--points 1000] [--workers 2]
-                                       [--policies shortest,ecmp,...]
+                                       [--policies shortest,ecmp,...] [--no-grid]
 
 No root; the machine should be otherwise idle.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -73,6 +77,23 @@ def pool_run(points: list, workers: int) -> tuple[float, float]:
     return wall, own
 
 
+def _model_all(points: list) -> None:
+    from emulator.sweep.points import model_point
+    for point in points:
+        model_point(point, {})
+
+
+def plain_processes(points: list, workers: int) -> float:
+    """Wall time of `workers` plain processes, each modelling its share of
+    the points alone (no Dask): what this machine's cores allow."""
+    shares = [points[i::workers] for i in range(workers)]
+    with multiprocessing.get_context("spawn").Pool(workers) as processes:
+        processes.map(_model_all, [[] for _ in shares])   # started and imported before the clock
+        t0 = time.perf_counter()
+        processes.map(_model_all, shares, chunksize=1)
+        return time.perf_counter() - t0
+
+
 def experiment_file(folder: str, sweep) -> str:
     """The sweep's points as the [[runs]] of one experiment file."""
     path = os.path.join(folder, "runs.toml")
@@ -96,6 +117,7 @@ def main() -> int:
     ap.add_argument("--overhead-points", type=int, default=200, help="points of 1. and 2.")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--policies", default=",".join(POLICIES), help="the grid's policies (default: all)")
+    ap.add_argument("--no-grid", action="store_true", help="stop after 2. (3. takes the longest)")
     args = ap.parse_args()
     policies = args.policies.split(",")
     with tempfile.TemporaryDirectory() as folder:
@@ -109,6 +131,11 @@ def main() -> int:
         many, _ = pool_run(few, args.workers)
         print(f"2. {args.workers} workers: {many:.2f} s against one worker's {one:.2f} s: {one / many:.2f}x "
               "(target >= 1.8x on 2 cores)", flush=True)
+        alone, together = plain_processes(few, 1), plain_processes(few, args.workers)
+        print(f"   this machine's own ceiling: {args.workers} plain processes (no Dask, the points split evenly) "
+              f"{together:.2f} s against one's {alone:.2f} s: {alone / together:.2f}x", flush=True)
+        if args.no_grid:
+            return 0
         runs = experiment_file(folder, sweep)
         baseline = timed([BIN, "model", "--experiment", runs, "--json"])
         swept = timed([BIN, "sweep", os.path.join(folder, "grid.toml"), "--out", os.path.join(folder, "out"),
