@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from emulator.fabric.graph import HOST_PREFIX, SWITCH_PREFIX
@@ -27,7 +28,8 @@ class RunLock:
     """One emulation at a time per machine: switches, names and the one
     ovs-vswitchd thread are shared. Held for the whole run. A process that
     holds it may lend it to the run it starts (`lend()`): the run then
-    takes the lock through the same open file, which it already holds."""
+    takes the lock through the same open file, which it already holds.
+    The holder writes who it is into the file, for the runs it refuses."""
 
     def __init__(self):
         self._fd = None
@@ -39,9 +41,13 @@ class RunLock:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = _holder(self._fd)
             os.close(self._fd)
-            raise MachineBusy("another bigraph-emu emulation is running on this machine; "
-                               "wait for it to finish") from None
+            raise MachineBusy(f"another bigraph-emu emulation holds this machine{holder}; "
+                              "wait for it to finish") from None
+        holder = json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv), "since": time.time()})
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, holder.encode(), 0)
         return self
 
     def __exit__(self, *exc):
@@ -50,6 +56,16 @@ class RunLock:
     def lend(self) -> dict:
         """subprocess arguments that lend the held lock to a child process."""
         return {"pass_fds": (self._fd,), "env": {**os.environ, LENT_LOCK_ENV: str(self._fd)}}
+
+
+def _holder(fd: int) -> str:
+    """', process N (its command, since HH:MM:SS)' from the lock file, or '' if it says nothing readable."""
+    try:
+        holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        since = time.strftime("%H:%M:%S", time.localtime(float(holder["since"])))
+        return f": process {int(holder['pid'])} ({holder['command']}, since {since})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 def _start_time(pid: int) -> str | None:

@@ -173,3 +173,23 @@ def test_a_point_the_model_cannot_take_is_a_row_with_its_error():
     spec = dataclasses.replace(make_run({}), algorithm="no-such-algorithm")   # past the checks, as a bug would be
     (row,) = model_point(Point(0, {"algorithm": "no-such-algorithm"}, spec), {})
     assert "no-such-algorithm" in row["error"] and "model_time_s" not in row
+
+
+def test_a_refused_run_names_the_process_that_holds_the_machine_and_a_lent_lock_is_held(tmp_path, monkeypatch):
+    """The lock in a folder of the test's own: a real run elsewhere on this machine is never touched."""
+    import subprocess
+    import sys
+    from emulator.net import processes
+    monkeypatch.setattr(processes, "STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(processes, "LOCK_FILE", str(tmp_path / "lock"))
+    with processes.RunLock() as held:
+        with pytest.raises(processes.MachineBusy, match=rf"holds this machine: process {os.getpid()} \(.*, since "):
+            processes.RunLock().__enter__()
+        child = ("import sys; sys.path.insert(0, sys.argv[1]); from emulator.net import processes as p; "
+                 f"p.STATE_DIR, p.LOCK_FILE = {str(tmp_path)!r}, {str(tmp_path / 'lock')!r}; "
+                 "lock = p.RunLock().__enter__(); print('held')")
+        got = subprocess.run([sys.executable, "-c", child, REPO], capture_output=True, text=True, **held.lend())
+        assert got.stdout.strip() == "held", got.stderr   # the lent lock, taken through the same open file
+        env = {k: v for k, v in os.environ.items() if k != processes.LENT_LOCK_ENV}
+        refused = subprocess.run([sys.executable, "-c", child, REPO], capture_output=True, text=True, env=env)
+        assert "MachineBusy" in refused.stderr and "holds this machine: process" in refused.stderr
