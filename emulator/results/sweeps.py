@@ -8,6 +8,7 @@ import csv
 import os
 import statistics
 
+from emulator.spec.experiment import SpecError
 from emulator.spec.sweep import factor_text
 
 # One row per point and message size (a workload's point: one row, no size).
@@ -55,11 +56,7 @@ class SweepTable:
         self.path = os.path.join(folder, FILE)
         self.columns = header(factors)
         if os.path.exists(self.path):
-            with open(self.path, newline="") as f:
-                found = next(csv.reader(f), [])
-            if found != self.columns:
-                raise ValueError(f"{self.path} has other columns than this sweep's ({', '.join(found[:6])}, ...): "
-                                 "it is another sweep's folder")
+            check_columns(folder, factors)
             self._file = open(self.path, "a", newline="")
             self._writer = csv.DictWriter(self._file, self.columns)
         else:
@@ -76,6 +73,17 @@ class SweepTable:
 
     def close(self) -> None:
         self._file.close()
+
+
+def check_columns(folder: str, factors: list[str]) -> None:
+    """SpecError unless the folder's sweep.csv has this sweep's columns."""
+    path = os.path.join(folder, FILE)
+    with open(path, newline="") as f:
+        found = next(csv.reader(f), [])
+    if found != header(factors):
+        extra = sorted(set(found) ^ set(header(factors)))
+        raise SpecError(f"{path} has other columns than this sweep's (differing: {', '.join(extra) or 'their order'}): "
+                        "it holds another sweep's points")
 
 
 def read_rows(folder: str) -> list[dict]:

@@ -91,6 +91,7 @@ def _folder(plan: Sweep, path: str, out: str | None, resume: str | None, stamp: 
         return results_dir(out, plan.name), {"model": set(), "emulated": set()}
     if not os.path.isfile(os.path.join(resume, sweeps.FILE)):
         raise SpecError(f"--resume {resume}: no {sweeps.FILE} there; name the folder of an earlier sweep")
+    sweeps.check_columns(resume, plan.factors)
     rows = sweeps.read_rows(resume)
     other = sorted({r["model_version"] for r in rows} - {stamp["model_version"]})
     if other:

@@ -116,12 +116,18 @@ def test_ctrl_c_stops_cleanly_and_resume_runs_only_what_is_missing(sweep_file, t
     assert_whole(out)
 
 
-def test_resume_refuses_rows_of_another_model(sweep_file, tmp_path):
+def test_resume_refuses_another_sweeps_folder_and_rows_of_another_model(sweep_file, tmp_path):
+    from emulator.results.sweeps import header
     out = tmp_path / "out"
     out.mkdir()
     (out / "sweep.csv").write_text("point,key,model_version\n1,abc,0123456789ab\n")
     got = sweep(sweep_file, "--resume", str(out))
-    assert got.returncode == 2 and "another version of the model (0123456789ab" in got.stderr
+    assert got.returncode == 2 and "has other columns than this sweep's" in got.stderr, got.stderr
+    columns = header(["topology", "policy", "mapping", "algorithm"])
+    row = {c: "" for c in columns} | {"point": "1", "key": "abc", "model_version": "0123456789ab"}
+    (out / "sweep.csv").write_text(",".join(columns) + "\n" + ",".join(row[c] for c in columns) + "\n")
+    got = sweep(sweep_file, "--resume", str(out))
+    assert got.returncode == 2 and "another version of the model (0123456789ab" in got.stderr, got.stderr
 
 
 @pytest.mark.parametrize("args, words", [
