@@ -200,5 +200,5 @@ if [ "$DASK" = yes ]; then
     resources=""
     [ "$SERVICES" = yes ] && resources=" --resources fabric=1"
     say "$("$VENV/bin/dask" --version 2>&1 | tail -1); start this machine's workers with:"
-    say "  $VENV/bin/dask worker tcp://SCHEDULER:8786 --nworkers $(nproc) --nthreads 1$resources"
+    say "  DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False $VENV/bin/dask worker tcp://SCHEDULER:8786 --nworkers $(nproc) --nthreads 1$resources"
 fi

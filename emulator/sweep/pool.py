@@ -18,6 +18,10 @@ SCHEDULER_ENV = "BIGRAPH_DASK_SCHEDULER"
 FABRIC = "fabric"        # the worker resource of a machine that emulates
 RETRIES = 3              # runs of a point whose worker was lost
 CONNECT_TIMEOUT_S = 10
+# Dask's workers sample their threads' stacks every 10 ms: it took the model
+# 20% longer in a worker (benchmarks/sweep.py). Off in our pool; a cluster's
+# workers take it from the environment (docs/sweeps.md).
+NO_PROFILE = {"distributed.worker.profile.enabled": False}
 
 
 def scheduler_address(flag: str | None) -> str | None:
@@ -28,6 +32,7 @@ def scheduler_address(flag: str | None) -> str | None:
 def open_pool(address: str | None, workers: int | None = None):
     """A Dask client: of the scheduler at `address`, or of a local cluster of
     `workers` processes (default: one per core) on 127.0.0.1."""
+    import dask
     from distributed import Client, LocalCluster
     if address:
         try:
@@ -38,9 +43,10 @@ def open_pool(address: str | None, workers: int | None = None):
         with client:
             yield client
         return
-    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=None, resources={FABRIC: 1},
-                           silence_logs=logging.ERROR)
+    with dask.config.set(NO_PROFILE):   # the workers' nannies pass it on
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None, resources={FABRIC: 1},
+                               silence_logs=logging.ERROR)
     with cluster, Client(cluster) as client:
         yield client
 
