@@ -150,14 +150,6 @@ def _command(sub, name: str, **kwargs) -> argparse.ArgumentParser:
     return sub.add_parser(name, formatter_class=_HelpFormatter, epilog=f"{heading}:\n{examples}", **kwargs)
 
 
-def _version() -> str:
-    from importlib import metadata
-    try:
-        return metadata.version("bigraph-emu")
-    except metadata.PackageNotFoundError:   # run from a checkout that was never installed
-        return "(not installed; pip install -e . gives it its version)"
-
-
 USAGE = """\
   bigraph-emu demo                   8-host BiGraph, halving-doubling allreduce, naive then HDRM mapping (root)
   bigraph-emu run [flags]            one run from flags, or --experiment FILE (root)
@@ -180,7 +172,7 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="exit codes:\n" + "\n".join(f"  {code:3}  {meaning}"
                                                                    for code, meaning in sorted(EXIT_CODES.items())))
-    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    p.add_argument("--version", action="version", version=f"%(prog)s {pipeline.version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     out_help = "results folder, new or empty (default: results/<time>-<name>)"
     sp = _command(sub, "demo", help="8-host BiGraph halving-doubling allreduce, naive then HDRM mapping (needs root)")

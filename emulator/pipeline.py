@@ -37,6 +37,15 @@ EXIT_BUSY = 4        # another emulation holds this machine: nothing of this one
 FINISHED = (EXIT_OK, EXIT_UNTRUSTED)   # its results folder is complete
 
 
+def version() -> str:
+    """The project's installed version (results and sweeps record it)."""
+    from importlib import metadata
+    try:
+        return metadata.version("bigraph-emu")
+    except metadata.PackageNotFoundError:   # run from a checkout that was never installed
+        return "(not installed; pip install -e . gives it its version)"
+
+
 # --- before the network: plans and checks ---------------------------------------------
 
 def prepare(experiment: Experiment, out: str | None):

@@ -21,10 +21,6 @@ ROUTES = SharedRoutes()   # this worker's: kept from point to point
 BUSY_WAIT_S = 2.0         # before a point the machine's lock refused goes back to the queue
 
 
-class MachineBusy(Exception):
-    """Another emulation holds this worker's machine: the point goes back to the queue."""
-
-
 def model_point(point, stamp: dict) -> list[dict]:
     """The model's rows of a point; a point that raises gives a row with its error."""
     t0 = time.time()
@@ -53,8 +49,8 @@ def emulate_point(point, spec: RunSpec, folder: str, stamp: dict) -> list[dict]:
     try:
         lock.__enter__()
     except processes.MachineBusy:
-        time.sleep(BUSY_WAIT_S)
-        raise MachineBusy(f"point {point.index + 1}: another emulation holds {socket.gethostname()}") from None
+        time.sleep(BUSY_WAIT_S)   # before the point goes back to the queue
+        raise
     try:   # held from before the run starts to after it has ended: the times recorded are the lock's
         t0 = time.time()
         with open(os.path.join(where, "run.log"), "w") as log:

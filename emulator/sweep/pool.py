@@ -10,6 +10,7 @@ import logging
 import os
 import time
 
+from emulator.net import processes
 from emulator.results import sweeps
 from emulator.spec.experiment import SpecError
 from emulator.sweep import points
@@ -59,7 +60,7 @@ def emulation_task(point, spec, folder: str, stamp: dict):
     from distributed import Reschedule
     try:
         return "emulated", point, points.emulate_point(point, spec, folder, stamp)
-    except points.MachineBusy:
+    except processes.MachineBusy:   # another emulation holds the machine: back to the queue
         raise Reschedule() from None
 
 

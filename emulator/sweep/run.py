@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from emulator.pipeline import duration, results_dir
+from emulator.pipeline import duration, results_dir, version
 from emulator.plan.predictions import model_version
 from emulator.results import sweeps
 from emulator.spec.experiment import SpecError
@@ -29,14 +29,6 @@ SHOWN_POINTS = 5       # the dry run's first points
 ESTIMATE_SAMPLE = 5    # points the dry run times to estimate the sweep
 ESTIMATE_BUDGET_S = 10  # ... for at most this long
 BRING_UP_S = 30        # an emulation's bring-up and teardown, beside its calls (a 32-host fabric here)
-
-
-def version() -> str:
-    from importlib import metadata
-    try:
-        return metadata.version("bigraph-emu")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def sweep(path: str, out: str | None = None, resume: str | None = None, scheduler: str | None = None,
@@ -62,18 +54,25 @@ def sweep(path: str, out: str | None = None, resume: str | None = None, schedule
               + (f", {len(todo_emulate)} to emulate" if emulate else "") + f") on {_describe_pool(client)}; "
               f"rows in {folder}/{sweeps.FILE}", flush=True)
         table = sweeps.SweepTable(folder, plan.factors)
-        progress = Progress(len(todo_model) + len(todo_emulate))
         try:   # the model first: nothing of it runs beside an emulation
-            for model, emulations in ((todo_model, []), ([], todo_emulate)):
-                pool.run(client, model, emulations, os.path.abspath(folder), stamp,
-                         lambda kind, point, rows: (table.add(rows), progress.tick()))
+            _run(client, todo_model, todo_emulate, folder, stamp, table)
             if confirm:
                 _confirm(client, plan, folder, stamp, table, confirm)
         finally:
-            progress.end()
             table.close()
     report(plan, folder, confirm)
     return 0
+
+
+def _run(client, model: list, emulate: list, folder: str, stamp: dict, table) -> None:
+    """Model points, then emulation points, each point's rows to the table as it finishes."""
+    progress = Progress(len(model) + len(emulate))
+    try:
+        for todo_model, todo_emulate in ((model, []), ([], emulate)):
+            pool.run(client, todo_model, todo_emulate, os.path.abspath(folder), stamp,
+                     lambda kind, point, rows: (table.add(rows), progress.tick()))
+    finally:
+        progress.end()
 
 
 def _emulated_spec(plan: Sweep, point):
@@ -162,12 +161,7 @@ def _confirm(client, plan: Sweep, folder: str, stamp: dict, table, n: int) -> No
     done = sweeps.done_keys(rows)["emulated"]
     todo = [(p, _emulated_spec(plan, p)) for p in chosen if p.key not in done]
     print(f"# confirming the model: emulating {len(todo)} of the {len(chosen)} best and worst points", flush=True)
-    progress = Progress(len(todo))
-    try:
-        pool.run(client, [], todo, os.path.abspath(folder), stamp,
-                 lambda kind, point, rows: (table.add(rows), progress.tick()))
-    finally:
-        progress.end()
+    _run(client, [], todo, folder, stamp, table)
 
 
 def confirm_points(plan: Sweep, rows: list[dict], n: int) -> list:
