@@ -134,6 +134,32 @@ def cmd_topo(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    """Both placements over --servers, or the servers the run needs."""
+    from emulator.plan import capacity, servers
+    from emulator.plan.run_plan import plan_run
+    try:
+        names = servers.parse_servers(args.servers) if args.servers is not None else None
+        cores = to_int(args.server_cores) if args.server_cores is not None else os.cpu_count() or 1
+        max_hosts = to_int(args.server_hosts) if args.server_hosts is not None else pipeline.MAX_EMULATED_HOSTS
+    except ValueError as e:
+        raise SpecError(str(e) if "--servers" in str(e) else f"--server-cores/--server-hosts: {e}") from None
+    if cores < 1 or max_hosts < 1:
+        raise SpecError("--server-cores and --server-hosts must be at least 1")
+    spec = _experiment(args, check_kernel=False).runs[0]
+    datapath = "user" if spec.datapath == "auto" else spec.datapath
+    try:
+        mbps, basis = capacity.per_core(capacity.load(), datapath, spec.mtu, spec.offload)
+    except (LookupError, ValueError) as e:
+        raise SpecError(str(e)) from None
+    budget = servers.Server("server", mbps * cores, max_hosts)
+    print(pipeline.describe(spec, spec.ranks or len(spec.fabric().hosts)) + " (plan over servers)")
+    print(servers.server_plan(plan_run(spec), names, budget,
+                              f"{cores} cores x {mbps:.0f} link-Mbit/s per core, the {datapath} datapath at MTU "
+                              f"{spec.mtu}: {basis}"))
+    return 0
+
+
 # --- run, compare, demo, cli (root) ----------------------------------------------------------
 
 def cmd_run(args, experiment: Experiment | None = None) -> int:
@@ -345,11 +371,11 @@ def cmd_sweep(args) -> int:
 
 
 COMMANDS = {"calibrate": cmd_calibrate, "demo": cmd_demo, "run": cmd_run, "compare": cmd_compare, "cli": cmd_cli,
-            "exec": cmd_exec, "topo": cmd_topo,
+            "exec": cmd_exec, "topo": cmd_topo, "plan": cmd_plan,
             "model": cmd_model, "sweep": cmd_sweep, "report": cmd_report, "clean": cmd_clean, "cleanup": cmd_clean}
 
 
-PRINT_ONLY = ("model", "topo")   # commands whose output is all they do
+PRINT_ONLY = ("model", "topo", "plan")   # commands whose output is all they do
 
 
 def main(argv=None) -> int:

@@ -106,6 +106,8 @@ EXAMPLES = {
     "model": ["bigraph-emu model -t bigraph:m=32,n=64 -a halving-doubling -m naive -b 64M"],
     "cli": ["bigraph-emu cli -t bigraph:m=2,n=4 -p ecmp"],
     "topo": ["bigraph-emu topo -t fattree:k=4 -p spread --path bgh0 bgh15"],
+    "plan": ["bigraph-emu plan -t bigraph:m=4,n=8 -a halving-doubling -m hdrm --servers 2 --server-cores 2",
+             "bigraph-emu plan -t fattree:k=16 --bw 1000 --server-cores 64"],
     "report": ["bigraph-emu report results/<folder>",
                "bigraph-emu report results/<a> results/<b> --plot cmp.png"],
     "calibrate": ["bigraph-emu calibrate --mtu 9000 --offload off,tso"],
@@ -158,6 +160,7 @@ USAGE = """\
   bigraph-emu exec [flags] -- CMD    your program once per rank on the emulated hosts (root)
   bigraph-emu topo [flags]           describe a fabric; --path SRC DST shows a route
   bigraph-emu model [flags]          the flow model only: no root, no network
+  bigraph-emu plan --servers N|H,H   a fabric over several servers: placement, load per server, bytes across
   bigraph-emu sweep FILE             many runs from a grid: the model on every core (or a Dask cluster)
   bigraph-emu report FOLDER...       summary, plot and link loads; several folders: compared
   bigraph-emu clean                  remove what a crashed run left behind (alias: cleanup)
@@ -229,6 +232,19 @@ def parser() -> argparse.ArgumentParser:
     _add_spec_flags(sp, sizes=False, skip=NOT_EMULATED)
     sp.add_argument("--path", nargs=2, metavar=("SRC", "DST"), help="hosts, e.g. bgh0 bgh5 (or 0 5)")
     sp.add_argument("--json", action="store_true", help="print the fabric (and the route) as JSON, for scripts")
+    sp = _command(sub, "plan", help="a fabric over several servers: placement and load (no root)",
+                       description="Place the run's switches and hosts on servers (a switch and its hosts "
+                                   "together), by Mininet's SwitchBinPlacer and by the run's traffic (the "
+                                   "fewest bytes across servers within every server's budget), and print per "
+                                   "server its switches, hosts and load against its budget, and the bytes "
+                                   "between servers. Without --servers: how many servers it needs. A server's "
+                                   "budget is --server-cores times this machine's calibrated link-Mbit/s per "
+                                   "core (see docs/servers.md).")
+    _add_spec_flags(sp, skip=NOT_EMULATED)
+    sp.add_argument("--servers", metavar="N|HOST,...", help="N servers, or their names (the first is the head)")
+    sp.add_argument("--server-cores", metavar="C", help="cores of every server (default: this machine's)")
+    sp.add_argument("--server-hosts", metavar="H", help=f"emulated hosts a server may hold (default "
+                                                        f"{pipeline.MAX_EMULATED_HOSTS})")
     sp = _command(sub, "report", help="summary, plot and link loads of results folders (no root)")
     sp.add_argument("folder", nargs="+", help="one results folder, or several to compare")
     sp.add_argument("--plot", metavar="PNG", help="with several folders: where the comparison plot goes "

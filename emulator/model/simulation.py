@@ -263,6 +263,16 @@ def link_loads_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedu
             for _, counts in _step_link_counts(flows, _step_count(flat))]
 
 
+def link_bytes(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, hosts) -> dict[Link, float]:
+    """Bytes every directed link (node, egress port) carries over the whole
+    schedule, host NICs included; links that carry nothing are left out."""
+    flows = _flows(_Router(fabric, table), as_flat(schedule), hosts)
+    wire = flows.on_wire
+    total = np.bincount(flows.route[wire].ravel(), weights=np.repeat(flows.nbytes[wire], flows.route.shape[1]),
+                        minlength=flows.pad + 1)
+    return {flows.links[i]: float(total[i]) for i in np.flatnonzero(total[:flows.pad])}
+
+
 def max_flows_per_step(fabric: Fabric, table: ForwardingTable, schedule: Schedule, hosts) -> list[int]:
     """For each step index k, the most flows of step k on any one directed link."""
     flat = as_flat(schedule)

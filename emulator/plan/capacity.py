@@ -15,6 +15,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 CALIBRATION_FILE = "/var/lib/bigraph-emu/calibration.json"
@@ -42,6 +43,13 @@ class Calibration:
     measured: str            # date of the newest point
     points: list[Point] = field(default_factory=list)
     source: str = ""         # the file it came from, or "reference"
+
+    @property
+    def cpus(self) -> int:
+        """The cores the figures were measured on, as `machine` names them
+        ("host, 4 CPUs", "2-core ...", "2 vCPUs"); 0 if it does not say."""
+        found = re.search(r"(\d+)(?: |-)(?:v?CPUs|core)", self.machine)
+        return int(found.group(1)) if found else 0
 
     def merged(self, newer: "Calibration") -> "Calibration":
         """These points, with those `newer` measured again replaced."""
@@ -217,6 +225,19 @@ def assess(plan, calibration: Calibration, datapath: str) -> Assessment:
     except LookupError as e:
         return Assessment(peak, None, str(e))
     return Assessment(peak, faithful, basis)
+
+
+def per_core(calibration: Calibration, datapath: str, mtu: int, offload: str) -> tuple[float, str]:
+    """(faithful link-Mbit/s per core, how it was found): the calibrated
+    figure over the cores it was measured on. Open vSwitch forwards on
+    every core, so a server of c cores is taken to give c times this: an
+    assumption, until servers of that size are calibrated."""
+    faithful, basis = lookup(calibration, datapath, mtu, offload)
+    if calibration.source == "reference":
+        calibration = reference_for(datapath, offload)
+    if not calibration.cpus:
+        raise LookupError(f"the calibration does not say how many cores it was measured on ({calibration.machine!r})")
+    return faithful / calibration.cpus, f"{faithful:.0f} over {calibration.cpus} cores; {basis}"
 
 
 def scaled_rate(rate_mbps: float, factor: float) -> float:

@@ -1,0 +1,388 @@
+"""A fabric spread over several servers (pure): which server holds which
+switch and host, what each server carries against its budget, and the
+bytes that cross between servers.
+
+A switch and the hosts cabled to it always share a server: a host's link
+carries every byte the host sends or receives, so cutting it could never
+save bytes. Two placements:
+
+- "switch-bin", Mininet's SwitchBinPlacer: the switches, in order, in
+  bins of equal size (the first servers take one more when they do not
+  divide), each host with its switch;
+- "traffic": starting from switch-bin, switches move (and swap) between
+  servers while that lowers the bytes the run's workload sends across
+  servers (from its routes and schedule), never past a server's budget.
+  A fabric that fits on fewer servers than it is given gets fewer: bytes
+  that stay on one server cost no tunnel.
+
+A server's budget is its calibrated faithful load in link-Mbit/s (summed
+over switch traversals, as emulator.plan.capacity counts it) and the most
+emulated hosts it may hold. The run's peak load (the model's) is shared out
+over the servers in proportion to the bytes their switches forward.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from emulator.fabric.graph import Fabric
+
+# gretap over IPv4 wraps every frame in an outer IPv4 header (20 bytes), a
+# GRE header with a key (8) and the inner Ethernet header (14): the network
+# between servers must carry the fabric's MTU plus this.
+TUNNEL_HEADER_BYTES = 42
+ETHERNET_HEADER_BYTES = 14
+PLACEMENTS = ("switch-bin", "traffic")
+MAX_PASSES = 50
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    faithful_mbps: float     # link-Mbit/s it emulates faithfully (its calibration)
+    max_hosts: int           # emulated hosts it may hold
+
+
+@dataclass
+class Placement:
+    method: str              # one of PLACEMENTS
+    servers: list[Server]
+    where: dict[str, int]    # node (switch or host) -> index into servers
+    load_mbps: list[float]   # the run's peak link-Mbit/s each server carries
+    hosts: list[int]         # emulated hosts on each server
+    switches: list[int]      # switches on each server
+    crossing: dict[tuple[int, int], float]   # (server i, server j), i < j -> bytes between them, both ways
+
+    @property
+    def cross_bytes(self) -> float:
+        return sum(self.crossing.values())
+
+    def overloaded(self) -> list[str]:
+        """What is past its budget on each server that is, in words."""
+        out = []
+        for s, server in enumerate(self.servers):
+            if self.load_mbps[s] > server.faithful_mbps:
+                out.append(f"{server.name} carries {self.load_mbps[s]:.0f} link-Mbit/s, faithful up to "
+                           f"{server.faithful_mbps:.0f}")
+            if self.hosts[s] > server.max_hosts:
+                out.append(f"{server.name} holds {self.hosts[s]} hosts, at most {server.max_hosts}")
+        return out
+
+    def nodes_on(self, server: int) -> list[str]:
+        return [node for node, s in self.where.items() if s == server]
+
+
+class Traffic:
+    """What placement weighs, per switch (with its hosts): the bytes it
+    forwards, the bytes between each pair of switches (both ways), and the
+    run's peak link-Mbit/s to share out."""
+
+    def __init__(self, fabric: Fabric, link_bytes: dict[tuple[str, int], float], peak_mbps: float):
+        self.fabric = fabric
+        self.switches = [s.name for s in fabric.switches]
+        index = {name: i for i, name in enumerate(self.switches)}
+        n = len(self.switches)
+        self.forwarded = np.zeros(n)           # bytes leaving the switch, any port
+        self.between = np.zeros((n, n))        # bytes on the links between two switches, both ways
+        for (node, port), nbytes in link_bytes.items():
+            if node not in index:
+                continue   # a host's NIC: its switch forwards those bytes again
+            self.forwarded[index[node]] += nbytes
+            peer = fabric.peer(node, port)[0]
+            if peer in index:
+                a, b = index[node], index[peer]
+                self.between[a, b] += nbytes
+                self.between[b, a] += nbytes
+        self.hosts = np.array([len(fabric.hosts_on(name)) for name in self.switches])
+        total = self.forwarded.sum()
+        self.load = self.forwarded / total * peak_mbps if total else np.zeros(n)
+
+
+def switch_bin(traffic: Traffic, servers: list[Server]) -> Placement:
+    """Mininet's SwitchBinPlacer: switches in order, in equal bins."""
+    n, k = len(traffic.switches), len(servers)
+    sizes = [n // k + (1 if s < n % k else 0) for s in range(k)]
+    owner = np.repeat(np.arange(k), sizes)
+    return _placement("switch-bin", traffic, servers, owner)
+
+
+def by_traffic(traffic: Traffic, servers: list[Server]) -> Placement:
+    """The fewest bytes across servers within every server's budget: from
+    switch-bin, the best move of one switch or swap of two, while one
+    lowers the overload (past budgets) or, at no more overload, the bytes
+    that cross; at most MAX_PASSES rounds."""
+    owner = _start(traffic, servers)
+    for _ in range(MAX_PASSES):
+        better = _best_change(traffic, servers, owner)
+        if better is None:
+            break
+        owner = better
+    return _placement("traffic", traffic, servers, owner)
+
+
+def _start(traffic: Traffic, servers: list[Server]) -> np.ndarray:
+    """Switch-bin over the fewest servers that can hold the fabric (by
+    budgets, in order), so that a fabric that fits on one server stays there."""
+    for used in range(1, len(servers) + 1):
+        owner = np.asarray([s for s, size in enumerate(_bins(len(traffic.switches), used)) for _ in range(size)])
+        if _overload(traffic, servers, owner) == (0.0, 0):
+            return owner
+    return np.asarray([s for s, size in enumerate(_bins(len(traffic.switches), len(servers)))
+                       for _ in range(size)])
+
+
+def _bins(n: int, k: int) -> list[int]:
+    return [n // k + (1 if s < n % k else 0) for s in range(k)]
+
+
+def _overload(traffic: Traffic, servers: list[Server], owner: np.ndarray) -> tuple[float, int]:
+    load, hosts = _sums(traffic, owner, len(servers))
+    budget, limit = _budgets(servers)
+    return float(_over(load, budget).sum()), int(np.maximum(hosts - limit, 0).sum())
+
+
+def _sums(traffic: Traffic, owner: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    return (np.bincount(owner, weights=traffic.load, minlength=k),
+            np.bincount(owner, weights=traffic.hosts, minlength=k))
+
+
+def _budgets(servers: list[Server]) -> tuple[np.ndarray, np.ndarray]:
+    return np.array([s.faithful_mbps for s in servers]), np.array([s.max_hosts for s in servers])
+
+
+def _over(load, budget):
+    """Load past budget; within a part in a million of it counts as within (float sums)."""
+    return np.maximum(load - budget * (1 + 1e-6), 0)
+
+
+def _best_change(traffic: Traffic, servers: list[Server], owner: np.ndarray) -> np.ndarray | None:
+    """The owner array after the best single move or swap, or None if none
+    lowers the cost: the overload past budgets first, then the bytes that
+    cross. Every move and swap is weighed at once, from each switch's bytes
+    to each server (conn)."""
+    k, n = len(servers), len(owner)
+    load, hosts = _sums(traffic, owner, k)
+    budget, limit = _budgets(servers)
+    conn = traffic.between @ np.eye(k)[owner]                    # (n, k) bytes from switch u to server s
+    own = conn[np.arange(n), owner]
+    # moves: switch u to server s (rows u, columns s)
+    d_load = traffic.load[:, None]
+    d_hosts = traffic.hosts[:, None]
+    a = owner[:, None]
+    move = (_changed(load, budget, a, d_load, np.arange(k)[None, :], n, k),
+            _changed(hosts, limit, a, d_hosts, np.arange(k)[None, :], n, k),
+            own[:, None] - conn)                                  # cut change: bytes to the old server now cross
+    # swaps: switch u with switch v (rows u, columns v), on different servers
+    b = owner[None, :]
+    shift_load = traffic.load[:, None] - traffic.load[None, :]
+    shift_hosts = traffic.hosts[:, None] - traffic.hosts[None, :]
+    swap = (_changed(load, budget, a, shift_load, b, n, n),
+            _changed(hosts, limit, a, shift_hosts, b, n, n),
+            own[:, None] - conn[:, owner] + own[None, :] - conn[:, owner].T + 2 * traffic.between)
+    moves = owner[:, None] != np.arange(k)[None, :]
+    swaps = np.triu(owner[:, None] != owner[None, :], 1)
+    best = None
+    base = (float(_over(load, budget).sum()), int(np.maximum(hosts - limit, 0).sum()), 0.0)
+    for kind, (dm, dh, dc), allowed in (("move", move, moves), ("swap", swap, swaps)):
+        if not allowed.any():
+            continue
+        keys = [np.where(allowed, base[0] + dm, np.inf).ravel(), np.where(allowed, base[1] + dh, np.inf).ravel(),
+                np.where(allowed, dc, np.inf).ravel()]
+        i = int(np.lexsort(keys[::-1])[0])
+        cost = (keys[0][i], keys[1][i], keys[2][i])
+        if best is None or _lower(cost, best[0]):
+            best = (cost, kind, divmod(i, dm.shape[1]))
+    if best is None or not _lower(best[0], base):
+        return None
+    _, kind, (u, x) = best
+    trial = owner.copy()
+    if kind == "move":
+        trial[u] = x
+    else:
+        trial[u], trial[x] = owner[x], owner[u]
+    return trial
+
+
+def _changed(total: np.ndarray, budget: np.ndarray, a: np.ndarray, delta: np.ndarray, b: np.ndarray,
+             rows: int, cols: int) -> np.ndarray:
+    """Change of the overload past `budget` when `delta` leaves server a
+    for server b (arrays broadcast to rows x cols); a == b changes nothing."""
+    a, b = np.broadcast_to(a, (rows, cols)), np.broadcast_to(b, (rows, cols))
+    delta = np.broadcast_to(delta, (rows, cols))
+    before = _over(total[a], budget[a]) + _over(total[b], budget[b])
+    after = _over(total[a] - delta, budget[a]) + _over(total[b] + delta, budget[b])
+    return np.where(a == b, 0.0, after - before)
+
+
+def _lower(a: tuple, b: tuple) -> bool:
+    """Cost a below cost b: overload first (to a part in a million), then the
+    change of the crossing bytes (at least a byte less)."""
+    for x, y in zip(a[:2], b[:2]):
+        if not math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-9):
+            return x < y
+    return a[2] < b[2] - 1
+
+
+def _placement(method: str, traffic: Traffic, servers: list[Server], owner: np.ndarray) -> Placement:
+    k = len(servers)
+    where = {}
+    for i, switch in enumerate(traffic.switches):
+        where[switch] = int(owner[i])
+        for host in traffic.fabric.hosts_on(switch):
+            where[host.name] = int(owner[i])
+    crossing = {}
+    for a in range(k):
+        for b in range(a + 1, k):
+            nbytes = traffic.between[np.ix_(owner == a, owner == b)].sum()
+            if nbytes:
+                crossing[(a, b)] = float(nbytes)
+    return Placement(method, servers, where,
+                     load_mbps=np.bincount(owner, weights=traffic.load, minlength=k).tolist(),
+                     hosts=np.bincount(owner, weights=traffic.hosts, minlength=k).astype(int).tolist(),
+                     switches=np.bincount(owner, minlength=k).tolist(), crossing=crossing)
+
+
+def place(traffic: Traffic, servers: list[Server], method: str) -> Placement:
+    if method not in PLACEMENTS:
+        raise ValueError(f"unknown placement {method!r}; choose one of: {', '.join(PLACEMENTS)}")
+    return switch_bin(traffic, servers) if method == "switch-bin" else by_traffic(traffic, servers)
+
+
+def crossing_links(fabric: Fabric, placement: Placement) -> list:
+    """The fabric's links whose two ends are on different servers (tunnels)."""
+    return [link for link in fabric.links if placement.where[link.a] != placement.where[link.b]]
+
+
+def tunnel_mbps(fabric: Fabric, placement: Placement, mtu: int) -> dict[tuple[int, int], float]:
+    """The most Mbit/s each pair of servers may have to carry between them,
+    each way: the rates of the links that cross, with the tunnel's header
+    on every frame."""
+    wrap = (mtu + ETHERNET_HEADER_BYTES + TUNNEL_HEADER_BYTES) / (mtu + ETHERNET_HEADER_BYTES)
+    need: dict[tuple[int, int], float] = {}
+    for link in crossing_links(fabric, placement):
+        pair = tuple(sorted((placement.where[link.a], placement.where[link.b])))
+        need[pair] = need.get(pair, 0.0) + link.rate_mbps * wrap
+    return need
+
+
+def servers_needed(traffic: Traffic, budget: Server, most: int = 4096) -> Placement:
+    """The traffic placement over the fewest servers like `budget` that
+    hold the run within their budgets. ValueError if even `most` do not
+    (one switch alone past a server's budget)."""
+    n = len(traffic.switches)
+    if traffic.load.max(initial=0) > budget.faithful_mbps or traffic.hosts.max(initial=0) > budget.max_hosts:
+        raise ValueError(f"one switch alone carries {traffic.load.max():.0f} link-Mbit/s and "
+                         f"{traffic.hosts.max()} hosts: more than one server's budget "
+                         f"({budget.faithful_mbps:.0f} link-Mbit/s, {budget.max_hosts} hosts)")
+    low = max(1, math.ceil(traffic.load.sum() / budget.faithful_mbps),
+              math.ceil(traffic.hosts.sum() / budget.max_hosts))
+    for count in range(low, min(most, n) + 1):
+        servers = [Server(f"server{i + 1}", budget.faithful_mbps, budget.max_hosts) for i in range(count)]
+        placement = _fit(traffic, servers)
+        if not placement.overloaded():
+            return placement
+    raise ValueError(f"{min(most, n)} servers of {budget.faithful_mbps:.0f} link-Mbit/s do not hold this run")
+
+
+def _fit(traffic: Traffic, servers: list[Server]) -> Placement:
+    """A placement within budgets if an easy one exists: traffic placement
+    where the switch count allows its search, else switch-bin."""
+    if len(traffic.switches) <= SEARCH_SWITCHES:
+        return by_traffic(traffic, servers)
+    return switch_bin(traffic, servers)
+
+
+SEARCH_SWITCHES = 160   # past this many switches, the search's moves and swaps cost too much in Python
+
+
+def traffic_of(plan) -> Traffic:
+    """The Traffic of a run plan: the bytes of every call (warm-ups too) on
+    its routes, and the model's peak load over its sizes."""
+    from emulator.model.simulation import link_bytes
+    total: dict[tuple[str, int], float] = {}
+    calls = {key: sum(1 for call in plan.calls if call.size_bytes == key) for key in plan.schedules}
+    for key, schedule in plan.schedules.items():
+        for link, nbytes in link_bytes(plan.fabric, plan.table, schedule, plan.hosts).items():
+            total[link] = total.get(link, 0.0) + nbytes * calls[key]
+    peak = max((p.peak_switch_mbps for p in plan.predictions.values()), default=0.0)
+    return Traffic(plan.fabric, total, peak)
+
+
+def describe(placement: Placement, fabric: Fabric, mtu: int) -> str:
+    """Per server: switches, hosts, load against budget; then the bytes
+    between each pair of servers and the tunnel rate they may need."""
+    title = {"switch-bin": "switch-bin (Mininet's SwitchBinPlacer)",
+             "traffic": "by traffic (fewest bytes across servers within budgets)"}[placement.method]
+    lines = [f"# placement {title}: {_bytes(placement.cross_bytes)} across servers"]
+    for s, server in enumerate(placement.servers):
+        share = placement.load_mbps[s] / server.faithful_mbps if server.faithful_mbps else math.inf
+        switches = [n for n in placement.nodes_on(s) if fabric.is_switch(n)]
+        lines.append(f"  {server.name}{' (head)' if s == 0 else ''}: {placement.switches[s]} switches, "
+                     f"{placement.hosts[s]}/{server.max_hosts} hosts, {placement.load_mbps[s]:.0f}/"
+                     f"{server.faithful_mbps:.0f} link-Mbit/s ({share:.0%})"
+                     + (f": {_names(switches)}" if switches else ""))
+    need = tunnel_mbps(fabric, placement, mtu)
+    for (a, b), nbytes in sorted(placement.crossing.items()):
+        lines.append(f"  {placement.servers[a].name} <-> {placement.servers[b].name}: {_bytes(nbytes)}, "
+                     f"links up to {need[(a, b)]:.0f} Mbit/s each way with the tunnel's headers")
+    lines += [f"  OVER BUDGET: {what}" for what in placement.overloaded()]
+    return "\n".join(lines)
+
+
+def _names(names: list[str], limit: int = 8) -> str:
+    return " ".join(names[:limit]) + (f" ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _bytes(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")
+MAX_SERVERS = 4096
+
+
+def parse_servers(text: str) -> list[str]:
+    """--servers: a count N (servers named server1..N, for planning) or
+    HOST[,HOST...] ([user@]host; the first is the head)."""
+    text = str(text).strip()
+    if text.isdigit():
+        count = int(text)
+        if not 1 <= count <= MAX_SERVERS:
+            raise ValueError(f"--servers: {count} servers; give 1 to {MAX_SERVERS}")
+        return [f"server{i + 1}" for i in range(count)]
+    names = [name.strip() for name in text.split(",")]
+    bad = [name for name in names if not SERVER_NAME.match(name)]
+    if bad:
+        raise ValueError(f"--servers: {bad[0]!r} is not a host name or address; give N or HOST[,HOST...], "
+                         f"e.g. 4 or head,lab2,lab3")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--servers: {text!r} names a server twice")
+    return names
+
+
+def server_plan(plan, names: list[str] | None, budget: Server, basis: str) -> str:
+    """What `bigraph-emu plan` prints: over the servers named, both
+    placements; with none named, the fewest servers like `budget` that
+    hold the run, placed by traffic."""
+    traffic = traffic_of(plan)
+    lines = [f"# budget per server: {budget.faithful_mbps:.0f} link-Mbit/s and at most {budget.max_hosts} "
+             f"hosts ({basis})",
+             f"# the run: {len(plan.fabric.switches)} switches, {len(plan.fabric.hosts)} hosts, peak "
+             f"{traffic.load.sum():.0f} link-Mbit/s (the model's), {_bytes(traffic.forwarded.sum())} forwarded "
+             f"by switches"]
+    if names:
+        servers = [Server(name, budget.faithful_mbps, budget.max_hosts) for name in names]
+        lines += [describe(place(traffic, servers, method), plan.fabric, plan.spec.mtu) for method in PLACEMENTS]
+        return "\n".join(lines)
+    try:
+        placement = servers_needed(traffic, budget)
+    except ValueError as e:
+        return "\n".join(lines + [f"# no number of such servers holds this run: {e}"])
+    used = sum(1 for n in placement.hosts if n) or 1
+    lines.append(f"# needs {len(placement.servers)} server{'s' if len(placement.servers) > 1 else ''} "
+                 f"({used} holding hosts)")
+    lines.append(describe(placement, plan.fabric, plan.spec.mtu))
+    return "\n".join(lines)

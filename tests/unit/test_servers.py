@@ -1,0 +1,190 @@
+"""A fabric over several servers (pure): the bytes every link carries, the
+two placements, the servers a run needs, and `bigraph-emu plan`."""
+import itertools
+
+import numpy as np
+import pytest
+
+from emulator import cli
+from emulator.model.simulation import link_bytes
+from emulator.plan import capacity, servers
+from emulator.plan.run_plan import plan_run
+from emulator.plan.servers import Server
+from emulator.spec.experiment import make_run
+
+
+def _plan(topology="bigraph:m=2,n=4", mapping="hdrm", algorithm="halving-doubling", **more):
+    return plan_run(make_run({"topology": topology, "mapping": mapping, "algorithm": algorithm, "sizes": ["4M"],
+                              "repetitions": 1, "warmup": 0, **more}))
+
+
+def test_link_bytes_of_a_ring_are_its_bytes_on_every_link_it_crosses():
+    # ring allreduce of S bytes on p ranks: every rank sends 2(p-1) chunks of S/p
+    plan = _plan(mapping="naive", algorithm="ring", policy="shortest")
+    got = link_bytes(plan.fabric, plan.table, plan.schedules[4 << 20], plan.hosts)
+    p, size = 8, 4 << 20
+    per_sender = 2 * (p - 1) * size / p
+    for host in plan.fabric.hosts:
+        assert got[(host.name, 0)] == pytest.approx(per_sender)   # every NIC sends its share
+    # every byte is counted once per link it crosses: the switches forward it again
+    switch_bytes = sum(b for (node, _), b in got.items() if plan.fabric.is_switch(node))
+    assert switch_bytes == pytest.approx(sum(per_sender * len(_switches(plan, a, b))
+                                             for a, b in _ring_pairs(plan)))
+
+
+def _ring_pairs(plan):
+    hosts = plan.hosts
+    return [(hosts[r], hosts[(r + 1) % len(hosts)]) for r in range(len(hosts))]
+
+
+def _switches(plan, src, dst):
+    from emulator.routes.routing import switch_path
+    return switch_path(plan.fabric, plan.table, src, dst)
+
+
+def test_switch_bin_is_mininets_switch_bin_placer():
+    from mininet.examples.cluster import SwitchBinPlacer
+    plan = _plan(topology="fattree:k=4", mapping="naive")
+    names = ["a", "b", "c"]
+    ours = servers.switch_bin(servers.traffic_of(plan), [Server(n, 1e9, 256) for n in names])
+    fabric = plan.fabric
+    theirs = SwitchBinPlacer(servers=names, nodes=[n.name for n in fabric.switches + fabric.hosts],
+                             hosts=[h.name for h in fabric.hosts], switches=[s.name for s in fabric.switches],
+                             controllers=[], links=[(link.a, link.b) for link in fabric.links])
+    assert {node: names[s] for node, s in ours.where.items()} == {n: theirs.place(n) for n in ours.where}
+
+
+def test_a_switch_and_its_hosts_always_share_a_server():
+    plan = _plan(topology="bigraph:m=4,n=8", mapping="naive")
+    traffic = servers.traffic_of(plan)
+    for method in servers.PLACEMENTS:
+        placement = servers.place(traffic, [Server("a", 1500, 256), Server("b", 1500, 256),
+                                            Server("c", 1500, 256)], method)
+        for host in plan.fabric.hosts:
+            assert placement.where[host.name] == placement.where[host.switch]
+
+
+def test_crossing_bytes_are_the_bytes_of_the_links_between_servers():
+    plan = _plan(topology="bigraph:m=4,n=8", mapping="naive")
+    traffic = servers.traffic_of(plan)
+    carried = link_bytes(plan.fabric, plan.table, plan.schedules[4 << 20], plan.hosts)
+    for method in servers.PLACEMENTS:
+        p = servers.place(traffic, [Server("a", 2000, 256), Server("b", 2000, 256)], method)
+        across = sum(b for (node, port), b in carried.items()
+                     if p.where[node] != p.where[plan.fabric.peer(node, port)[0]])
+        assert p.cross_bytes == pytest.approx(across)
+        assert sum(p.hosts) == 32 and sum(p.switches) == 8
+
+
+def test_traffic_placement_sends_fewer_bytes_across_within_budgets():
+    # 32-host BiGraph, HDRM halving-doubling: half of switch-bin's bytes across
+    plan = _plan(topology="bigraph:m=4,n=8")
+    traffic = servers.traffic_of(plan)
+    two = [Server("a", 2200, 256), Server("b", 2200, 256)]
+    binned, placed = servers.switch_bin(traffic, two), servers.by_traffic(traffic, two)
+    assert not placed.overloaded()
+    assert placed.cross_bytes == pytest.approx(binned.cross_bytes / 2)
+
+
+def test_traffic_placement_is_a_local_optimum_no_move_or_swap_does_better():
+    # fat-tree with the naive mapping: uneven traffic, budgets that bind
+    plan = _plan(topology="fattree:k=4", mapping="random", algorithm="ring")
+    traffic = servers.traffic_of(plan)
+    budget = traffic.load.sum() * 0.45
+    three = [Server(n, budget, 8) for n in "abc"]
+    placed = servers.by_traffic(traffic, three)
+    owner = np.array([placed.where[s] for s in traffic.switches])
+
+    def cost(o):
+        over, hosts = servers._overload(traffic, three, o)
+        return round(over, 6), hosts, traffic.between[o[:, None] != o[None, :]].sum() / 2
+
+    best = cost(owner)
+    n = len(owner)
+    for u, s in itertools.product(range(n), range(3)):
+        trial = owner.copy()
+        trial[u] = s
+        assert cost(trial) >= best or np.isclose(cost(trial)[2], best[2])
+    for u, v in itertools.combinations(range(n), 2):
+        trial = owner.copy()
+        trial[u], trial[v] = owner[v], owner[u]
+        assert cost(trial) >= best or np.isclose(cost(trial)[2], best[2])
+
+
+def test_a_run_that_fits_one_server_stays_on_the_head():
+    plan = _plan()
+    placed = servers.by_traffic(servers.traffic_of(plan), [Server("a", 1e6, 256), Server("b", 1e6, 256)])
+    assert placed.cross_bytes == 0 and placed.hosts == [8, 0]
+
+
+def test_host_limits_bind_as_budgets_do():
+    plan = _plan(topology="bigraph:m=4,n=8")
+    placed = servers.by_traffic(servers.traffic_of(plan), [Server(n, 1e6, 12) for n in "abc"])
+    assert not placed.overloaded() and max(placed.hosts) <= 12
+
+
+def test_servers_needed_is_the_fewest_that_hold_the_run():
+    plan = _plan(topology="bigraph:m=4,n=8")
+    traffic = servers.traffic_of(plan)
+    peak = traffic.load.sum()
+    placement = servers.servers_needed(traffic, Server("s", peak / 2.5, 256))
+    assert len(placement.servers) == 3 and not placement.overloaded()
+    assert len(servers.servers_needed(traffic, Server("s", peak, 256)).servers) == 1
+    assert len(servers.servers_needed(traffic, Server("s", 1e9, 8)).servers) == 4   # 32 hosts, 8 per server
+    with pytest.raises(ValueError, match="one switch alone"):
+        servers.servers_needed(traffic, Server("s", 10, 256))
+
+
+def test_tunnel_rate_counts_the_tunnels_headers():
+    plan = _plan(host_rate_mbps=100, switch_rate_mbps=100)
+    p = servers.switch_bin(servers.traffic_of(plan), [Server("a", 1e6, 256), Server("b", 1e6, 256)])
+    links = servers.crossing_links(plan.fabric, p)
+    need = servers.tunnel_mbps(plan.fabric, p, 9000)
+    assert need[(0, 1)] == pytest.approx(100 * len(links) * (9014 + 42) / 9014)
+
+
+@pytest.mark.parametrize("text, names", [("3", ["server1", "server2", "server3"]),
+                                         ("head,lab2", ["head", "lab2"]), ("root@10.0.0.2", ["root@10.0.0.2"])])
+def test_servers_flag_takes_a_count_or_names(text, names):
+    assert servers.parse_servers(text) == names
+
+
+@pytest.mark.parametrize("text, what", [("0", "1 to"), ("a,,b", "not a host"), ("a,a", "twice"),
+                                        ("a b", "not a host"), ("-x", "not a host")])
+def test_bad_servers_flag_is_named(text, what):
+    with pytest.raises(ValueError, match=what):
+        servers.parse_servers(text)
+
+
+def test_per_core_budget_is_the_calibration_over_its_cores():
+    cal = capacity.Calibration("box, 4 CPUs", "2026-12-02", [capacity.Point("user", 9000, "off", 8000, 4000, 300)],
+                               "/x.json")
+    assert capacity.per_core(cal, "user", 9000, "off")[0] == 1000
+    assert capacity.REFERENCE.cpus == 2
+    with pytest.raises(LookupError, match="cores"):
+        capacity.per_core(capacity.Calibration("box", "", cal.points, "/x.json"), "user", 9000, "off")
+
+
+def test_plan_command_prints_both_placements(capsys, monkeypatch):
+    monkeypatch.setenv(capacity.ENV_FILE, "/nonexistent/calibration.json")   # the reference figures
+    code = cli.main(["plan", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-m", "hdrm", "-b", "4M",
+                     "--servers", "head,lab2", "--server-cores", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "switch-bin (Mininet's SwitchBinPlacer)" in out and "by traffic" in out
+    assert "head (head): 4 switches, 16/256 hosts" in out
+    assert "1 cores x 2288 link-Mbit/s per core" in out
+
+
+def test_plan_command_without_servers_says_how_many(capsys, monkeypatch):
+    monkeypatch.setenv(capacity.ENV_FILE, "/nonexistent/calibration.json")
+    code = cli.main(["plan", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-m", "hdrm", "-b", "4M",
+                     "--server-cores", "1"])
+    assert code == 0 and "# needs 2 servers" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags, what", [(["--servers", "a,a"], "twice"), (["--server-cores", "0"], "at least 1"),
+                                         (["--server-cores", "x"], "server-cores")])
+def test_plan_command_refuses_bad_flags(capsys, flags, what):
+    assert cli.main(["plan", *flags]) == 2
+    assert what in capsys.readouterr().err
