@@ -1,7 +1,8 @@
 """Start the controller: python -m controller --fabric F --ready-file R [--port P].
 
 os-ken 4 has no osken-manager command, so this is the project's own entry
-point. It listens on loopback only.
+point. It listens on loopback only, unless a fabric spread over several
+servers names the head's address toward them (--listen).
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def parse_args(argv):
     p.add_argument("--ready-file", required=True)
     p.add_argument("--demands", default="", help="JSON [[src, dst, bytes], ...] (traffic-aware)")
     p.add_argument("--seed", type=int, default=1, help="seed of the valiant policy")
-    p.add_argument("--port", type=int, default=6653, help="OpenFlow TCP port on 127.0.0.1")
+    p.add_argument("--port", type=int, default=6653, help="OpenFlow TCP port")
+    p.add_argument("--listen", default="127.0.0.1", help="the address it listens on (default 127.0.0.1)")
     return p.parse_args(argv)
 
 
@@ -39,7 +41,7 @@ def main(argv=None):
     from os_ken.lib import hub
     import controller.app  # noqa: F401 (importing registers the --bigraph-* options)
 
-    cfg.CONF(["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(args.port),
+    cfg.CONF(["--ofp-listen-host", args.listen, "--ofp-tcp-listen-port", str(args.port),
               "--bigraph-fabric", args.fabric, "--bigraph-policy", args.policy,
               "--bigraph-ready-file", args.ready_file, "--bigraph-demands", args.demands,
               "--bigraph-seed", str(args.seed)], project="os_ken")

@@ -140,10 +140,13 @@ def cmd_plan(args) -> int:
     from emulator.plan.run_plan import plan_run
     try:
         names = servers.parse_servers(args.servers) if args.servers is not None else None
+    except ValueError as e:
+        raise SpecError(str(e)) from None
+    try:
         cores = to_int(args.server_cores) if args.server_cores is not None else os.cpu_count() or 1
         max_hosts = to_int(args.server_hosts) if args.server_hosts is not None else pipeline.MAX_EMULATED_HOSTS
     except ValueError as e:
-        raise SpecError(str(e) if "--servers" in str(e) else f"--server-cores/--server-hosts: {e}") from None
+        raise SpecError(f"--server-cores/--server-hosts: {e}") from None
     if cores < 1 or max_hosts < 1:
         raise SpecError("--server-cores and --server-hosts must be at least 1")
     spec = _experiment(args, check_kernel=False).runs[0]
@@ -199,7 +202,8 @@ def cmd_demo(args) -> int:
     """The same allreduce with the naive mapping, then with HDRM; then what it showed."""
     from emulator.results.report import demo_story
     web = web_address(args)
-    experiment = Experiment("demo", [make_run(run, capabilities.netem_available) for run in DEMO])
+    servers = {"servers": args.servers} if args.servers else {}
+    experiment = Experiment("demo", [make_run({**run, **servers}, capabilities.netem_available) for run in DEMO])
     plans, out = pipeline.prepare(experiment, args.out)
     _needs_root(args.command)
     return pipeline.emulate(experiment, plans, out, web=web, story=demo_story)

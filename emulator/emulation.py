@@ -22,6 +22,7 @@ from emulator.model.simulation import predict
 from emulator.net import counters, interrupts, ovs_buffers, processes
 from emulator.net.agents import START_DELAY_S, AgentFleet
 from emulator.net.capture import LinkCapture
+from emulator.net.cluster import ALIVE_COUNT, ALIVE_S
 from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
 from emulator.net.monitor import LinkMonitor
@@ -50,6 +51,7 @@ class Emulation:
         self.network: EmulatedFabric | None = None
         self.dataplane: Dataplane | None = None
         self.fleet: AgentFleet | None = None   # the agents of the workload under way
+        self.servers = None                    # cluster.Servers of a fabric over several servers
         self.links = linkstats.directed_links(self.fabric)
         self.on_sample = None                  # called with the monitor's samples (the live view)
 
@@ -64,11 +66,14 @@ class Emulation:
 
     def _bring_up(self) -> None:
         self._refuse_leftovers()
+        if self.spec.servers:
+            self._open_servers()
         self.dataplane = detect(self.spec.datapath, self.spec.offload)
         self.log(f"# dataplane: {self.dataplane.describe()}")
         self.controller = self._controller()
         self.controller.start()
-        self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu)
+        self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu,
+                                      self.servers)
         with self._ovs_socket_buffers():
             self.network.start()
             try:
@@ -82,6 +87,14 @@ class Emulation:
         self.log(f"# {self.fabric.topology}: {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
                  f"routes '{self.spec.policy}' installed, read back from OVS and followed by probe packets; "
                  f"all {len(self.fabric.hosts)} hosts reach each other")
+
+    def _open_servers(self) -> None:
+        """Every server checked and its share of the fabric placed, before
+        anything is built; what was found goes to servers.json."""
+        from emulator.net.cluster import open_servers
+        self.servers = open_servers(self.plan, self.log)
+        with open(os.path.join(self.run_dir, "servers.json"), "w") as f:
+            json.dump({**self.servers.record, "where": self.servers.where}, f, indent=1)
 
     def _refuse_leftovers(self) -> None:
         """Leftovers of a crashed run would make Mininet fail halfway ("File
@@ -101,7 +114,8 @@ class Emulation:
             demands_json = os.path.join(self.run_dir, "demands.json")
             with open(demands_json, "w") as f:
                 json.dump([[a, b, n] for (a, b), n in sorted(demands.items())], f)
-        return ControllerProcess(fabric_json, self.spec.policy, self.run_dir, demands_json, self.spec.seed)
+        listen = self.servers.controller_ip if self.servers else "127.0.0.1"   # remote switches reach it there
+        return ControllerProcess(fabric_json, self.spec.policy, self.run_dir, demands_json, self.spec.seed, listen)
 
     def _ovs_socket_buffers(self):
         """The userspace datapath needs large socket buffers (see ovs_buffers)."""
@@ -167,6 +181,10 @@ class Emulation:
                 steps.callback(self.lock.__exit__, None, None, None)
                 if self.controller is not None:   # we created something: leave nothing of it
                     steps.callback(self._sweep)
+                if self.servers is not None:      # the other servers swept, then their connections closed
+                    steps.callback(self.servers.close)
+                    if self.controller is not None:
+                        steps.callback(self._sweep_servers)
                 # the controller stops first, then the network (the reverse of
                 # registration): with the controller gone, no port-down event
                 # reroutes a fabric that is being dismantled
@@ -179,9 +197,19 @@ class Emulation:
         """Mininet's teardown; if an interruption left it unable to finish,
         the sweep after it removes what it left (by name and process id)."""
         try:
+            if self.servers is not None:
+                self.network.forget(self.servers.lost())
             self.network.stop()
         except Exception as e:   # noqa: BLE001 - whatever Mininet raises, the sweep follows
             self.log(f"# Mininet's teardown stopped early ({type(e).__name__}: {e}); the sweep removes the rest")
+
+    def _sweep_servers(self) -> None:
+        lost = self.servers.lost()
+        if lost:
+            self.log(f"# lost: {', '.join(lost)}; what the run left there stays until `bigraph-emu clean` runs there")
+        left = self.servers.sweep()
+        if left:
+            self.log(f"# teardown removed what Mininet left: {', '.join(left)}")
 
     def _sweep(self) -> None:
         left = processes.sweep()
@@ -197,25 +225,50 @@ class Emulation:
         hosts = [self.network.host(h) for h in plan.hosts]
         ips = [self.fabric.host(h).ip for h in plan.hosts]
         calls = [plan.schedules[c.size_bytes] for c in plan.calls]
-        self.fleet = fleet = AgentFleet(hosts, ips, calls, self.run_dir, plan.spec.connections)
-        events = None
+        offsets = [self.servers.offset_of(h) for h in plan.hosts] if self.servers else None
+        remote = [self.network.remote(h) is not None for h in plan.hosts]
+        self.fleet = fleet = AgentFleet(hosts, ips, calls, self.run_dir, plan.spec.connections, offsets, remote)
+        events, samplers = None, []
         try:
+            samplers = self._samplers(plan)
             fleet.start()
             results = []
-            host_pids = [self.network.host(h).pid for h in dict.fromkeys(plan.hosts)]   # each host once
+            unique = list(dict.fromkeys(plan.hosts))   # each host once
             for call in plan.calls:
                 if call.repetition == 0 and events is None and plan.spec.link_events:
                     events = _LinkEvents(plan.spec.link_events, self._link_event)   # the first counted call starts now
-                results.append(self._call(plan, call, host_pids))
+                results.append(self._call(plan, call, unique, samplers))
                 if on_call is not None:
                     on_call(call, results[-1])
             if events:
                 events.finish()
             return results
+        except Exception as e:
+            lost = self.servers.lost() if self.servers else []
+            if lost:   # say what failed: the agents' error is only its echo
+                raise EmulationError(f"lost server {', '.join(lost)} during the run (no answer over ssh for "
+                                     f"{ALIVE_S * ALIVE_COUNT} s): {e}") from e
+            raise
         finally:
             if events:
                 events.stop()
             fleet.stop()
+            for sampler in samplers:
+                sampler.stop()
+
+    def _samplers(self, plan: RunPlan) -> list:
+        """A link sampler on every other server that holds switches."""
+        from emulator.net.monitor import RemoteSampler
+        if not self.servers:
+            return []
+        out = []
+        for name, remote in self.servers.remotes.items():
+            if name in self.servers.shared:
+                continue
+            devs = [link.dev for link in self.links
+                    if not link.egress and self.servers.where[link.dev.split("-")[0]] == name]
+            out.append(RemoteSampler(remote, devs, plan.spec.monitor_interval_ms / 1e3))
+        return out
 
     def _installed_paths(self) -> dict:
         """The switches of every pair's route, as the controller last wrote them."""
@@ -245,21 +298,21 @@ class Emulation:
         self.controller.start()
         self.controller.wait_routes()
 
-    def _call(self, plan: RunPlan, call, host_pids) -> CallRecord:
+    def _call(self, plan: RunPlan, call, hosts: list[str], samplers) -> CallRecord:
         predicted = plan.predictions[call.size_bytes].time_s
         adapts = POLICIES[plan.spec.policy].adapts
         routes_at_start = self._installed_paths() if adapts else None
-        retrans, spurious = counters.retransmissions(host_pids), counters.spurious_retransmissions(host_pids)
+        retrans, spurious = self.network.tcp_counts(hosts)
         links = captured_links(self.fabric, plan.spec.capture) if call.repetition >= 0 else []   # counted calls
         files = [capture_file(plan.run, call.size_bytes, call.repetition, link.name) for link in links]
         wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the agents the monotonic one
         with LinkCapture(links, self.run_dir, files) as capture, \
-                LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample) as monitor:
+                LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample, samplers) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
+        retrans_after, spurious_after = self.network.tcp_counts(hosts)
         record = CallRecord(steps, {
             **linkstats.machine_totals(monitor.samples[0], monitor.samples[-1], counters.TICKS),
-            "tcp_retrans": counters.retransmissions(host_pids) - retrans,
-            "tcp_spurious": counters.spurious_retransmissions(host_pids) - spurious})
+            "tcp_retrans": retrans_after - retrans, "tcp_spurious": spurious_after - spurious})
         if adapts:   # the controller may have moved pairs: model its routes
             record.model_time_s = self._model_on_installed_routes(plan, call.size_bytes, routes_at_start)
         t0 = self.fleet.call_start

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 from emulator.inputs import size_name, to_int
-from emulator import pipeline
+from emulator import pipeline, version
 from emulator.net import interrupts
 from emulator.routes.routing import POLICIES
 from emulator.fabric.mapping import MAPPINGS
@@ -52,6 +52,12 @@ FLAGS = [
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
     (("--label",), "label", "free text copied into the results"),
+    (("--servers",), "servers", "spread the fabric over these servers: HOST[,HOST...], the first this machine "
+                                "(the head, running the controller), the others reached by ssh as root "
+                                "(docs/servers.md)"),
+    (("--placement",), "placement", "which server holds which switch and its hosts: traffic (the fewest bytes "
+                                    "across servers within each server's budget) or switch-bin (Mininet's "
+                                    "SwitchBinPlacer)"),
     (("--workload",), "workload", "a workload file of [[job]] tables (jobs, placements, programs), or "
                                   "simai:FILE; replaces -c and the sizes, while -a, -m and --ranks fill in "
                                   "what its jobs leave open"),
@@ -60,7 +66,7 @@ FLAGS = [
 
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
-            "link_events": "T:A-B:down|up", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
+            "link_events": "T:A-B:down|up", "servers": "HOST,...", "placement": "HOW", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
             "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE"}
 
 
@@ -69,6 +75,7 @@ FLAG_KEYS = {flags[-1].lstrip("-"): key for flags, key, _ in FLAGS}
 
 
 NOT_EMULATED = ("capture",)   # flags of what only an emulation does: not on model, topo, cli
+ON_SERVERS = ("servers", "placement")   # a fabric over several servers: not on model, topo, plan, exec
 
 
 def _with_default(key: str, text: str) -> str:
@@ -175,16 +182,18 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="exit codes:\n" + "\n".join(f"  {code:3}  {meaning}"
                                                                    for code, meaning in sorted(EXIT_CODES.items())))
-    p.add_argument("--version", action="version", version=f"%(prog)s {pipeline.version()}")
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     out_help = "results folder, new or empty (default: results/<time>-<name>)"
     sp = _command(sub, "demo", help="8-host BiGraph halving-doubling allreduce, naive then HDRM mapping (needs root)")
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
+    sp.add_argument("--servers", metavar="HOST,...", help="spread the fabric over these servers, the first this "
+                                                          "machine (docs/servers.md)")
     _add_web_flags(sp, "shows the run live, then its results until Ctrl-C")
     for name, text in (("run", "emulate (needs root)"), ("compare", "one emulated run per --vary value (needs root)"),
                        ("model", "flow model only (no root)")):
         sp = _command(sub, name, help=text, description=text)
-        _add_spec_flags(sp, skip=NOT_EMULATED if name == "model" else ())
+        _add_spec_flags(sp, skip=NOT_EMULATED + ON_SERVERS if name == "model" else ())
         sp.add_argument("--out", metavar="FOLDER", help=out_help)
         if name != "model":
             _add_web_flags(sp, "shows the run live, then its results until Ctrl-C")
@@ -219,7 +228,7 @@ def parser() -> argparse.ArgumentParser:
                                    "MASTER_PORT, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, BIGRAPH_HOSTFILE, and "
                                    "a folder of its own (cwd, TMPDIR, stdout, stderr) in the results; "
                                    "arguments naming files that exist here are made absolute.")
-    _add_spec_flags(sp, sizes=False, skip=NOT_FOR_EXEC)
+    _add_spec_flags(sp, sizes=False, skip=NOT_FOR_EXEC + ON_SERVERS)
     sp.add_argument("--mpi", action="store_true", help="run CMD under MPICH's mpiexec, started in rank 0's host, "
                                                        "one rank per host (its launcher enters each host)")
     sp.add_argument("--timeout", metavar="S", help=f"stop every rank after S seconds (default {DEFAULT_TIMEOUT_S:g})")
@@ -229,7 +238,7 @@ def parser() -> argparse.ArgumentParser:
     sp = _command(sub, "topo", help="describe a fabric and its routes (no root)",
                        description="Switches per tier, hosts, links and rates of a fabric; with --path, "
                                    "the route a policy gives between two hosts. Policies: " + _policies())
-    _add_spec_flags(sp, sizes=False, skip=NOT_EMULATED)
+    _add_spec_flags(sp, sizes=False, skip=NOT_EMULATED + ON_SERVERS)
     sp.add_argument("--path", nargs=2, metavar=("SRC", "DST"), help="hosts, e.g. bgh0 bgh5 (or 0 5)")
     sp.add_argument("--json", action="store_true", help="print the fabric (and the route) as JSON, for scripts")
     sp = _command(sub, "plan", help="a fabric over several servers: placement and load (no root)",
@@ -240,7 +249,7 @@ def parser() -> argparse.ArgumentParser:
                                    "between servers. Without --servers: how many servers it needs. A server's "
                                    "budget is --server-cores times this machine's calibrated link-Mbit/s per "
                                    "core (see docs/servers.md).")
-    _add_spec_flags(sp, skip=NOT_EMULATED)
+    _add_spec_flags(sp, skip=NOT_EMULATED + ON_SERVERS)
     sp.add_argument("--servers", metavar="N|HOST,...", help="N servers, or their names (the first is the head)")
     sp.add_argument("--server-cores", metavar="C", help="cores of every server (default: this machine's)")
     sp.add_argument("--server-hosts", metavar="H", help=f"emulated hosts a server may hold (default "

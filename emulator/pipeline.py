@@ -25,9 +25,7 @@ from emulator.inputs import size_name
 from emulator.spec.experiment import Experiment, RunSpec, SpecError
 
 PARTIAL = ".partial"   # a run writes here and renames the folder when it has finished
-# Mininet on one machine: beyond these, use `bigraph-emu model`.
-MAX_EMULATED_HOSTS = 256
-MAX_EMULATED_SWITCHES = 128
+from emulator.plan.capacity import MAX_EMULATED_HOSTS, MAX_EMULATED_SWITCHES  # noqa: E402 - one place, re-exported
 MAX_UNASKED_S = 3600   # a run the model predicts to be longer needs --yes
 # What a run's exit code says (the README's table; the CLI adds bad input and interruptions)
 EXIT_OK = 0
@@ -35,15 +33,6 @@ EXIT_FAILED = 1      # the emulation failed, or an agent moved a wrong number of
 EXIT_UNTRUSTED = 3   # the run finished, but some calls failed the fidelity verdict
 EXIT_BUSY = 4        # another emulation holds this machine: nothing of this one was built
 FINISHED = (EXIT_OK, EXIT_UNTRUSTED)   # its results folder is complete
-
-
-def version() -> str:
-    """The project's installed version (results and sweeps record it)."""
-    from importlib import metadata
-    try:
-        return metadata.version("bigraph-emu")
-    except metadata.PackageNotFoundError:   # run from a checkout that was never installed
-        return "(not installed; pip install -e . gives it its version)"
 
 
 # --- before the network: plans and checks ---------------------------------------------
@@ -59,7 +48,10 @@ def prepare(experiment: Experiment, out: str | None):
     announce_duration(plans, experiment.yes)
     folder = results_dir(out, experiment.name)
     for plan, check in zip(plans, capacity_checks(plans)):
-        print(check.describe(plan.spec.host_rate_mbps))
+        if plan.spec.servers:
+            print("# capacity: checked per server, with the placement, before anything is built")
+        else:
+            print(check.describe(plan.spec.host_rate_mbps))
     return plans, folder
 
 
@@ -84,16 +76,19 @@ def plan_emulated(spec: RunSpec):
     """The plan of a run to emulate; too large a fabric is refused before planning."""
     from emulator.plan.run_plan import plan_run
     fabric = spec.fabric()
-    fits_one_machine(fabric)
+    fits_the_servers(fabric, len(spec.servers) or 1)
     return plan_run(spec, fabric)
 
 
-def fits_one_machine(fabric) -> None:
+def fits_the_servers(fabric, servers: int = 1) -> None:
+    """The host and switch limits are per machine: a fabric over several
+    servers may have that many on each (its placement checks each one)."""
     hosts, switches = len(fabric.hosts), len(fabric.switches)
-    if hosts > MAX_EMULATED_HOSTS or switches > MAX_EMULATED_SWITCHES:
-        raise SpecError(f"topology: {fabric.topology} has {hosts} hosts and {switches} switches; one machine "
-                        f"emulates at most {MAX_EMULATED_HOSTS} and {MAX_EMULATED_SWITCHES}: "
-                        "use 'bigraph-emu model' for it")
+    if hosts > MAX_EMULATED_HOSTS * servers or switches > MAX_EMULATED_SWITCHES * servers:
+        machines = "one machine emulates" if servers == 1 else f"{servers} servers emulate"
+        raise SpecError(f"topology: {fabric.topology} has {hosts} hosts and {switches} switches; {machines} "
+                        f"at most {MAX_EMULATED_HOSTS * servers} and {MAX_EMULATED_SWITCHES * servers}: "
+                        "use 'bigraph-emu model' for it, or 'bigraph-emu plan' to see how many servers it needs")
 
 
 def capacity_checks(plans) -> list:

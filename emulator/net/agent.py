@@ -222,10 +222,14 @@ def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_s
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="bigraph-emu host agent (started by the emulator)")
-    p.add_argument("--plan", required=True, help="JSON: the ranks' addresses and this rank's steps of every call")
+    p.add_argument("--plan", required=True, help="JSON: the ranks' addresses and this rank's steps of every call; "
+                                                 "'-': its first line on stdin (an agent on another server)")
     args = p.parse_args(argv)
-    with open(args.plan) as f:
-        plan = json.load(f)
+    if args.plan == "-":
+        plan = json.loads(sys.stdin.readline())
+    else:
+        with open(args.plan) as f:
+            plan = json.load(f)
     rank = plan["rank"]
     addresses = [tuple(a) for a in plan["addresses"]]
     programs = {key: steps_from_data(steps) for key, steps in plan["programs"].items()}

@@ -41,8 +41,13 @@ class AgentFleet:
     `calls[i]` the schedule of call i (every rank's steps), handed to each
     agent as data: a file per rank with its own steps only."""
 
-    def __init__(self, hosts, ips: list[str], calls: list[Schedule], run_dir: str, connections: int = 1):
+    def __init__(self, hosts, ips: list[str], calls: list[Schedule], run_dir: str, connections: int = 1,
+                 offsets: list[float] | None = None, remote: list[bool] | None = None):
         self.hosts = hosts
+        # per rank: its server's clock minus this one's (time.monotonic() is per machine), and
+        # whether it runs on another server (its plan goes through its stdin, not a file)
+        self.offsets = offsets or [0.0] * len(hosts)
+        self.remote = remote or [False] * len(hosts)
         folder = os.path.join(run_dir, "agents")
         os.makedirs(folder, exist_ok=True)
         unique = {id(sched): sched for sched in calls}   # calls of one size share a schedule
@@ -65,11 +70,15 @@ class AgentFleet:
 
     def start(self, timeout_s: float = 60.0) -> None:
         for rank, host in enumerate(self.hosts):
-            proc = host.popen([sys.executable, "-m", "emulator.net.agent", "--plan", self.plan_paths[rank]],
+            plan = "-" if self.remote[rank] else self.plan_paths[rank]
+            proc = host.popen([sys.executable, "-m", "emulator.net.agent", "--plan", plan],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               bufsize=0)
-            processes.record(proc.pid)
+            processes.record(proc.pid)   # on another server: its ssh
             self.procs.append(proc)
+            if self.remote[rank]:
+                with open(self.plan_paths[rank], "rb") as f:
+                    proc.stdin.write(f.read().replace(b"\n", b" ") + b"\n")
             self.selector.register(proc.stdout, selectors.EVENT_READ, rank)
         self._expect_all("LISTENING", timeout_s)
         self._send_all("CONNECT")
@@ -80,7 +89,8 @@ class AgentFleet:
         records of every rank (times relative to that instant)."""
         start_at = self.call_start = time.monotonic() + START_DELAY_S
         self.steps_done = [0] * len(self.procs)
-        self._send_all(f"GO {call} {start_at:.6f}")
+        for rank, offset in enumerate(self.offsets):   # the instant, on each agent's clock
+            self._send(rank, f"GO {call} {start_at + offset:.6f}")
         try:
             replies = self._expect_all("DONE", timeout_s)
         except AgentTimeout as e:
@@ -93,17 +103,20 @@ class AgentFleet:
                 raise AgentError(f"rank {rank} answered call {got_call}, expected {call}")
             steps = json.loads(body)
             for s in steps:
-                s["start"] -= start_at
-                s["end"] -= start_at
+                s["start"] -= start_at + self.offsets[rank]
+                s["end"] -= start_at + self.offsets[rank]
             records.append(steps)
         return records
 
     def _send_all(self, line: str) -> None:
-        for rank, proc in enumerate(self.procs):
-            try:
-                proc.stdin.write((line + "\n").encode())
-            except BrokenPipeError:
-                raise AgentError(f"agent of rank {rank} has exited ({proc.poll()})") from None
+        for rank in range(len(self.procs)):
+            self._send(rank, line)
+
+    def _send(self, rank: int, line: str) -> None:
+        try:
+            self.procs[rank].stdin.write((line + "\n").encode())
+        except BrokenPipeError:
+            raise AgentError(f"agent of rank {rank} has exited ({self.procs[rank].poll()})") from None
 
     def _expect_all(self, word: str, timeout_s: float) -> dict[int, str]:
         """Wait for one line starting with `word` from every agent."""

@@ -21,7 +21,9 @@ def free_port() -> int:
 
 
 class ControllerProcess:
-    def __init__(self, fabric_json: str, policy: str, run_dir: str, demands_json: str = "", seed: int = 1):
+    def __init__(self, fabric_json: str, policy: str, run_dir: str, demands_json: str = "", seed: int = 1,
+                 listen: str = "127.0.0.1"):
+        self.listen = listen   # switches on other servers reach it at the head's address toward them
         self.fabric_json = fabric_json
         self.policy = policy
         self.extra = ["--seed", str(seed)] + (["--demands", demands_json] if demands_json else [])
@@ -41,7 +43,7 @@ class ControllerProcess:
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "controller", "--fabric", self.fabric_json, "--policy", self.policy,
-             "--ready-file", self.ready_file, "--port", str(self.port), *self.extra],
+             "--ready-file", self.ready_file, "--port", str(self.port), "--listen", self.listen, *self.extra],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         processes.record(self.proc.pid)
@@ -49,10 +51,11 @@ class ControllerProcess:
         while time.monotonic() < deadline:
             self._check_alive()
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                if s.connect_ex((self.listen, self.port)) == 0:
                     return
             time.sleep(0.1)
-        raise RuntimeError(f"controller did not listen on 127.0.0.1:{self.port} within {timeout_s}s; see {self.log_path}")
+        raise RuntimeError(f"controller did not listen on {self.listen}:{self.port} within {timeout_s}s; "
+                           f"see {self.log_path}")
 
     def wait_routes(self, timeout_s: float = 60.0) -> dict:
         """Block until every switch has connected and confirmed its rules."""

@@ -67,3 +67,14 @@ def spurious_retransmissions(host_pids: list[int]) -> int:
     """Retransmissions so far that the receivers reported as duplicates
     (DSACK): a tail loss probe fired by an RTT jump, not a lost packet."""
     return sum(_tcp_counter(pid, "netstat", "TcpExt:", "TCPDSACKRecv") for pid in host_pids)
+
+
+def tcp_counts_in(text: str) -> tuple[int, int]:
+    """(RetransSegs, TCPDSACKRecv) summed over /proc/PID/net/snmp and
+    netstat of several namespaces, concatenated (another server's, read
+    in one command): each table a header line and a value line."""
+    totals = []
+    for prefix, name in (("Tcp:", "RetransSegs"), ("TcpExt:", "TCPDSACKRecv")):
+        lines = [l.split() for l in text.splitlines() if l.startswith(prefix)]
+        totals.append(sum(int(values[header.index(name)]) for header, values in zip(lines[::2], lines[1::2])))
+    return totals[0], totals[1]

@@ -3,9 +3,18 @@
 Kernel counters only, read from the root namespace: one `tc` call for all
 switch queues and a /sys read per host uplink, so a 100 ms period costs a
 few percent of one core even on the largest fabric we emulate.
+
+A fabric over several servers: each other server runs this module as a
+sampler (`python -m emulator.net.monitor --serve DEVS`) that prints its
+counters as a JSON line every period; every sample of the head takes the
+latest line of each (at most one period old).
 """
 from __future__ import annotations
 
+import argparse
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -13,21 +22,77 @@ from emulator.results.linkstats import DirectedLink, Sample
 from emulator.net import counters
 
 
-def sample(links: list[DirectedLink]) -> Sample:
+def sample(links: list[DirectedLink], remotes=()) -> Sample:
+    """This machine's counters of `links` (the receive counters of those
+    whose dev is here), with the latest of every RemoteSampler's."""
     busy, total = counters.cpu_jiffies()
     s = Sample(time.monotonic(), counters.switch_queues(), cpu_busy=busy, cpu_total=total,
                ovs_ticks=counters.ovs_ticks())
+    for remote in remotes:
+        sent, received = remote.latest()
+        s.sent.update(sent)
+        s.received.update(received)
     for link in links:
-        if not link.egress:
+        if not link.egress and link.dev not in s.received:
             s.received[link.dev] = counters.received(link.dev)
     return s
+
+
+class RemoteSampler:
+    """Another server's sampler, read by a thread as it writes."""
+
+    def __init__(self, remote, devs: list[str], interval_s: float):
+        self.name = remote.name
+        self.proc = remote.popen([sys.executable, "-m", "emulator.net.monitor", "--serve", ",".join(devs),
+                                  "--interval", str(interval_s)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._latest: tuple[dict, dict] | None = None
+        self._ready = threading.Event()
+        threading.Thread(target=self._read, name=f"sampler-{remote.name}", daemon=True).start()
+        if not self._ready.wait(60):
+            self.stop()
+            raise RuntimeError(f"server {remote.name}: its link sampler did not start within 60 s")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            got = json.loads(line)
+            self._latest = ({d: tuple(v) for d, v in got["sent"].items()},
+                            {d: tuple(v) for d, v in got["received"].items()})
+            self._ready.set()
+
+    def latest(self) -> tuple[dict, dict]:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"server {self.name}: its link sampler stopped (connection lost?)")
+        return self._latest
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def serve(devs: list[str], interval_s: float) -> None:
+    """The sampler of one server: a JSON line of its switch queues and the
+    receive counters of `devs` every `interval_s`, until stdin closes."""
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    while not stop.is_set():
+        print(json.dumps({"sent": counters.switch_queues(),
+                          "received": {dev: counters.received(dev) for dev in devs}}), flush=True)
+        stop.wait(interval_s)
 
 
 class LinkMonitor:
     """`with LinkMonitor(links, 0.1) as m:` ... then m.samples."""
 
-    def __init__(self, links: list[DirectedLink], interval_s: float, on_sample=None):
+    def __init__(self, links: list[DirectedLink], interval_s: float, on_sample=None, remotes=()):
         self.links = links
+        self.remotes = remotes   # RemoteSampler of every other server
         self.interval_s = interval_s
         self.on_sample = on_sample   # called with each new Sample (the live view)
         self.samples: list[Sample] = []
@@ -35,20 +100,28 @@ class LinkMonitor:
         self._thread = threading.Thread(target=self._run, name="link-monitor", daemon=True)
 
     def __enter__(self) -> "LinkMonitor":
-        self.samples.append(sample(self.links))
+        self.samples.append(sample(self.links, self.remotes))
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.samples.append(sample(self.links))
+        self.samples.append(sample(self.links, self.remotes))
 
     def _run(self) -> None:
         next_at = time.monotonic() + self.interval_s
         while not self._stop.wait(max(0.0, next_at - time.monotonic())):
-            s = sample(self.links)
+            s = sample(self.links, self.remotes)
             self.samples.append(s)
             if self.on_sample is not None:
                 self.on_sample(self.samples)
             next_at += self.interval_s
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="a server's link sampler (started by the emulator)")
+    ap.add_argument("--serve", required=True, help="devices whose receive counters to read, comma-separated")
+    ap.add_argument("--interval", type=float, required=True)
+    args = ap.parse_args()
+    serve([d for d in args.serve.split(",") if d], args.interval)

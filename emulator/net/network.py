@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from typing import TYPE_CHECKING
 
 from mininet.cli import CLI
 from mininet.log import setLogLevel
@@ -18,12 +19,16 @@ from mininet.node import OVSSwitch, RemoteController
 from mininet.link import Link
 
 from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN, Fabric
-from emulator.net import processes
+from emulator.net import counters, processes
 from emulator.net.dataplane import Dataplane
 from emulator.net.shaping import loss_commands, segment_bytes, tc_batch, tc_commands
 
+if TYPE_CHECKING:
+    from emulator.net.cluster import Servers
+
 
 TSQ_FRAMES = 2
+ROOT = "@"   # a script's key for a server's root namespace: ROOT + server ("" for this machine)
 QUIET = "error"   # Mininet's log level while it builds and stops: no bring-up chatter
 
 
@@ -36,29 +41,35 @@ class LoopbackController(RemoteController):
 
 
 class EmulatedFabric:
-    def __init__(self, fabric: Fabric, dataplane: Dataplane, controller_port: int, mtu: int = 1500):
+    def __init__(self, fabric: Fabric, dataplane: Dataplane, controller_port: int, mtu: int = 1500,
+                 servers: "Servers | None" = None):
         self.fabric = fabric   # its links carry their rates, queues, delay and loss
         self.dataplane = dataplane
         self.controller_port = controller_port
         self.mtu = mtu
+        self.servers = servers   # None: all on this machine
         self.net: Mininet | None = None
 
     # --- bring-up ----------------------------------------------------------
     def start(self) -> None:
         setLogLevel(QUIET)
-        self.net = Mininet(topo=None, build=False, controller=None, link=Link,
-                           ipBase=f"{ADDRESS_BASE}/{PREFIX_LEN}", autoSetMacs=False)
-        self.net.addController("c0", controller=LoopbackController, ip="127.0.0.1", port=self.controller_port)
+        where = self.servers.node_options if self.servers else (lambda node: {})
+        self.net = self.servers.mininet() if self.servers else Mininet(
+            topo=None, build=False, controller=None, link=Link, ipBase=f"{ADDRESS_BASE}/{PREFIX_LEN}",
+            autoSetMacs=False)
+        Mininet.addController(self.net, "c0", controller=LoopbackController, port=self.controller_port,
+                              ip=self.servers.controller_ip if self.servers else "127.0.0.1")
         for s in self.fabric.switches:
-            self.net.addSwitch(s.name, cls=OVSSwitch, dpid="%016x" % s.dpid, datapath=self.dataplane.datapath,
-                               protocols="OpenFlow13", failMode="secure")
+            self.net.addSwitch(s.name, dpid="%016x" % s.dpid, datapath=self.dataplane.datapath,
+                               protocols="OpenFlow13", failMode="secure", **{"cls": OVSSwitch, **where(s.name)})
         for h in self.fabric.hosts:
-            self.net.addHost(h.name, ip=f"{h.ip}/{PREFIX_LEN}", mac=h.mac)
+            self.net.addHost(h.name, ip=f"{h.ip}/{PREFIX_LEN}", mac=h.mac, **where(h.name))
         for link in self.fabric.links:
             self.net.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port)
         self.net.build()
-        # Mininet's node shells (a host's shell holds its namespace)
-        processes.record(*(node.pid for node in self.net.hosts + self.net.switches + self.net.controllers))
+        # Mininet's node shells (a host's shell holds its namespace); a remote node's pid is the server's
+        processes.record(*(node.pid for node in self.net.hosts + self.net.switches + self.net.controllers
+                           if not self.remote(node.name)))
         self.net.start()
         self._configure_interfaces()
 
@@ -79,10 +90,11 @@ class EmulatedFabric:
                 tc_lines.setdefault(node, []).extend(tc_batch(tc_commands(
                     intf, link.rate_mbps, link.queue_packets, self.mtu, link.delay_ms, 0.0,   # loss: start_loss
                     self.dataplane.tso)))
-        switches = [s.name for s in self.fabric.switches]
-        scripts = {"": _batch("ip", [line for n in switches for line in ip_lines.get(n, [])])
-                   + _batch("tc", [line for n in switches for line in tc_lines.get(n, [])])
-                   + _no_ipv6(switch_ports)}
+        scripts = {}
+        for server, switches in self._switches_by_server().items():   # switch ports: each server's root namespace
+            scripts[ROOT + server] = (_batch("ip", [line for n in switches for line in ip_lines.get(n, [])])
+                                      + _batch("tc", [line for n in switches for line in tc_lines.get(n, [])])
+                                      + _no_ipv6([p for p in switch_ports if p.split("-")[0] in switches]))
         for h in self.fabric.hosts:
             scripts[h.name] = (_batch("ip", ip_lines[h.name]) + self._offload_lines(h.name)
                                + _batch("tc", tc_lines[h.name]) + self._host_lines(h.name, segment))
@@ -94,7 +106,7 @@ class EmulatedFabric:
         lines = {}
         for link in (l for l in self.fabric.links if l.loss_pct):
             for node, port in link.ends():
-                where = "" if self.fabric.is_switch(node) else node   # switch ports: the root namespace
+                where = ROOT + self._server(node) if self.fabric.is_switch(node) else node   # switch ports: root ns
                 lines.setdefault(where, []).extend(tc_batch(loss_commands(
                     self.net[node].intfs[port].name, link.queue_packets, self.mtu, link.delay_ms, link.loss_pct,
                     self.dataplane.tso)))
@@ -133,20 +145,46 @@ class EmulatedFabric:
         return _batch("ip", arp) + "".join(f"sysctl -q -w {key}={value}\n" for key, value in settings) + address
 
     def _run_scripts(self, scripts: dict[str, str]) -> None:
-        """Run each shell script in its node's network namespace ("" for the
-        root one), all at once; raise naming the first node whose script failed."""
+        """Run each shell script in its node's network namespace (ROOT +
+        server for a server's root one), all at once, on the node's server;
+        raise naming the first node whose script failed."""
         procs = {}
-        for node, script in scripts.items():
-            enter = ["nsenter", f"--net=/proc/{self.net[node].pid}/ns/net"] if node else []
-            procs[node] = subprocess.Popen(enter + ["sh", "-ec", script], stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, text=True)
+        for where, script in scripts.items():
+            if where.startswith(ROOT):
+                argv, server = ["sh", "-ec", script], where[len(ROOT):]
+            else:
+                argv, server = ["nsenter", f"--net=/proc/{self.net[where].pid}/ns/net", "sh", "-ec", script], \
+                    self._server(where)
+            procs[where] = subprocess.Popen(self._on(server, argv), stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, text=True)
         failed = []
-        for node, proc in procs.items():
+        for where, proc in procs.items():
             out, _ = proc.communicate()
             if proc.returncode:
-                failed.append(f"{node or 'the root namespace'}: {out.strip()[-500:]}")
+                name = f"the root namespace of {where[len(ROOT):] or 'this machine'}" if where.startswith(ROOT) \
+                    else where
+                failed.append(f"{name}: {out.strip()[-500:]}")
         if failed:
             raise RuntimeError(f"configuring the fabric's interfaces failed in {failed[0]}")
+
+    # --- where nodes are --------------------------------------------------
+    def remote(self, node: str):
+        """The cluster.Remote that holds `node`, or None if this machine does."""
+        return self.servers.remote_of(node) if self.servers else None
+
+    def _server(self, node: str) -> str:
+        return self.servers.server_of(node) if self.servers else ""
+
+    def _on(self, server: str, argv: list[str]) -> list[str]:
+        """argv run on a server ("" or the head: here)."""
+        remote = self.servers.remotes.get(server) if self.servers else None
+        return remote.command(argv) if remote else argv
+
+    def _switches_by_server(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for s in self.fabric.switches:
+            out.setdefault(self._server(s.name), []).append(s.name)
+        return out
 
     def _run(self, node: str, argv: list[str]) -> str:
         """Run a command in `node`'s namespace; raise on failure (Mininet
@@ -173,6 +211,21 @@ class EmulatedFabric:
 
     def host_pids(self) -> list[int]:
         return [self.net[h.name].pid for h in self.fabric.hosts]
+
+    def tcp_counts(self, hosts: list[str]) -> tuple[int, int]:
+        """(retransmitted, spurious) TCP segments of these hosts so far, each
+        read on its server: one command per other server."""
+        local = [self.net[h].pid for h in hosts if not self.remote(h)]
+        retrans, spurious = counters.retransmissions(local), counters.spurious_retransmissions(local)
+        by_server: dict = {}
+        for h in hosts:
+            if self.remote(h):
+                by_server.setdefault(self.remote(h), []).append(self.net[h].pid)
+        for remote, pids in by_server.items():
+            text = remote.run(["sh", "-c", "".join(f"cat /proc/{p}/net/snmp /proc/{p}/net/netstat; " for p in pids)])
+            more = counters.tcp_counts_in(text)
+            retrans, spurious = retrans + more[0], spurious + more[1]
+        return retrans, spurious
 
     def ping_all(self, timeout_s: int = 2) -> list[tuple[str, str]]:
         """Every host pings every other host once, all hosts at once;
@@ -214,8 +267,10 @@ class EmulatedFabric:
         its rules. Packet counts are brought up to date first: purging the
         datapath's flow cache pushes their counts to the rules (only used
         before traffic, when the cache refills at no cost)."""
-        subprocess.run(["ovs-appctl", "revalidator/purge"], capture_output=True, check=True)
-        dumps = {s.name: subprocess.Popen(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", s.name],
+        for server in self._switches_by_server():
+            subprocess.run(self._on(server, ["ovs-appctl", "revalidator/purge"]), capture_output=True, check=True)
+        dumps = {s.name: subprocess.Popen(self._on(self._server(s.name), ["ovs-ofctl", "-O", "OpenFlow13",
+                                                                          "dump-flows", s.name]),
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for s in self.fabric.switches}
         out = {}
@@ -230,16 +285,17 @@ class EmulatedFabric:
         """OVS's own view of every switch's controller connection: "connected",
         or its state and last error (to tell a switch that never reached the
         controller from one the controller never served)."""
-        def vsctl(*args) -> str:
-            done = subprocess.run(["ovs-vsctl", "--timeout=5", *args], capture_output=True, text=True)
+        def vsctl(switch, *args) -> str:
+            done = subprocess.run(self._on(self._server(switch), ["ovs-vsctl", "--timeout=5", *args]),
+                                  capture_output=True, text=True)
             return done.stdout.strip() if done.returncode == 0 else f"(ovs-vsctl: {done.stderr.strip()})"
         seen = {}
         for s in self.fabric.switches:
-            uuid = vsctl("get", "bridge", s.name, "controller").strip("[]")
+            uuid = vsctl(s.name, "get", "bridge", s.name, "controller").strip("[]")
             if not uuid or uuid.startswith("("):
                 seen[s.name] = f"no controller configured {uuid}".strip()
                 continue
-            lines = vsctl("get", "controller", uuid, "is_connected", "status").splitlines()
+            lines = vsctl(s.name, "get", "controller", uuid, "is_connected", "status").splitlines()
             connected = bool(lines) and lines[0] == "true"
             seen[s.name] = "connected" if connected else f"not connected {' '.join(lines[1:])}".strip()
         return seen
@@ -256,6 +312,17 @@ class EmulatedFabric:
         return lost
 
     # --- teardown ----------------------------------------------------------
+    def forget(self, servers: list[str]) -> None:
+        """Leave out of the teardown every node on these (lost) servers and
+        every link to them: a command sent there would wait for nothing.
+        Their tunnels' ends here go with the sweep (by name)."""
+        if not servers or self.net is None:
+            return
+        gone = {n for n, where in self.servers.where.items() if where in servers}
+        self.net.hosts = [h for h in self.net.hosts if h.name not in gone]
+        self.net.switches = [s for s in self.net.switches if s.name not in gone]
+        self.net.links = [l for l in self.net.links if not {l.intf1.node.name, l.intf2.node.name} & gone]
+
     def stop(self) -> None:
         if self.net is not None:
             net, self.net = self.net, None

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 
 CALIBRATION_FILE = "/var/lib/bigraph-emu/calibration.json"
 ENV_FILE = "BIGRAPH_EMU_CALIBRATION"   # another calibration file (tests, several machines)
+# Mininet on one machine (or one server of several): beyond these, use `bigraph-emu model`.
+MAX_EMULATED_HOSTS = 256
+MAX_EMULATED_SWITCHES = 128
 AUTO_MARGIN = 0.8                      # --bw auto aims at this fraction of the faithful load
 
 

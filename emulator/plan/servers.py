@@ -23,19 +23,18 @@ over the servers in proportion to the bytes their switches forward.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from emulator.fabric.graph import Fabric
+from emulator.spec.experiment import PLACEMENTS, server_names
 
-# gretap over IPv4 wraps every frame in an outer IPv4 header (20 bytes), a
-# GRE header with a key (8) and the inner Ethernet header (14): the network
-# between servers must carry the fabric's MTU plus this.
-TUNNEL_HEADER_BYTES = 42
+# VXLAN over IPv4 wraps every frame in an outer IPv4 header (20 bytes), UDP
+# (8), VXLAN (8) and the inner Ethernet header (14): the network between
+# servers must carry the fabric's MTU plus this (emulator.net.cluster).
+TUNNEL_HEADER_BYTES = 50
 ETHERNET_HEADER_BYTES = 14
-PLACEMENTS = ("switch-bin", "traffic")
 MAX_PASSES = 50
 
 
@@ -340,27 +339,19 @@ def _bytes(n: float) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")
 MAX_SERVERS = 4096
 
 
 def parse_servers(text: str) -> list[str]:
-    """--servers: a count N (servers named server1..N, for planning) or
-    HOST[,HOST...] ([user@]host; the first is the head)."""
+    """--servers of `plan`: a count N (servers named server1..N) or
+    HOST[,HOST...] as a run takes them (the first is the head)."""
     text = str(text).strip()
     if text.isdigit():
         count = int(text)
         if not 1 <= count <= MAX_SERVERS:
-            raise ValueError(f"--servers: {count} servers; give 1 to {MAX_SERVERS}")
+            raise ValueError(f"servers: {count} servers; give 1 to {MAX_SERVERS}")
         return [f"server{i + 1}" for i in range(count)]
-    names = [name.strip() for name in text.split(",")]
-    bad = [name for name in names if not SERVER_NAME.match(name)]
-    if bad:
-        raise ValueError(f"--servers: {bad[0]!r} is not a host name or address; give N or HOST[,HOST...], "
-                         f"e.g. 4 or head,lab2,lab3")
-    if len(set(names)) != len(names):
-        raise ValueError(f"--servers: {text!r} names a server twice")
-    return names
+    return list(server_names(text))
 
 
 def server_plan(plan, names: list[str] | None, budget: Server, basis: str) -> str:
@@ -386,3 +377,43 @@ def server_plan(plan, names: list[str] | None, budget: Server, basis: str) -> st
                  f"({used} holding hosts)")
     lines.append(describe(placement, plan.fabric, plan.spec.mtu))
     return "\n".join(lines)
+
+
+def clock_offset(samples: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """(offset, uncertainty) of a server's clock to the head's, from round
+    trips (head sent, server's time, head answered): the quickest trip
+    bounds the server's reading best, at its midpoint within half its time."""
+    if not samples:
+        raise ValueError("no clock samples")
+    sent, theirs, back = min(samples, key=lambda s: s[2] - s[0])
+    return theirs - (sent + back) / 2, (back - sent) / 2
+
+
+# --- preflight: what every server must agree on -------------------------------------------
+
+SAME = ("mininet", "ovs", "project")   # facts every server must share with the head
+MAX_CLOCK_UNCERTAINTY_S = 1e-3
+
+
+def fact_problems(facts: dict[str, dict]) -> list[str]:
+    """What keeps these servers (name -> what `cluster.facts` answered
+    there; the head first) from running one fabric, in words."""
+    head, *others = facts
+    problems = []
+    for name, got in facts.items():
+        if got["uid"] != 0:
+            problems.append(f"server {name}: ssh reaches it as uid {got['uid']}, not root")
+        if got["datapath"] is None:
+            problems.append(f"server {name}: no datapath: {got['dataplane']}")
+    for name in others:
+        for key in SAME:
+            if facts[name][key] != facts[head][key]:
+                problems.append(f"server {name}: {key} {facts[name][key]!r}, the head has {facts[head][key]!r}")
+    return problems
+
+
+def clock_limit_s(predictions) -> float:
+    """The largest clock uncertainty a run accepts: 1 ms, or 1% of its
+    shortest predicted step if that is less."""
+    steps = [b - a for p in predictions for ends in p.step_end_s for a, b in zip((0.0,) + ends, ends) if b > a]
+    return min([MAX_CLOCK_UNCERTAINTY_S] + [0.01 * min(steps)] if steps else [MAX_CLOCK_UNCERTAINTY_S])

@@ -6,6 +6,7 @@ and the values it accepts.
 from __future__ import annotations
 
 import dataclasses
+import re
 import json
 import math
 import os
@@ -137,6 +138,9 @@ class RunSpec:
                                        # "A-B" (two switches) or "HOST" (its own link); see emulator/fabric/captured.py
     model_alpha_us: float = 500.0      # per-message latency the model adds
     label: str = ""                    # free text carried into the results
+    servers: tuple[str, ...] = ()      # a fabric over several servers: [user@]host names, the first the head
+                                       # (this machine, which runs the controller); () for this machine alone
+    placement: str = "traffic"         # which server holds which switch: traffic or switch-bin (emulator.plan.servers)
 
     def link_profile(self) -> LinkProfile:
         return LinkProfile(self.host_rate_mbps, self.host_queue_packets,
@@ -162,7 +166,8 @@ class RunSpec:
         change it too: a run that took a link down does not lend its network)."""
         key = (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
-               self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides)
+               self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides,
+               self.servers, self.placement)
         policy = POLICIES[self.policy]
         if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
@@ -170,10 +175,12 @@ class RunSpec:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
-OFFLOADS = ("off", "tso")   # segmentation offload on the emulated hosts' interfaces (emulator.net.dataplane)
+OFFLOADS = ("off", "tso")
+PLACEMENTS = ("switch-bin", "traffic")   # how a fabric is spread over servers (emulator.plan.servers)
+SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")   # segmentation offload on the emulated hosts' interfaces (emulator.net.dataplane)
 _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
             "policy": POLICIES, "datapath": ("auto", "kernel", "user"),
-            "offload": OFFLOADS}
+            "offload": OFFLOADS, "placement": PLACEMENTS}
 # key -> (lowest, highest) allowed, both inclusive; None: no upper limit
 _RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
            "host_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS), "switch_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS),
@@ -192,6 +199,8 @@ def _convert(key: str, value):
         return _link_overrides(value)
     if key == "capture":
         return _link_names(key, value)
+    if key == "servers":
+        return server_names(value)
     kind = FIELDS[key].type
     if kind == "str":
         if not isinstance(value, str):   # a TOML list or number is no name
@@ -212,6 +221,21 @@ def _link_names(key: str, value) -> tuple[str, ...]:
     names = tuple(v.strip() for v in items if v.strip())
     if len(names) < len(items):
         raise SpecError(f"{key}: {shorten(repr(value))} has an empty link name")
+    return names
+
+
+def server_names(value) -> tuple[str, ...]:
+    """'head,lab2' or a list of names -> the names: [user@]host each, none twice."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+        raise SpecError(f"servers: expected host names, comma-separated or a list, got {shorten(repr(value))}")
+    names = tuple(v.strip() for v in items)
+    bad = [name for name in names if not SERVER_NAME.match(name)]
+    if bad:
+        raise SpecError(f"servers: {bad[0]!r} is not a host name or address; give HOST[,HOST...] ([user@]host), "
+                        f"the first this machine, e.g. head,lab2")
+    if len(set(names)) != len(names):
+        raise SpecError(f"servers: {shorten(repr(value))} names a server twice")
     return names
 
 
@@ -365,6 +389,9 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
         captured_links(fabric, spec.capture)
     except ValueError as e:
         raise SpecError(f"capture: {e}") from None
+    if spec.servers and spec.capture:
+        raise SpecError("capture: not on a fabric over several servers (its pcaps would be on each server); "
+                        "leave servers or capture out")
     if has_netem is not None:
         _check_netem(spec, has_netem)
     return fabric

@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 
-from emulator.pipeline import duration, results_dir, version
+from emulator import version
+from emulator.pipeline import duration, results_dir
 from emulator.plan.predictions import model_version
 from emulator.results import sweeps
 from emulator.spec.experiment import SpecError

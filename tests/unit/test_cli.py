@@ -451,9 +451,10 @@ def test_top_level_help_lists_commands(capsys):
 def test_run_compare_model_share_flags():
     sub = cli.parser()._subparsers._group_actions[0].choices
     flags = {name: {s for a in sub[name]._actions for s in a.option_strings} for name in ("run", "model", "compare")}
-    # model shows no run and records no packets
-    assert flags["run"] <= flags["model"] | {"--out", "--web", "--web-host", "--web-port", "--capture"}
-    assert "--capture" not in flags["model"]
+    # model shows no run, records no packets and spreads nothing over servers
+    assert flags["run"] <= flags["model"] | {"--out", "--web", "--web-host", "--web-port", "--capture", "--servers",
+                                             "--placement"}
+    assert not {"--capture", "--servers", "--placement"} & flags["model"]
     assert flags["compare"] == flags["run"] | {"--vary"}
 
 

@@ -140,7 +140,7 @@ def test_tunnel_rate_counts_the_tunnels_headers():
     p = servers.switch_bin(servers.traffic_of(plan), [Server("a", 1e6, 256), Server("b", 1e6, 256)])
     links = servers.crossing_links(plan.fabric, p)
     need = servers.tunnel_mbps(plan.fabric, p, 9000)
-    assert need[(0, 1)] == pytest.approx(100 * len(links) * (9014 + 42) / 9014)
+    assert need[(0, 1)] == pytest.approx(100 * len(links) * (9014 + 50) / 9014)
 
 
 @pytest.mark.parametrize("text, names", [("3", ["server1", "server2", "server3"]),

@@ -48,6 +48,8 @@ FROM_STRINGS = {
     "sizes": ("64K", (64 * K,)),
     "repetitions": ("3", 3),
     "warmup": ("0", 0),
+    "servers": ("localhost, lab2", ("localhost", "lab2")),
+    "placement": ("switch-bin", "switch-bin"),
     "host_rate_mbps": ("12.5", 12.5),
     "switch_rate_mbps": ("25", 25.0),
     "host_queue_packets": ("30", 30),
