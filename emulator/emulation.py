@@ -244,7 +244,7 @@ class Emulation:
                 events.finish()
             return results
         except Exception as e:
-            lost = self.servers.lost() if self.servers else []
+            lost = self.servers.unreachable() if self.servers else []
             if lost:   # say what failed: the agents' error is only its echo
                 raise EmulationError(f"lost server {', '.join(lost)} during the run (no answer over ssh for "
                                      f"{ALIVE_S * ALIVE_COUNT} s): {e}") from e

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -63,14 +64,43 @@ class LoopbackServer:
             time.sleep(0.05)
         raise RuntimeError(f"sshd on {ADDRESS}:{port} did not listen: {open(f + '/sshd.log').read()[-500:]}")
 
+    def kill_sessions(self) -> None:
+        """SIGKILL every ssh session this sshd serves (its child processes and
+        theirs): to the emulator, its server is gone."""
+        for pid in _descendants(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def env(self) -> dict:
         from emulator.net.cluster import SSH_CONFIG_ENV
         return {**os.environ, SSH_CONFIG_ENV: self.config}
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()   # its sessions are children of its own: they end with it
+            self.kill_sessions()
+            self.proc.terminate()
             self.proc.wait(timeout=10)
         if self.made_privsep:
             shutil.rmtree(PRIVSEP, ignore_errors=True)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid`, children first (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out

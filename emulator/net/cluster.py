@@ -448,6 +448,20 @@ class Servers:
         """Servers whose connection has ended."""
         return [name for name, remote in self.remotes.items() if not remote.alive]
 
+    def unreachable(self) -> list[str]:
+        """Servers that do not run `true` within the time ssh gives a
+        silent server (their connection ended, or ends meanwhile)."""
+        out = []
+        for name, remote in self.remotes.items():
+            try:
+                if remote.alive:
+                    remote.run(["true"], timeout_s=ALIVE_S * ALIVE_COUNT + 3)
+                    continue
+            except ClusterError:
+                pass
+            out.append(name)
+        return out
+
     def sweep(self) -> list[str]:
         """On every other server still reached: what the run left there, removed
         (the project's objects by name, its recorded processes)."""

@@ -1,0 +1,96 @@
+"""A fabric over two servers, for real, on one machine: this machine is
+also the second server, reached by ssh at 127.0.0.2 (an sshd of the
+test's own, tests/sshtools.py), so the ssh paths, the VXLAN tunnels and
+their shaping, the remote agents and link samplers, the clock exchange,
+the loss of a server and the teardown all run as across two machines.
+`vm/stage.py --cluster` runs the same across two VMs."""
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from emulator.net.cluster import SSH_CONFIG_ENV
+from emulator.pipeline import plan_emulated
+from emulator.plan import servers as spread
+from emulator.spec.experiment import make_run
+from sshtools import LoopbackServer, available
+
+pytestmark = pytest.mark.emulation
+
+SERVERS = "localhost,127.0.0.2"
+RING = ["-t", "bigraph:m=2,n=4", "-a", "ring", "-m", "naive", "-b", "2M", "-n", "1", "-w", "0", "--bw", "20",
+        "--servers", SERVERS, "--placement", "switch-bin"]
+
+
+@pytest.fixture
+def second_server(monkeypatch):
+    if not available():
+        if os.environ.get("BIGRAPH_REQUIRE_EMULATION") == "1":
+            pytest.fail("a fabric over servers needs sshd and ssh-keygen (vm/provision.sh --cluster)")
+        pytest.skip("no sshd here (vm/provision.sh --cluster installs it)")
+    with LoopbackServer() as server:
+        monkeypatch.setenv(SSH_CONFIG_ENV, server.config)
+        yield server
+
+
+def _run(args, out) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "emulator.cli", "run", *args, "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_a_ring_over_two_servers_moves_its_bytes_through_the_tunnels(tmp_path, clean_machine, second_server, timing):
+    done = _run(RING, tmp_path / "res")
+    assert done.returncode in (0, 3), done.stdout + done.stderr   # 1: an agent moved wrong bytes, or a failure
+    out = tmp_path / "res"
+    # both placements were printed before the fabric was built, then the checks
+    assert "placement switch-bin (Mininet's SwitchBinPlacer)" in done.stdout and "placement by traffic" in done.stdout
+    assert "routes 'shortest' installed, read back from OVS and followed by probe packets" in done.stdout
+    record = json.loads((out / "servers.json").read_text())
+    assert record["where"]["bgs0"] == "localhost" and record["where"]["bgs3"] == "127.0.0.2"
+    assert record["where"]["bgh7"] == "127.0.0.2"   # hosts with their switch
+    second = record["servers"]["127.0.0.2"]
+    assert abs(second["clock_offset_s"]) < 1e-3 and 0 < second["clock_uncertainty_s"] <= 1e-3   # one machine's clock
+    assert second["project"] == record["servers"]["localhost"]["project"]
+    # the bytes that crossed between the servers, as the switch ports counted them, against the plan's
+    where = record["where"]
+    with open(out / "links.csv") as f:
+        crossed = sum(int(r["tx_bytes"]) for r in csv.DictReader(f) if where[r["node"]] != where[r["peer"]])
+    plan = plan_emulated(make_run({"topology": "bigraph:m=2,n=4", "sizes": ["2M"], "repetitions": 1, "warmup": 0}))
+    placed = spread.switch_bin(spread.traffic_of(plan), [spread.Server(n, 1e9, 256) for n in SERVERS.split(",")])
+    assert placed.cross_bytes == pytest.approx(record["cross_bytes_planned"])
+    assert placed.cross_bytes <= crossed <= 1.08 * placed.cross_bytes   # headers and ACKs on top
+    with open(out / "collectives.csv") as f:
+        row = next(csv.DictReader(f))
+    assert row["bytes_ok"] in ("True", "true", "1")
+    timing(row["fidelity"] == "ok", f"the run over two servers: {row['fidelity']}, "
+                                    f"{float(row['time_over_model']):.2f}x the model")
+
+
+def test_a_lost_server_fails_the_run_naming_it_and_the_head_is_torn_down(tmp_path, clean_machine, second_server):
+    long_run = [*RING[:7], "256M", *RING[8:]]
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", *long_run, "--out", str(tmp_path / "res")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        seen = ""
+        for line in proc.stdout:   # until the fabric is up; the agents then move data
+            seen += line
+            if "routes 'shortest' installed" in line:
+                break
+        time.sleep(5)
+        second_server.kill_sessions()
+        lost_at = time.monotonic()
+        rest, _ = proc.communicate(timeout=120)
+        failed_after = time.monotonic() - lost_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, seen + rest
+    assert "lost server 127.0.0.2" in rest, rest
+    assert failed_after < 30 + 15, f"{failed_after:.0f} s to fail and tear down"
+    # what it measured so far stays in OUT.partial
+    assert (tmp_path / "res.partial" / "servers.json").exists() and not (tmp_path / "res").exists()
+    # clean_machine: nothing of either server is left (one machine here)
