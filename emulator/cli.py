@@ -349,10 +349,16 @@ def _int_list(flag: str, text: str, low: int, high: int) -> list[int]:
 
 
 def cmd_clean(args) -> int:
+    from emulator.spec.experiment import server_names
+    others = server_names(args.servers)[1:] if args.servers else ()
     _needs_root(args.command)
     with processes.RunLock():
         removed = processes.sweep()
     print("removed: " + (", ".join(removed) if removed else "nothing; the machine is clean"))
+    if others:
+        from emulator.net.cluster import clean_servers
+        for name, what in clean_servers(others).items():
+            print(f"removed on {name}: {what}")
     return 0
 
 

@@ -292,8 +292,10 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
     sp.add_argument("--resume", metavar="FOLDER", help="an earlier sweep's folder: run only the points not yet in it")
     sp.add_argument("--yes", action="store_true", help=f"run a sweep of more than {MAX_UNASKED_POINTS:,} points")
-    _command(sub, "clean", aliases=["cleanup"], help="remove bridges, links and processes a crashed run left "
-                                                     "behind (needs root)")
+    sp = _command(sub, "clean", aliases=["cleanup"], help="remove bridges, links and processes a crashed run left "
+                                                          "behind (needs root)")
+    sp.add_argument("--servers", metavar="HOST,...", help="also on these servers of a fabric over several (by ssh; "
+                                                          "the first, this machine, is cleaned anyway)")
     return p
 
 

@@ -13,6 +13,9 @@
 #   vm/provision.sh --clients  also the real clients' packages, the extra
 #                              `clients` of setup.cfg (MPICH, mpi4py, torch),
 #                              for experiments/real-clients/; combines with the others
+#   vm/provision.sh --cluster  a server of a fabric over several (or its head's
+#                              tests): also sshd (docs/servers.md); without systemd
+#                              it is installed, not started
 #   vm/provision.sh --dask     a machine of a sweep's Dask cluster: checks the
 #                              `dask` command and prints how to start a worker
 #                              here (docs/sweeps.md); with --no-services, a worker
@@ -23,7 +26,8 @@ set -eu
 PROJECT_DIR=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${BIGRAPH_VENV:-$PROJECT_DIR/.venv}
 # python3-setuptools: Mininet 2.3.0 imports distutils, gone from Python 3.12
-PACKAGES="python3-setuptools mininet openvswitch-switch iperf3 ethtool iproute2 iputils-ping fping procps tcpdump python3-venv"
+# sudo and ssh: Mininet's cluster classes reach other servers with `sudo -E ssh`
+PACKAGES="python3-setuptools mininet openvswitch-switch iperf3 ethtool iproute2 iputils-ping fping procps tcpdump python3-venv sudo openssh-client"
 # Debian's chromium and chromium-driver: the web view's browser tests (headless,
 # driven by Selenium). Ubuntu ships Chromium only as a snap: there they skip.
 if grep -qs '^ID=debian' /etc/os-release; then
@@ -36,11 +40,13 @@ USERSPACE_TSO=""
 SERVICES=yes
 CLIENTS=no
 DASK=no
+CLUSTER=no
 while [ $# -gt 0 ]; do
     case "$1" in
         --no-services) SERVICES=no ;;
         --clients) CLIENTS=yes ;;
         --dask) DASK=yes ;;
+        --cluster) CLUSTER=yes ;;
         --userspace-tso)
             case "${2:-}" in
                 on) USERSPACE_TSO=true ;;
@@ -48,7 +54,7 @@ while [ $# -gt 0 ]; do
                 *) echo "provision: --userspace-tso takes on or off, got '${2:-}'" >&2; exit 2 ;;
             esac
             shift ;;
-        *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off | --no-services] [--clients] [--dask]" >&2; exit 2 ;;
+        *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off | --no-services] [--clients] [--dask] [--cluster]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -70,8 +76,17 @@ install_packages() {
     say "installing:$missing"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
+    # Without systemd (containers, CI) a package would start its service at
+    # once (sshd on port 22, say): keep them from starting, as Docker's
+    # images do, and start what the project needs itself.
+    guard=""
+    if [ ! -d /run/systemd/system ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+        guard=/usr/sbin/policy-rc.d
+        printf '#!/bin/sh\nexit 101\n' > "$guard" && chmod 755 "$guard"
+    fi
     # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends $missing
+    apt-get install -y -q --no-install-recommends $missing || { [ -z "$guard" ] || rm -f "$guard"; exit 1; }
+    [ -z "$guard" ] || rm -f "$guard"
 }
 
 # ovs_service start|restart: with systemd where there is one; otherwise
@@ -182,6 +197,7 @@ clients_importable() {
         "import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; import torch.distributed"
 }
 
+[ "$CLUSTER" = yes ] && PACKAGES="$PACKAGES openssh-server"
 install_packages
 if [ "$SERVICES" = yes ]; then
     start_ovs

@@ -12,6 +12,7 @@ emulator.net.cluster ROLE` answers for it there):
   hold    takes the server's run lock and keeps it until its stdin closes
   clock   answers every line it reads with its time.monotonic()
   sweep   removes what a run left there (by name, and recorded processes)
+  clean   the same under the server's run lock (`bigraph-emu clean --servers`)
 """
 from __future__ import annotations
 
@@ -160,6 +161,23 @@ def hold_lock() -> int:
     return 0
 
 
+def clean_here(wait_s: float = 15) -> int:
+    """Sweep under the run lock. A head killed with -9 leaves its lock
+    holder here until `clean` on the head ends its ssh connection: wait
+    for it that long."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with processes.RunLock():
+                print(json.dumps(processes.sweep()))
+            return 0
+        except processes.MachineBusy as e:
+            if time.monotonic() > deadline:
+                print(json.dumps([f"nothing: {e}"]))
+                return 0
+            time.sleep(0.5)
+
+
 def answer_clock() -> int:
     for _ in sys.stdin:
         sys.stdout.write(f"{time.monotonic():.9f}\n")
@@ -178,7 +196,26 @@ def main(argv: list[str]) -> int:
     if argv[0] == "sweep":
         print(json.dumps(processes.sweep()))
         return 0
+    if argv[0] == "clean":
+        return clean_here()
     raise SystemExit(f"unknown role {argv[0]!r}")
+
+
+def clean_servers(names) -> dict[str, str]:
+    """`bigraph-emu clean --servers`: on each server, what a run left
+    there (after kill -9 of the head, say), removed under its run lock."""
+    said = {}
+    for name in names:
+        remote = Remote(name)
+        try:
+            remote.connect()
+            removed = json.loads(remote.run(role("clean")))
+            said[name] = ", ".join(removed) if removed else "nothing; it is clean"
+        except ClusterError as e:
+            said[name] = f"nothing: {e}"
+        finally:
+            remote.close()
+    return said
 
 
 # --- from the head: clocks, the network between servers -------------------------------

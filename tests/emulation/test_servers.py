@@ -94,3 +94,22 @@ def test_a_lost_server_fails_the_run_naming_it_and_the_head_is_torn_down(tmp_pat
     # what it measured so far stays in OUT.partial
     assert (tmp_path / "res.partial" / "servers.json").exists() and not (tmp_path / "res").exists()
     # clean_machine: nothing of either server is left (one machine here)
+
+
+def test_clean_with_servers_after_kill_9_of_the_head(tmp_path, clean_machine, second_server):
+    long_run = [*RING[:7], "256M", *RING[8:]]
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", *long_run, "--out", str(tmp_path / "res")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in proc.stdout:
+            if "routes 'shortest' installed" in line:
+                break
+        time.sleep(2)
+    finally:
+        proc.kill()   # kill -9: no teardown at all
+        proc.wait()
+    cleaned = subprocess.run([sys.executable, "-m", "emulator.cli", "clean", "--servers", SERVERS],
+                             capture_output=True, text=True, timeout=120)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "bridge bgs0" in cleaned.stdout and "removed on 127.0.0.2: " in cleaned.stdout, cleaned.stdout
+    # clean_machine: nothing left
