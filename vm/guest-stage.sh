@@ -51,6 +51,38 @@ all_emulation_tests() {
     emulation_tests "$P/tests/emulation" --ignore="$P/tests/emulation/test_web_page.py"
 }
 
+# --cluster: two VMs on a private segment; the head runs the two-server tests
+# with the other VM as its second server (vm/stage.py)
+CLUSTER_NET=198.19.255
+cluster_net() {
+    dev=$(ls /sys/class/net | grep -v '^lo$' | head -1)
+    # the fabric's 9000-byte frames plus the tunnel's 50 bytes of headers
+    ip link set dev "$dev" mtu 9100 up && ip addr add "$CLUSTER_NET.$1/24" dev "$dev" \
+        && echo "vm-stage: $CLUSTER_NET.$1 on $dev"
+}
+
+cluster_server() {
+    cluster_net 2 || return 1
+    touch /run/bigraph-server-ready
+    echo "vm-stage: the server is ready; the head powers it off (or the stage kills it)"
+    while sleep 10; do :; done
+}
+
+cluster_head() {
+    cluster_net 1 || return 1
+    server="root@$CLUSTER_NET.2"
+    for _ in $(seq 120); do   # its boot and provisioning, under software emulation
+        ssh -o BatchMode=yes -o ConnectTimeout=5 "$server" test -e /run/bigraph-server-ready 2>/dev/null && break
+        sleep 5
+    done
+    ssh -o BatchMode=yes "$server" true || { echo "vm-stage: the server VM never answered over ssh"; return 1; }
+    BIGRAPH_CLUSTER_SERVER=$CLUSTER_NET.2 BIGRAPH_CLUSTER_HEAD=$CLUSTER_NET.1 BIGRAPH_STAGE_OUT=$OUT \
+        emulation_tests "$P/tests/emulation/test_two_servers.py"
+    rc=$?
+    ssh -o BatchMode=yes -o ConnectTimeout=5 "$server" poweroff 2>/dev/null
+    return $rc
+}
+
 stage() {
     echo "vm-stage: $(uname -sr), $(nproc) CPUs, $(free -m | awk '/Mem:/{print $2}') MiB"
     modprobe openvswitch && modprobe sch_netem || { echo "vm-stage: kernel modules missing"; return 1; }
@@ -59,6 +91,8 @@ stage() {
         tests) demo && kernel_datapath_tests ;;
         all-tests) demo && all_emulation_tests ;;
         demo) demo ;;
+        cluster-head) cluster_head ;;
+        cluster-server) cluster_server ;;
         *) cd "$OUT" && sh -c "$1" ;;
     esac
 }

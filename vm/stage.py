@@ -42,6 +42,11 @@ DISK_GIB = 6
 MIN_FREE_GIB = 12        # debootstrap folder, disk image and the run's overlay
 VENV = "/opt/bigraph-emu/venv"
 SHARE_PROJECT, SHARE_OUT = "/bigraph-emu", "/vm-out"
+# --cluster: the two VMs' private segment (198.18.0.0/15 is the fabric's and the
+# benchmarking range; its top /24 here), reached through qemu's socket backend
+# on the host's loopback, nothing else
+CLUSTER_NET = "198.19.255"
+KILL_REQUEST = "kill-server"   # the head's test writes it into its output: the stage kills the server VM
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,7 @@ def _build(flavour: Flavour, work: str) -> None:
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
            "BIGRAPH_VENV": VENV, "PIP_CERT": "/etc/bigraph-host-ca.crt",
            "PIP_DEFAULT_TIMEOUT": "180", "DEBIAN_FRONTEND": "noninteractive"}
-    run(["chroot", root, "sh", f"{SHARE_PROJECT}/vm/provision.sh", "--no-services"], env=env)
+    run(["chroot", root, "sh", f"{SHARE_PROJECT}/vm/provision.sh", "--no-services", "--cluster"], env=env)
     _finish_chroot(root)
     boot = os.path.join(root, "boot")
     kernel = sorted(f for f in os.listdir(boot) if f.startswith("vmlinuz-"))[-1]
@@ -217,6 +222,15 @@ def _finish_chroot(root: str) -> None:
         f.write("/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
     with open(os.path.join(root, "etc/hostname"), "w") as f:
         f.write("bigraph-vm\n")
+    # the two VMs of --cluster reach each other as root with a key made now,
+    # on their private segment only
+    ssh = os.path.join(root, "root/.ssh")
+    os.makedirs(ssh, mode=0o700, exist_ok=True)
+    run(["chroot", root, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", "/root/.ssh/id_ed25519"])
+    shutil.copy(os.path.join(ssh, "id_ed25519.pub"), os.path.join(ssh, "authorized_keys"))
+    with open(os.path.join(ssh, "config"), "w") as f:
+        f.write(f"Host {CLUSTER_NET}.*\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
+                "  LogLevel ERROR\n")
     with open(os.path.join(root, "usr/local/sbin/bigraph-vm-stage"), "w") as f:
         f.write(GUEST_ENTRY)
     os.chmod(os.path.join(root, "usr/local/sbin/bigraph-vm-stage"), 0o755)
@@ -237,7 +251,8 @@ TCG_CPU = "Nehalem"
 
 
 def qemu_argv(image: str, overlay: str, share: str, out: str, accel: str, console: str,
-              cpus: int = 2, tcg_cpu: str = TCG_CPU) -> list[str]:
+              cpus: int = 2, tcg_cpu: str = TCG_CPU, net: tuple[str, ...] = ()) -> list[str]:
+    """`net`: a NIC on a private segment (--cluster), beside no other network."""
     cpu = ["-accel", "kvm", "-cpu", "host"] if accel == "kvm" else ["-accel", "tcg", "-cpu", tcg_cpu]
     return ["qemu-system-x86_64", *cpu, "-smp", str(cpus), "-m", "6144", "-display", "none",
             "-monitor", "none", "-parallel", "none", "-serial", f"file:{console}", "-no-reboot",
@@ -247,7 +262,7 @@ def qemu_argv(image: str, overlay: str, share: str, out: str, accel: str, consol
             "-append", "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=false panic=-1",
             "-drive", f"file={overlay},format=qcow2,if=virtio",
             "-virtfs", f"local,path={share},mount_tag=project,security_model=none,readonly=on",
-            "-virtfs", f"local,path={out},mount_tag=out,security_model=none"]
+            "-virtfs", f"local,path={out},mount_tag=out,security_model=none", *net]
 
 
 BOOT_TIMEOUT_S = 300   # until the stage's first line on the console
@@ -344,6 +359,75 @@ def stage(flavour: Flavour, command: str, out: str, timeout_s: float, accel: str
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def stage_cluster(flavour: Flavour, out: str, timeout_s: float, accel: str, tcg_cpu: str = TCG_CPU) -> int:
+    """Two VMs of one CPU each on a private segment of their own: the head
+    runs tests/emulation/test_two_servers.py with the other as its second
+    server, and may ask (KILL_REQUEST) for the server VM to be killed."""
+    check_host(MIN_FREE_GIB + 2)
+    image = build_image(flavour, image_key(flavour))
+    scratch = tempfile.mkdtemp(prefix="cluster-", dir=CACHE)
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        share = os.path.join(scratch, "project")
+        copy_project(share)
+        if accel == "auto":
+            accel = "kvm" if kvm_boots(image, scratch) else "tcg"
+        port = _free_port()
+        outs = {}
+        for n, (role, end) in enumerate((("head", "listen"), ("server", "connect")), start=1):
+            vm_out = outs[role] = os.path.join(scratch, role)
+            os.makedirs(vm_out)
+            with open(os.path.join(vm_out, "command"), "w") as f:
+                f.write(f"cluster-{role}\n")
+            overlay = os.path.join(scratch, f"{role}.qcow2")
+            run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", os.path.join(image, "disk.img"),
+                 overlay])
+            net = ("-netdev", f"socket,id=cluster,{end}=127.0.0.1:{port}",
+                   "-device", f"virtio-net-pci,netdev=cluster,mac=52:54:00:12:34:{n:02x}")
+            argv = qemu_argv(image, overlay, share, vm_out, accel, os.path.join(vm_out, "console.log"), 1,
+                             tcg_cpu, net)
+            procs[role] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+            time.sleep(2)   # the head's end listens before the server's connects
+        say(f"booted two Debian {flavour.name} VMs ({accel}, 1 CPU each) on {CLUSTER_NET}.0/24; "
+            f"console logs: {out}/head/console.log, {out}/server/console.log")
+        t0 = time.monotonic()
+        status = _watch_cluster(procs, outs["head"], t0, timeout_s)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if os.path.exists(scratch):
+            if os.path.exists(out):
+                shutil.rmtree(out)
+            os.makedirs(out)
+            for role in ("head", "server"):
+                if os.path.isdir(os.path.join(scratch, role)):
+                    shutil.copytree(os.path.join(scratch, role), os.path.join(out, role), symlinks=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return _outcome(status, os.path.join(out, "head"), time.monotonic() - t0, timeout_s)
+
+
+def _watch_cluster(procs: dict, head_out: str, t0: float, timeout_s: float) -> str | int:
+    """Until the head VM powers off: the server VM killed when the head asks."""
+    while procs["head"].poll() is None:
+        if time.monotonic() - t0 > timeout_s:
+            return "timeout"
+        if os.path.exists(os.path.join(head_out, KILL_REQUEST)) and procs["server"].poll() is None:
+            os.killpg(procs["server"].pid, signal.SIGKILL)
+            procs["server"].wait()
+            say("killed the server VM, as the head's test asked")
+        time.sleep(0.5)
+    return procs["head"].returncode
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _outcome(status: str | int, out: str, elapsed: float, timeout_s: float) -> int:
     rc_file = os.path.join(out, "rc")
     if status == "timeout":
@@ -375,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="auto: KVM if a short probe boots with it, else software emulation")
     ap.add_argument("--cpus", type=int, default=2, choices=range(1, 9), metavar="1..8", help="the VM's CPUs")
     ap.add_argument("--cpu-model", default=TCG_CPU, help=f"qemu's -cpu under software emulation (default {TCG_CPU})")
+    ap.add_argument("--cluster", action="store_true",
+                    help="two VMs (1 CPU each) on a private segment: one fabric over both (docs/servers.md)")
     ap.add_argument("--install-tools", action="store_true", help="install qemu and debootstrap, then stop")
     ap.add_argument("--build-only", action="store_true", help="build (or find) the image, do not boot it")
     args = ap.parse_args(argv)
@@ -390,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
             flavour = FLAVOURS[args.flavour]
             say(f"image ready: {build_image(flavour, image_key(flavour))}")
             return 0
+        if args.cluster:
+            return stage_cluster(FLAVOURS[args.flavour], os.path.abspath(args.out), args.timeout, args.accel,
+                                 args.cpu_model)
         return stage(FLAVOURS[args.flavour], args.command, os.path.abspath(args.out), args.timeout, args.accel,
                      args.cpus, args.cpu_model)
     except StageError as e:

@@ -10,7 +10,7 @@ emulator.net.cluster ROLE` answers for it there):
 
   facts   what preflight compares: versions, datapath, calibration, lock
   hold    takes the server's run lock and keeps it until its stdin closes
-  clock   answers every line it reads with its time.monotonic()
+  clock   answers UDP datagrams with its time.monotonic() on the port it prints
   sweep   removes what a run left there (by name, and recorded processes)
   clean   the same under the server's run lock (`bigraph-emu clean --servers`)
 """
@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import tempfile
@@ -179,10 +181,19 @@ def clean_here(wait_s: float = 15) -> int:
 
 
 def answer_clock() -> int:
-    for _ in sys.stdin:
-        sys.stdout.write(f"{time.monotonic():.9f}\n")
-        sys.stdout.flush()
-    return 0
+    """Answer every UDP datagram with this machine's time.monotonic(), on a
+    port it prints, until stdin closes: a datagram is the quickest round
+    trip the network between servers offers (ssh's would add its own)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("0.0.0.0", 0))
+        print(sock.getsockname()[1], flush=True)
+        while True:
+            ready, _, _ = select.select([sock, sys.stdin], [], [])
+            if sys.stdin in ready and not sys.stdin.readline():
+                return 0
+            if sock in ready:
+                data, peer = sock.recvfrom(64)
+                sock.sendto(data + f" {time.monotonic():.9f}".encode(), peer)
 
 
 def main(argv: list[str]) -> int:
@@ -220,24 +231,35 @@ def clean_servers(names) -> dict[str, str]:
 
 # --- from the head: clocks, the network between servers -------------------------------
 
-def clock_samples(remote: Remote, exchanges: int = 40) -> list[tuple[float, float, float]]:
+def clock_samples(remote: Remote, exchanges: int = 50) -> list[tuple[float, float, float]]:
     """(head time sent, server time, head time answered) of `exchanges`
-    round trips through the server's ssh connection."""
+    UDP round trips to the server's clock (a datagram lost or late is
+    left out)."""
     proc = remote.popen(role("clock"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     samples = []
     try:
-        for _ in range(exchanges):
-            t0 = time.monotonic()
-            proc.stdin.write("t\n")
-            proc.stdin.flush()
-            line = proc.stdout.readline()
-            t1 = time.monotonic()
-            if not line:
-                raise ClusterError(f"server {remote.name}: its clock did not answer")
-            samples.append((t0, float(line), t1))
+        port = proc.stdout.readline().strip()
+        if not port.isdigit():
+            raise ClusterError(f"server {remote.name}: its clock did not start")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(1.0)
+            address = (resolve(remote.host), int(port))
+            for i in range(exchanges):
+                t0 = time.monotonic()
+                sock.sendto(str(i).encode(), address)   # not connected: a reply may come from another local address
+                try:
+                    while True:   # a late answer to an earlier datagram is skipped
+                        seq, theirs = sock.recv(64).split()
+                        if int(seq) == i:
+                            break
+                except socket.timeout:
+                    continue
+                samples.append((t0, float(theirs), time.monotonic()))
     finally:
         proc.stdin.close()
         proc.wait(timeout=10)
+    if not samples:
+        raise ClusterError(f"server {remote.name}: no answer from its clock over UDP (a firewall?)")
     return samples
 
 
