@@ -222,6 +222,8 @@ def _finish_chroot(root: str) -> None:
         f.write("/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
     with open(os.path.join(root, "etc/hostname"), "w") as f:
         f.write("bigraph-vm\n")
+    with open(os.path.join(root, "etc/hosts"), "w") as f:   # sudo warns on every call about a name it cannot resolve
+        f.write("127.0.0.1 localhost\n127.0.1.1 bigraph-vm\n")
     # the two VMs of --cluster reach each other as root with a key made now,
     # on their private segment only
     ssh = os.path.join(root, "root/.ssh")

@@ -341,9 +341,9 @@ class ShapedTunnelLink(RemoteLink):
             if addr:
                 lines.append(f"ip link set {name} address {addr}")
             lines.append(f"ip link set {name} up")
-            script = "; ".join(lines)   # through ssh, the server's shell splits the words again
-            out = node.rcmd(["sh", "-ec", shlex.quote(script) if node.isRemote else script])
-            if out.strip():
+            script = " && ".join(lines) + " && echo tunnel-end-up"   # its output may hold warnings (sudo's)
+            out = node.rcmd(["sh", "-c", shlex.quote(script) if node.isRemote else script])
+            if "tunnel-end-up" not in out:
                 raise ClusterError(f"making the tunnel end {name} on {node.server} failed: {out.strip()}")
         self.tunnel = 1   # RemoteLink.stop: delete both ends, not a veth
         return None

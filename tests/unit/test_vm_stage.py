@@ -80,3 +80,12 @@ def test_the_outcome_names_what_went_wrong(tmp_path, capsys):
     assert "without running the stage" in capsys.readouterr().err
     (tmp_path / "rc").write_text("3\n")
     assert stage._outcome(0, str(tmp_path), 30, 2700) == 3
+
+
+def test_the_cluster_vms_reach_only_each_other_through_the_hosts_loopback():
+    net = ("-netdev", "socket,id=cluster,listen=127.0.0.1:5555", "-device", "virtio-net-pci,netdev=cluster")
+    argv = stage.qemu_argv("/img", "/o.qcow2", "/share", "/out", "tcg", "/c.log", 1, stage.TCG_CPU, net)
+    assert argv[argv.index("-nic") + 1] == "none"   # no user network: nothing outside the segment
+    backends = [argv[i + 1] for i, a in enumerate(argv) if a == "-netdev"]
+    assert backends == ["socket,id=cluster,listen=127.0.0.1:5555"]
+    assert stage.CLUSTER_NET.startswith("198.19.")   # the benchmarking range, apart from the fabric's hosts
