@@ -57,6 +57,9 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
     if POLICIES[spec.policy].needs_demands:
         raise SpecError(f"policy: {spec.policy} routes a workload's demands, known before it runs; a program's "
                         "are not: choose another policy")
+    if spec.servers:
+        raise SpecError("servers: exec starts programs on this machine's hosts only, not yet on other servers; "
+                        "leave servers out (run, compare, cli and demo take them)")
     spec = make_run({**{k: v for k, v in dataclasses.asdict(spec).items() if k not in PLAN_KEYS}, **PLAN_KEYS},
                     capabilities.netem_available)
     plan = pipeline.plan_emulated(spec)

@@ -121,6 +121,7 @@ def test_the_wrapper_passes_sigterm_on(tmp_path):
     ({"algorithm": "ring"}, ["true"], "algorithm: exec runs your program"),
     ({"sizes": "1M"}, ["true"], "sizes: exec runs your program"),
     ({"policy": "traffic-aware"}, ["true"], "routes a workload's demands"),
+    ({"servers": "localhost,lab2"}, ["true"], "servers: exec starts programs on this machine's hosts only"),
     ({}, [], "give the program after '--'"),
     ({}, ["no-such-program-here"], "'no-such-program-here' is not a program"),
     ({"topology": "bigraph:m=2,n=4", "ranks": "9"}, ["true"], "ranks"),
