@@ -188,3 +188,42 @@ def test_plan_command_without_servers_says_how_many(capsys, monkeypatch):
 def test_plan_command_refuses_bad_flags(capsys, flags, what):
     assert cli.main(["plan", *flags]) == 2
     assert what in capsys.readouterr().err
+
+
+# --- preflight's pure checks ----------------------------------------------------------------
+
+def _facts(**more):
+    return {"uid": 0, "boot_id": "b", "mininet": "2.3.0", "ovs": "ovs-vswitchd (Open vSwitch) 3.1.0",
+            "project": "0.1.0", "datapath": "kernel", "dataplane": "", **more}
+
+
+def test_servers_that_agree_with_the_head_pass():
+    assert servers.fact_problems({"head": _facts(), "lab2": _facts(datapath="user")}) == []
+
+
+@pytest.mark.parametrize("changed, said", [({"mininet": "2.3.1"}, "server lab2: mininet '2.3.1', the head has '2.3.0'"),
+                                           ({"ovs": "ovs-vswitchd (Open vSwitch) 3.3.0"}, "server lab2: ovs"),
+                                           ({"project": "0.2.0"}, "server lab2: project"),
+                                           ({"uid": 1000}, "server lab2: ssh reaches it as uid 1000, not root"),
+                                           ({"datapath": None, "dataplane": "no OVS"}, "server lab2: no datapath")])
+def test_a_server_unlike_the_head_is_named(changed, said):
+    problems = servers.fact_problems({"head": _facts(), "lab2": _facts(**changed)})
+    assert len(problems) == 1 and problems[0].startswith(said), problems
+
+
+def test_the_quickest_round_trip_gives_the_clock_offset():
+    # the server's clock runs 2.5 s ahead; round trips of 4, 1 and 9 ms
+    samples = [(10.0, 12.502, 10.004), (11.0, 13.5005, 11.001), (12.0, 14.506, 12.009)]
+    offset, uncertainty = servers.clock_offset(samples)
+    assert offset == pytest.approx(2.5) and uncertainty == pytest.approx(0.0005)
+    with pytest.raises(ValueError):
+        servers.clock_offset([])
+
+
+def test_the_clock_limit_is_1_ms_or_1_percent_of_the_shortest_step():
+    slow = _plan(host_rate_mbps=10, switch_rate_mbps=10)        # steps of ~100 ms: 1 ms binds
+    fast = _plan(host_rate_mbps=10000, switch_rate_mbps=10000, model_alpha_us=0)   # steps of ~0.4 ms
+    assert servers.clock_limit_s(slow.predictions.values()) == 1e-3
+    shortest = min(b - a for p in fast.predictions.values() for e in p.step_end_s for a, b in zip((0.0,) + e, e))
+    assert shortest < 0.1
+    assert servers.clock_limit_s(fast.predictions.values()) == pytest.approx(0.01 * shortest)
