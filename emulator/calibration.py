@@ -132,7 +132,8 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
     unit = plan_run(probe_spec(1.0, mtu, offload, datapath, reps))
     traversals = unit.predictions[unit.spec.sizes[0]].peak_switch_mbps
     best = round(bisect(passes, raw / traversals, steps), 1)
-    return Point(dataplane.datapath, mtu, offload, round(raw, 1), round(load_at.get(best, 0.0), 1), best)
+    return Point(dataplane.datapath, mtu, offload, round(raw, 1), round(load_at.get(best, 0.0), 1), best,
+                 probe_spec(best or 1.0, mtu, offload, dataplane.datapath, 1).tcp)
 
 
 def calibrate(datapath: str, mtus: list[int], offloads: list[str], steps: int, reps: int,

@@ -19,7 +19,7 @@ from emulator.results.captures import capture_file, capture_rows
 from emulator.fabric.captured import captured_links
 from emulator.results.metrics import payload_efficiency
 from emulator.model.simulation import predict
-from emulator.net import counters, interrupts, ovs_buffers, processes
+from emulator.net import congestion, counters, interrupts, ovs_buffers, processes
 from emulator.net.agents import START_DELAY_S, AgentFleet
 from emulator.net.capture import LinkCapture
 from emulator.net.cluster import ALIVE_COUNT, ALIVE_S
@@ -52,6 +52,7 @@ class Emulation:
         self.dataplane: Dataplane | None = None
         self.fleet: AgentFleet | None = None   # the agents of the workload under way
         self.servers = None                    # cluster.Servers of a fabric over several servers
+        self.allowed_tcp = None                # the hosts' congestion control allowed to namespaces, until teardown
         self.links = linkstats.directed_links(self.fabric)
         self.on_sample = None                  # called with the monitor's samples (the live view)
 
@@ -73,7 +74,9 @@ class Emulation:
         self.controller = self._controller()
         self.controller.start()
         self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu,
-                                      self.servers)
+                                      self.servers, self.spec.tcp)
+        self.allowed_tcp = congestion.allowed(self.spec.tcp)   # until teardown
+        self.allowed_tcp.__enter__()
         with self._ovs_socket_buffers():
             self.network.start()
             try:
@@ -188,6 +191,8 @@ class Emulation:
                 # the controller stops first, then the network (the reverse of
                 # registration): with the controller gone, no port-down event
                 # reroutes a fabric that is being dismantled
+                if self.allowed_tcp is not None:
+                    steps.callback(self.allowed_tcp.__exit__, None, None, None)
                 if self.network is not None:
                     steps.callback(self._stop_network)
                 if self.controller is not None:

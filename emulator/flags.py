@@ -52,6 +52,8 @@ FLAGS = [
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
     (("--label",), "label", "free text copied into the results"),
+    (("--tcp",), "tcp", "TCP congestion control of every emulated host, as the kernel names it: cubic, reno, "
+                        "bbr, dctcp (a module the kernel must offer)"),
     (("--servers",), "servers", "spread the fabric over these servers: HOST[,HOST...], the first this machine "
                                 "(the head, running the controller), the others reached by ssh as root "
                                 "(docs/servers.md)"),
@@ -66,7 +68,7 @@ FLAGS = [
 
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
-            "link_events": "T:A-B:down|up", "servers": "HOST,...", "placement": "HOW", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
+            "link_events": "T:A-B:down|up", "servers": "HOST,...", "placement": "HOW", "tcp": "NAME", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
             "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE"}
 
 

@@ -77,7 +77,17 @@ def plan_emulated(spec: RunSpec):
     from emulator.plan.run_plan import plan_run
     fabric = spec.fabric()
     fits_the_servers(fabric, len(spec.servers) or 1)
+    offers_congestion_control(spec.tcp)
     return plan_run(spec, fabric)
+
+
+def offers_congestion_control(name: str) -> None:
+    from emulator.net.capabilities import congestion_controls
+    offered = congestion_controls()
+    if name not in offered:
+        raise SpecError(f"tcp: this kernel does not offer {name!r}; it offers {', '.join(offered) or 'none'}. A "
+                        f"kernel that loads modules adds it with `modprobe tcp_{name}` (a VM's kernel does; "
+                        "docs/vm.md)")
 
 
 def fits_the_servers(fabric, servers: int = 1) -> None:

@@ -70,3 +70,18 @@ def netem_available(root: str = "", release: str | None = None) -> bool:
     if config == "n":
         return False
     return _module_listed(root, release, NETEM)
+
+
+def congestion_controls(root: str = "", release: str | None = None) -> list[str]:
+    """TCP congestion controls this kernel offers: those it has
+    (tcp_available_congestion_control) and those a module would add
+    (tcp_NAME.ko under /lib/modules, where modules load: setting one loads it)."""
+    release = release or os.uname().release
+    offered = _read(f"{root}/proc/sys/net/ipv4/tcp_available_congestion_control").split()
+    if os.path.exists(f"{root}/proc/modules"):
+        try:
+            names = os.listdir(f"{root}/lib/modules/{release}/kernel/net/ipv4")
+        except OSError:
+            names = []
+        offered += [n.split(".ko")[0][len("tcp_"):] for n in names if n.startswith("tcp_") and ".ko" in n]
+    return sorted(set(offered))

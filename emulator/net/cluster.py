@@ -9,7 +9,8 @@ server runs the same project at the same path (`python -m
 emulator.net.cluster ROLE` answers for it there):
 
   facts   what preflight compares: versions, datapath, calibration, lock
-  hold    takes the server's run lock and keeps it until its stdin closes
+  hold    takes the server's run lock (and allows the run's congestion control
+          to its namespaces) until its stdin closes
   clock   answers UDP datagrams with its time.monotonic() on the port it prints
   sweep   removes what a run left there (by name, and recorded processes)
   clean   the same under the server's run lock (`bigraph-emu clean --servers`)
@@ -145,16 +146,20 @@ def facts_of(datapath: str, offload: str, mtu: int) -> dict:
         faithful, basis = None, str(e)
     with open("/proc/sys/kernel/random/boot_id") as f:
         boot = f.read().strip()
+    from emulator.net.capabilities import congestion_controls
     return {"uid": os.geteuid(), "boot_id": boot, "mininet": VERSION, "ovs": ovs[0] if ovs else "",
+            "congestion_controls": congestion_controls(),
             "project": version(), "cpus": os.cpu_count(), "faithful_mbps": faithful, "basis": basis,
             "calibrated_on": calibration.machine, **found}
 
 
-def hold_lock() -> int:
-    """Hold this server's run lock until stdin closes (the head's run ends or
-    its connection is lost)."""
+def hold_lock(tcp: str) -> int:
+    """Hold this server's run lock, and the run's congestion control allowed
+    to its namespaces, until stdin closes (the head's run ends or its
+    connection is lost)."""
+    from emulator.net import congestion
     try:
-        with processes.RunLock():
+        with processes.RunLock(), congestion.allowed(tcp):
             print("HELD", flush=True)
             sys.stdin.read()
     except processes.MachineBusy as e:
@@ -201,7 +206,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(facts_of(argv[1], argv[2], int(argv[3]))))
         return 0
     if argv[0] == "hold":
-        return hold_lock()
+        return hold_lock(argv[1])
     if argv[0] == "clock":
         return answer_clock()
     if argv[0] == "sweep":
@@ -390,13 +395,13 @@ def open_servers(plan, log=print) -> "Servers":
             remotes[name].connect()
         facts = {head: facts_of(spec.datapath, spec.offload, spec.mtu),
                  **{n: _facts_there(r, spec) for n, r in remotes.items()}}
-        problems = spread.fact_problems(facts)
+        problems = spread.fact_problems(facts, spec.tcp)
         if problems:
             raise ClusterError("; ".join(problems))
         servers.shared = {n for n in names if facts[n]["boot_id"] == facts[head]["boot_id"]}
         for name, remote in remotes.items():
             if name not in servers.shared:
-                servers.locks.append(_hold(remote))
+                servers.locks.append(_hold(remote, spec.tcp))
         budgets = [spread.Server(n, facts[n]["faithful_mbps"] or 0.0, MAX_EMULATED_HOSTS) for n in spec.servers]
         placement = _placement(plan, budgets, spec.placement, log)
         servers.where = {node: spec.servers[s] for node, s in placement.where.items()}
@@ -431,9 +436,9 @@ def _facts_there(remote: Remote, spec) -> dict:
         raise ClusterError(f"{e} (is the project, at {PROJECT}, and its Python, {sys.executable}, there?)") from None
 
 
-def _hold(remote: Remote) -> subprocess.Popen:
+def _hold(remote: Remote, tcp: str) -> subprocess.Popen:
     """The server's run lock, held by a process there until the run ends."""
-    proc = remote.popen(role("hold"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = remote.popen(role("hold") + [tcp], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     answer = proc.stdout.readline().strip()
     if answer != "HELD":
         proc.stdin.close()

@@ -42,7 +42,8 @@ class LoopbackController(RemoteController):
 
 class EmulatedFabric:
     def __init__(self, fabric: Fabric, dataplane: Dataplane, controller_port: int, mtu: int = 1500,
-                 servers: "Servers | None" = None):
+                 servers: "Servers | None" = None, tcp: str = "cubic"):
+        self.tcp = tcp   # every host's congestion control (the agents' and exec programs' alike)
         self.fabric = fabric   # its links carry their rates, queues, delay and loss
         self.dataplane = dataplane
         self.controller_port = controller_port
@@ -138,7 +139,8 @@ class EmulatedFabric:
                     # Every run starts afresh: no ssthresh or RTT cached
                     # from the congestion of an earlier run on this fabric.
                     ("net.ipv4.tcp_no_metrics_save", 1),
-                    ("net.ipv4.tcp_limit_output_bytes", tsq))
+                    ("net.ipv4.tcp_limit_output_bytes", tsq),
+                    ("net.ipv4.tcp_congestion_control", self.tcp))
         ip = self.fabric.host(name).ip
         address = (f"ip -4 -o addr show dev {intf} | grep -qF ' {ip}/' "
                    f"|| {{ echo '{name} did not get its address {ip}'; exit 1; }}\n")

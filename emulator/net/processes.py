@@ -12,7 +12,7 @@ import sys
 import time
 
 from emulator.fabric.graph import HOST_PREFIX, SWITCH_PREFIX
-from emulator.net import ovs_buffers
+from emulator.net import congestion, ovs_buffers
 
 STATE_DIR = "/run/bigraph-emu"
 LOCK_FILE = f"{STATE_DIR}/lock"
@@ -159,4 +159,6 @@ def sweep() -> list[str]:
         pass
     if ovs_buffers.restore_socket_defaults():
         removed.append("raised socket buffer defaults (restored)")
+    if congestion.restore():
+        removed.append("a congestion control allowed to namespaces (the machine's list restored)")
     return removed

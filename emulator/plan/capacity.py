@@ -35,6 +35,7 @@ class Point:
     raw_mbps: float          # iperf3 through one unshaped switch, wire Mbit/s
     faithful_mbps: float     # largest link-Mbit/s load that kept saturated links within 5% of their rate
     link_rate_mbps: float    # the link rate that load was measured at
+    tcp: str = ""            # the hosts' congestion control it was measured with ("": not recorded then)
 
     def key(self) -> tuple:
         return self.datapath, self.mtu, self.offload

@@ -395,12 +395,16 @@ SAME = ("mininet", "ovs", "project")   # facts every server must share with the 
 MAX_CLOCK_UNCERTAINTY_S = 1e-3
 
 
-def fact_problems(facts: dict[str, dict]) -> list[str]:
-    """What keeps these servers (name -> what `cluster.facts` answered
-    there; the head first) from running one fabric, in words."""
+def fact_problems(facts: dict[str, dict], tcp: str = "cubic") -> list[str]:
+    """What keeps these servers (name -> what `cluster.facts_of` answered
+    there; the head first) from running one fabric with the hosts'
+    congestion control `tcp`, in words."""
     head, *others = facts
     problems = []
     for name, got in facts.items():
+        if tcp not in got.get("congestion_controls", [tcp]):
+            problems.append(f"server {name}: its kernel does not offer {tcp!r} (it offers "
+                            f"{', '.join(got['congestion_controls'])})")
         if got["uid"] != 0:
             problems.append(f"server {name}: ssh reaches it as uid {got['uid']}, not root")
         if got["datapath"] is None:

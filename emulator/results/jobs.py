@@ -9,7 +9,7 @@ from emulator.results.verdict import COUNTER_COLUMNS, fidelity
 
 JOB_COLUMNS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
                "time_s", "compute_s", "comm_s", "model_time_s", "model_comm_s", "alone_model_s", "alone_s",
-               "slowdown", "slowdown_basis", "fidelity", *COUNTER_COLUMNS, "label"]   # counters: of the whole call
+               "slowdown", "slowdown_basis", "fidelity", *COUNTER_COLUMNS, "tcp", "label"]   # counters: of the whole call
 OP_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
               "bytes_sent", "bytes_received"]
 
@@ -39,7 +39,7 @@ def job_rows(plan, call, records, counters: dict) -> list[dict]:
                          "slowdown_basis": "model alone",
                          "fidelity": fidelity(g["time_s"] / m["time_s"] if m["time_s"] else 1.0, counters),
                          **{key: "" if counters.get(key) is None else counters[key] for key in COUNTER_COLUMNS},
-                         "label": plan.spec.label})
+                         "tcp": plan.spec.tcp, "label": plan.spec.label})
     return rows
 
 

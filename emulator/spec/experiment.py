@@ -141,6 +141,9 @@ class RunSpec:
     servers: tuple[str, ...] = ()      # a fabric over several servers: [user@]host names, the first the head
                                        # (this machine, which runs the controller); () for this machine alone
     placement: str = "traffic"         # which server holds which switch: traffic or switch-bin (emulator.plan.servers)
+    tcp: str = "cubic"                 # TCP congestion control of every emulated host. Stated, never inherited
+                                       # from the machine (a new namespace takes the machine's, bbr on some of
+                                       # ours): cubic is Linux's default, the VMs' and most clusters' choice
 
     def link_profile(self) -> LinkProfile:
         return LinkProfile(self.host_rate_mbps, self.host_queue_packets,
@@ -167,7 +170,7 @@ class RunSpec:
         key = (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
                self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides,
-               self.servers, self.placement)
+               self.servers, self.placement, self.tcp)
         policy = POLICIES[self.policy]
         if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
@@ -177,6 +180,7 @@ class RunSpec:
 FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
 OFFLOADS = ("off", "tso")
 PLACEMENTS = ("switch-bin", "traffic")   # how a fabric is spread over servers (emulator.plan.servers)
+CONGESTION_CONTROL = re.compile(r"^[a-z][a-z0-9_]{0,15}$")   # as the kernel names them (16 bytes)
 SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")   # segmentation offload on the emulated hosts' interfaces (emulator.net.dataplane)
 _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
             "policy": POLICIES, "datapath": ("auto", "kernel", "user"),
@@ -389,6 +393,9 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
         captured_links(fabric, spec.capture)
     except ValueError as e:
         raise SpecError(f"capture: {e}") from None
+    if not CONGESTION_CONTROL.match(spec.tcp):
+        raise SpecError(f"tcp: {shorten(repr(spec.tcp))} is not a congestion control's name (e.g. cubic, reno, bbr, "
+                        "dctcp)")
     if spec.servers and spec.capture:
         raise SpecError("capture: not on a fabric over several servers (its pcaps would be on each server); "
                         "leave servers or capture out")

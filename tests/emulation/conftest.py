@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from emulator.net import capabilities, processes
+from emulator.net import capabilities, congestion, processes
 
 
 def _missing() -> str | None:
@@ -74,7 +74,7 @@ SOCKET_DEFAULTS = ["/proc/sys/net/core/wmem_default", "/proc/sys/net/core/rmem_d
 def machine_state() -> dict:
     return {"bridges": processes.leftover_bridges(), "links": processes.leftover_links(),
             "processes": processes.leftover_processes(),
-            "socket defaults": [open(p).read().strip() for p in SOCKET_DEFAULTS]}
+            "socket defaults": [open(p).read().strip() for p in SOCKET_DEFAULTS + [congestion.ALLOWED]]}
 
 
 @pytest.fixture

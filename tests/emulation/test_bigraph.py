@@ -45,6 +45,18 @@ def test_fabric_comes_up_with_routes_and_full_reachability(tmp_path, clean_machi
     assert not any(os.path.exists(f"/proc/{pid}") for pid in host_pids)
 
 
+@pytest.mark.parametrize("tcp", ["reno", "cubic"])
+def test_every_host_runs_the_congestion_control_of_the_spec(tmp_path, clean_machine, tcp):
+    # the machine's own (bbr on some of ours) is never inherited
+    plan = plan_run(make_run({**SMALL, "tcp": tcp}))
+    with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
+        used = {h.name: emu.network.host(h.name).cmd("sysctl -n net.ipv4.tcp_congestion_control").strip()
+                for h in plan.fabric.hosts}
+        # and the agents' connections use it
+        emu.replay(plan)
+    assert used == {h.name: tcp for h in plan.fabric.hosts}
+
+
 @pytest.mark.parametrize("algorithm,mapping", [("ring", "naive"), ("halving-doubling", "naive"),
                                                ("halving-doubling", "hdrm"), ("halving-doubling", "random")])
 def test_allreduce_moves_exactly_the_scheduled_bytes(tmp_path, clean_machine, algorithm, mapping):

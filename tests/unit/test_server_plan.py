@@ -205,7 +205,9 @@ def test_servers_that_agree_with_the_head_pass():
                                            ({"ovs": "ovs-vswitchd (Open vSwitch) 3.3.0"}, "server lab2: ovs"),
                                            ({"project": "0.2.0"}, "server lab2: project"),
                                            ({"uid": 1000}, "server lab2: ssh reaches it as uid 1000, not root"),
-                                           ({"datapath": None, "dataplane": "no OVS"}, "server lab2: no datapath")])
+                                           ({"datapath": None, "dataplane": "no OVS"}, "server lab2: no datapath"),
+                                           ({"congestion_controls": ["reno", "bbr"]},
+                                            "server lab2: its kernel does not offer 'cubic' (it offers reno, bbr)")])
 def test_a_server_unlike_the_head_is_named(changed, said):
     problems = servers.fact_problems({"head": _facts(), "lab2": _facts(**changed)})
     assert len(problems) == 1 and problems[0].startswith(said), problems

@@ -50,6 +50,7 @@ FROM_STRINGS = {
     "warmup": ("0", 0),
     "servers": ("localhost, lab2", ("localhost", "lab2")),
     "placement": ("switch-bin", "switch-bin"),
+    "tcp": ("reno", "reno"),
     "host_rate_mbps": ("12.5", 12.5),
     "switch_rate_mbps": ("25", 25.0),
     "host_queue_packets": ("30", 30),
@@ -703,3 +704,34 @@ def test_policy_choices_follow_routing():
 
 def test_capture_and_servers_are_refused_together():
     assert "capture: not on a fabric over several servers" in spec_error({"servers": "a,b", "capture": "bgh0"})
+
+
+@pytest.mark.parametrize("bad", ["Cubic", "cu bic", "", "a" * 17, "../x"])
+def test_a_congestion_control_is_named_as_the_kernel_names_them(bad):
+    assert "tcp: " in spec_error({"tcp": bad}) and "congestion control" in spec_error({"tcp": bad})
+
+
+def test_the_congestion_control_is_stated_not_inherited():
+    assert RunSpec().tcp == "cubic"
+
+
+def test_congestion_controls_are_what_the_kernel_has_and_its_modules_add(tmp_path):
+    (tmp_path / "proc/sys/net/ipv4").mkdir(parents=True)
+    (tmp_path / "proc/sys/net/ipv4/tcp_available_congestion_control").write_text("reno cubic\n")
+    assert capabilities.congestion_controls(str(tmp_path), "6.1") == ["cubic", "reno"]   # no modules load
+    (tmp_path / "proc/modules").write_text("")
+    mods = tmp_path / "lib/modules/6.1/kernel/net/ipv4"
+    mods.mkdir(parents=True)
+    (mods / "tcp_dctcp.ko.xz").write_text("")
+    (mods / "tcp_bbr.ko").write_text("")
+    (mods / "udp_diag.ko").write_text("")
+    assert capabilities.congestion_controls(str(tmp_path), "6.1") == ["bbr", "cubic", "dctcp", "reno"]
+
+
+def test_a_congestion_control_the_kernel_lacks_is_refused_naming_what_it_offers(monkeypatch):
+    from emulator import pipeline
+    monkeypatch.setattr(capabilities, "congestion_controls", lambda: ["bbr", "cubic", "reno"])
+    with pytest.raises(SpecError, match=r"tcp: this kernel does not offer 'dctcp'; it offers bbr, cubic, reno\. "
+                                        r"A kernel that loads modules adds it with `modprobe tcp_dctcp`"):
+        pipeline.plan_emulated(make_run({"tcp": "dctcp"}))
+    assert pipeline.plan_emulated(make_run({"tcp": "reno"})).spec.tcp == "reno"
