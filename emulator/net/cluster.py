@@ -36,6 +36,7 @@ from emulator.net import processes
 from emulator.plan.capacity import MAX_EMULATED_HOSTS
 
 SSH_CONFIG_ENV = "BIGRAPH_SSH_CONFIG"   # an ssh config file for the servers (port, key, known hosts)
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the same path on each
 CONNECT_TIMEOUT_S = 10
 # ssh gives up on a server that answers nothing for ALIVE_S x ALIVE_COUNT:
 # a lost server fails the run within that, well under 30 s
@@ -111,9 +112,6 @@ class Remote:
             self.master = None
         if os.path.exists(self.control):
             os.remove(self.control)
-
-
-PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class ClusterError(RuntimeError):
