@@ -17,6 +17,7 @@ from emulator.results import linkstats
 from emulator.routes import verification
 from emulator.results.captures import capture_file, capture_rows
 from emulator.fabric.captured import captured_links
+from emulator.fabric.queues import DISCIPLINES
 from emulator.results.metrics import payload_efficiency
 from emulator.model.simulation import predict
 from emulator.net import congestion, counters, interrupts, ovs_buffers, processes
@@ -74,7 +75,8 @@ class Emulation:
         self.controller = self._controller()
         self.controller.start()
         self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu,
-                                      self.servers, self.spec.tcp)
+                                      self.servers, self.spec.tcp, DISCIPLINES[self.spec.queue_discipline],
+                                      self.spec.ecn_threshold_packets)
         self.allowed_tcp = congestion.allowed(self.spec.tcp)   # until teardown
         self.allowed_tcp.__enter__()
         with self._ovs_socket_buffers():

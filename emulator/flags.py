@@ -54,6 +54,11 @@ FLAGS = [
     (("--label",), "label", "free text copied into the results"),
     (("--tcp",), "tcp", "TCP congestion control of every emulated host, as the kernel names it: cubic, reno, "
                         "bbr, dctcp (a module the kernel must offer)"),
+    (("--queue-discipline",), "queue_discipline", "every switch port's queue: fifo (default), red-ecn (DCTCP's "
+                                                  "step marking) or fq_codel; the last two switch ECN on in the "
+                                                  "hosts (a kernel qdisc the kernel must offer)"),
+    (("--ecn-threshold",), "ecn_threshold_packets", "red-ecn marks packets arriving while this many or more wait "
+                                                    "(default: a fifth of the switch queue)"),
     (("--servers",), "servers", "spread the fabric over these servers: HOST[,HOST...], the first this machine "
                                 "(the head, running the controller), the others reached by ssh as root "
                                 "(docs/servers.md)"),
@@ -68,7 +73,7 @@ FLAGS = [
 
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
-            "link_events": "T:A-B:down|up", "servers": "HOST,...", "placement": "HOW", "tcp": "NAME", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
+            "link_events": "T:A-B:down|up", "servers": "HOST,...", "placement": "HOW", "tcp": "NAME", "queue_discipline": "NAME", "ecn_threshold_packets": "PACKETS", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
             "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE"}
 
 

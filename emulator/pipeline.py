@@ -78,6 +78,7 @@ def plan_emulated(spec: RunSpec):
     fabric = spec.fabric()
     fits_the_servers(fabric, len(spec.servers) or 1)
     offers_congestion_control(spec.tcp)
+    offers_queue_discipline(spec.queue_discipline)
     return plan_run(spec, fabric)
 
 
@@ -88,6 +89,18 @@ def offers_congestion_control(name: str) -> None:
         raise SpecError(f"tcp: this kernel does not offer {name!r}; it offers {', '.join(offered) or 'none'}. A "
                         f"kernel that loads modules adds it with `modprobe tcp_{name}` (a VM's kernel does; "
                         "docs/vm.md)")
+
+
+def offers_queue_discipline(name: str) -> None:
+    from emulator.fabric.queues import DISCIPLINES, FIFO
+    from emulator.net.capabilities import qdisc_available
+    wanted = DISCIPLINES[name]
+    if wanted is FIFO or qdisc_available(wanted.module, wanted.config):
+        return
+    offered = [d.name for d in DISCIPLINES.values() if d is FIFO or qdisc_available(d.module, d.config)]
+    raise SpecError(f"queue_discipline: this kernel has no {wanted.module} for {name!r}; it offers "
+                    f"{', '.join(offered)}. A kernel that loads modules adds it with `modprobe {wanted.module}` "
+                    "(a VM's kernel does; docs/vm.md)")
 
 
 def fits_the_servers(fabric, servers: int = 1) -> None:

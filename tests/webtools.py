@@ -66,7 +66,7 @@ def _samples(links, count: int, duration: float, seed: int):
             share = ((i + k + seed) % 5) / 4 if k else 0.0
             totals[link.dev] += int(share * link.rate_mbps * 1e6 / 8 * dt)
             if link.egress:
-                s.sent[link.dev] = (totals[link.dev], totals[link.dev] // 9014, 9014 * (i % 3) * (k % 2), 0)
+                s.sent[link.dev] = (totals[link.dev], totals[link.dev] // 9014, 9014 * (i % 3) * (k % 2), 0, 0)
             else:
                 s.received[link.dev] = (totals[link.dev], totals[link.dev] // 9014)
         out.append(s)

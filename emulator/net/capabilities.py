@@ -53,23 +53,28 @@ def _module_listed(root: str, release: str, module: str) -> bool:
 
 
 def netem_available(root: str = "", release: str | None = None) -> bool:
-    """Can tc add a netem qdisc (delay, loss) on this kernel?
+    """Can tc add a netem qdisc (delay, loss) on this kernel?"""
+    return qdisc_available(NETEM, NETEM_CONFIG, root, release)
+
+
+def qdisc_available(module: str, config_option: str, root: str = "", release: str | None = None) -> bool:
+    """Can tc add the qdisc of kernel module `module` (e.g. sch_netem)?
 
     Loaded (/sys/module, /proc/modules), built in or a loadable module
     (kernel config, modules.builtin, modules.dep, the module file under
     /lib/modules/<release>). `root` and `release` let tests point at a fake tree.
     """
     release = release or os.uname().release
-    if os.path.isdir(f"{root}/sys/module/{NETEM}"):
+    if os.path.isdir(f"{root}/sys/module/{module}"):
         return True
-    if any(line.split(" ", 1)[0] == NETEM for line in _read(f"{root}/proc/modules").splitlines()):
+    if any(line.split(" ", 1)[0] == module for line in _read(f"{root}/proc/modules").splitlines()):
         return True
-    config = _config_value(root, release, NETEM_CONFIG)
+    config = _config_value(root, release, config_option)
     if config == "y":
         return True
     if config == "n":
         return False
-    return _module_listed(root, release, NETEM)
+    return _module_listed(root, release, module)
 
 
 def congestion_controls(root: str = "", release: str | None = None) -> list[str]:

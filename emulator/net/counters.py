@@ -9,6 +9,10 @@ import os
 import subprocess
 
 from emulator.fabric.graph import SWITCH_PREFIX
+from emulator.fabric.queues import DISCIPLINES
+
+# the switch port queue kinds `tc -s qdisc` reports, with their field of ECN marks ("": none)
+QUEUE_KINDS = {"netem": "", **{kind: d.marks_field for d in DISCIPLINES.values() for kind in d.kinds}}
 
 
 OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
@@ -34,13 +38,21 @@ def ovs_ticks() -> int:
     return int(fields[11]) + int(fields[12])   # utime + stime
 
 
-def switch_queues() -> dict[str, tuple[int, int, int, int]]:
-    """(bytes, packets, backlog bytes, drops) of every switch port's egress
-    FIFO (the queue under HTB; HTB itself repeats the same counts)."""
+def switch_queues() -> dict[str, tuple[int, int, int, int, int]]:
+    """(bytes, packets, backlog bytes, drops, ECN marks) of every switch
+    port's egress queue (the one under HTB; HTB itself repeats the counts)."""
     out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, check=True).stdout
-    return {q["dev"]: (q.get("bytes", 0), q.get("packets", 0), q.get("backlog", 0), q.get("drops", 0))
+    return {q["dev"]: (q.get("bytes", 0), q.get("packets", 0), q.get("backlog", 0), q.get("drops", 0),
+                       _marks(q, QUEUE_KINDS[q["kind"]]))
             for q in json.loads(out or "[]")
-            if q.get("dev", "").startswith(SWITCH_PREFIX) and q.get("kind") in ("pfifo", "bfifo", "netem")}
+            if q.get("dev", "").startswith(SWITCH_PREFIX) and q.get("kind") in QUEUE_KINDS}
+
+
+def _marks(qdisc: dict, field: str) -> int:
+    """A qdisc's ECN marks: a field of its own, or of its extended stats (iproute2 versions differ)."""
+    if not field:
+        return 0
+    return int(qdisc.get(field, qdisc.get("xstats", {}).get(field, 0)))
 
 
 def received(dev: str) -> tuple[int, int]:

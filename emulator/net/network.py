@@ -19,6 +19,7 @@ from mininet.node import OVSSwitch, RemoteController
 from mininet.link import Link
 
 from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN, Fabric
+from emulator.fabric.queues import FIFO, Discipline
 from emulator.net import counters, processes
 from emulator.net.dataplane import Dataplane
 from emulator.net.shaping import loss_commands, segment_bytes, tc_batch, tc_commands
@@ -42,8 +43,10 @@ class LoopbackController(RemoteController):
 
 class EmulatedFabric:
     def __init__(self, fabric: Fabric, dataplane: Dataplane, controller_port: int, mtu: int = 1500,
-                 servers: "Servers | None" = None, tcp: str = "cubic"):
+                 servers: "Servers | None" = None, tcp: str = "cubic", discipline: Discipline = FIFO,
+                 ecn_threshold: int = 0):
         self.tcp = tcp   # every host's congestion control (the agents' and exec programs' alike)
+        self.discipline, self.ecn_threshold = discipline, ecn_threshold   # every switch port's queue
         self.fabric = fabric   # its links carry their rates, queues, delay and loss
         self.dataplane = dataplane
         self.controller_port = controller_port
@@ -88,9 +91,10 @@ class EmulatedFabric:
                 switch_ports += [intf] if on_switch else []
                 gso = f" gso_max_size {segment}" if self.dataplane.tso and not on_switch else ""
                 ip_lines.setdefault(node, []).append(f"link set dev {intf} mtu {self.mtu}{gso}")
+                queue = (self.discipline, self.ecn_threshold) if on_switch else ()   # a host's NIC: a FIFO
                 tc_lines.setdefault(node, []).extend(tc_batch(tc_commands(
                     intf, link.rate_mbps, link.queue_packets, self.mtu, link.delay_ms, 0.0,   # loss: start_loss
-                    self.dataplane.tso)))
+                    self.dataplane.tso, *queue)))
         scripts = {}
         for server, switches in self._switches_by_server().items():   # switch ports: each server's root namespace
             scripts[ROOT + server] = (_batch("ip", [line for n in switches for line in ip_lines.get(n, [])])
@@ -140,7 +144,9 @@ class EmulatedFabric:
                     # from the congestion of an earlier run on this fabric.
                     ("net.ipv4.tcp_no_metrics_save", 1),
                     ("net.ipv4.tcp_limit_output_bytes", tsq),
-                    ("net.ipv4.tcp_congestion_control", self.tcp))
+                    ("net.ipv4.tcp_congestion_control", self.tcp),
+                    # ask for ECN where switches mark; otherwise Linux's default: answer it only
+                    ("net.ipv4.tcp_ecn", 1 if self.discipline.marks else 2))
         ip = self.fabric.host(name).ip
         address = (f"ip -4 -o addr show dev {intf} | grep -qF ' {ip}/' "
                    f"|| {{ echo '{name} did not get its address {ip}'; exit 1; }}\n")

@@ -6,6 +6,8 @@ HTB is used rather than TCLink's defaults because TCLink caps rates at
 """
 from __future__ import annotations
 
+from emulator.fabric.queues import FIFO, Discipline, default_threshold
+
 # The burst HTB may send at line speed: at least two full frames, and 10 ms
 # of traffic at the link rate. On a loaded 2-core machine HTB's timer fires
 # late: with a 1 ms burst, saturated links lost the time it was late and ran
@@ -31,19 +33,22 @@ def tc_batch(commands: list[list[str]]) -> list[str]:
 
 
 def tc_commands(dev: str, rate_mbps: float, queue_packets: int, mtu: int,
-                delay_ms: float = 0.0, loss_pct: float = 0.0, tso: bool = False) -> list[list[str]]:
-    """tc argument lists that shape egress of `dev` (root handle 1:). With
-    delay or loss, netem takes the FIFO's place under HTB: its own queue of
-    the same depth holds the packets, each `delay_ms` late, `loss_pct` lost.
-    tso: packets are TSO segments of up to a burst, so the FIFO counts
-    bytes (queue_packets full frames), as a switch's buffer would."""
+                delay_ms: float = 0.0, loss_pct: float = 0.0, tso: bool = False,
+                discipline: Discipline = FIFO, threshold: int = 0) -> list[list[str]]:
+    """tc argument lists that shape egress of `dev` (root handle 1:): HTB
+    at the rate, the discipline's queue under it. With delay or loss,
+    netem takes the queue's place under HTB: its own queue of the same
+    depth holds the packets, each `delay_ms` late, `loss_pct` lost (the
+    spec allows it with fifo only). tso: packets are TSO segments of up to
+    a burst."""
     rate = f"{rate_mbps}mbit"
     burst = str(burst_bytes(rate_mbps, mtu))
     return [
         ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
         ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
          "rate", rate, "ceil", rate, "burst", burst, "cburst", burst],
-        ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *_queue(queue_packets, mtu, delay_ms, loss_pct, tso)],
+        ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
+         *_queue(queue_packets, mtu, delay_ms, loss_pct, tso, discipline, threshold, rate_mbps)],
     ]
 
 
@@ -56,7 +61,8 @@ def loss_commands(dev: str, queue_packets: int, mtu: int, delay_ms: float, loss_
              *_queue(queue_packets, mtu, delay_ms, loss_pct, tso)]]
 
 
-def _queue(queue_packets: int, mtu: int, delay_ms: float, loss_pct: float, tso: bool) -> list[str]:
+def _queue(queue_packets: int, mtu: int, delay_ms: float, loss_pct: float, tso: bool,
+           discipline: Discipline = FIFO, threshold: int = 0, rate_mbps: float = 0.0) -> list[str]:
     if not delay_ms and not loss_pct:
-        return ["bfifo", "limit", str(queue_packets * (mtu + 14))] if tso else ["pfifo", "limit", str(queue_packets)]
+        return discipline.qdisc(queue_packets, mtu + 14, rate_mbps, threshold or default_threshold(queue_packets), tso)
     return ["netem", "limit", str(queue_packets), "delay", f"{delay_ms}ms", "loss", f"{loss_pct}%"]

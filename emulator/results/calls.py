@@ -28,7 +28,7 @@ class CallRecord:
 # rows never merge in a summary); `run`, the run's place in the experiment,
 # joins every table of a folder
 SPEC_KEYS = ["connections", "seed", "host_queue_packets", "switch_queue_packets", "link_delay_ms", "link_loss_pct",
-             "tcp"]
+             "tcp", "queue_discipline", "ecn_threshold_packets"]
 COLLECTIVE_COLUMNS = ["run", "topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
                       "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
                       "fidelity", "bytes_ok", *COUNTER_COLUMNS, "host_rate_mbps", "switch_rate_mbps", "mtu",

@@ -16,7 +16,7 @@ from emulator.fabric.graph import Fabric, interface_name
 
 # `link` names a directed link as node:port>peer; node, port and peer are the same as columns
 LINK_COLUMNS = ["call", "t_s", "link", "node", "port", "peer", "kind", "rate_mbps", "tx_bytes", "tx_packets",
-                "util", "backlog_bytes", "drops"]
+                "util", "backlog_bytes", "drops", "marks"]
 MACHINE_COLUMNS = ["call", "t_s", "cpu_busy", "ovs_cpu"]
 # The controller's port counter readings (OpenFlow port stats, about every
 # second): it appends them to CONTROLLER_PORTS with `t` in time.monotonic(),
@@ -61,8 +61,8 @@ def directed_links(fabric: Fabric) -> list[DirectedLink]:
 class Sample:
     """Counters of the whole fabric at one instant."""
     t: float                                               # time.monotonic()
-    sent: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
-    # dev -> (bytes, packets, backlog bytes, drops) of its egress queue
+    sent: dict[str, tuple[int, int, int, int, int]] = field(default_factory=dict)
+    # dev -> (bytes, packets, backlog bytes, drops, ECN marks) of its egress queue
     received: dict[str, tuple[int, int]] = field(default_factory=dict)
     # dev -> (bytes, packets) received
     cpu_busy: int = 0       # jiffies, all cores
@@ -70,13 +70,13 @@ class Sample:
     ovs_ticks: int = 0      # ovs-vswitchd CPU time, clock ticks
 
 
-def _reading(link: DirectedLink, s: Sample) -> tuple[int, int, int, int] | None:
-    """(bytes, packets, backlog, drops) of a link in a sample; None if absent.
-    A host's egress has no sampled queue: backlog and drops read 0."""
+def _reading(link: DirectedLink, s: Sample) -> tuple[int, int, int, int, int] | None:
+    """(bytes, packets, backlog, drops, marks) of a link in a sample; None if
+    absent. A host's egress has no sampled queue: backlog, drops and marks read 0."""
     if link.egress:
         return s.sent.get(link.dev)
     got = s.received.get(link.dev)
-    return None if got is None else (got[0], got[1], 0, 0)
+    return None if got is None else (got[0], got[1], 0, 0, 0)
 
 
 def link_rows(call: int, links: list[DirectedLink], samples: list[Sample], t0: float) -> list[dict]:
@@ -96,7 +96,7 @@ def link_rows(call: int, links: list[DirectedLink], samples: list[Sample], t0: f
                          "port": link.port, "peer": link.peer, "kind": link.kind,
                          "rate_mbps": link.rate_mbps, "tx_bytes": sent, "tx_packets": rb[1] - ra[1],
                          "util": round(sent * 8 / (dt * link.rate_mbps * 1e6), 4), "backlog_bytes": rb[2],
-                         "drops": rb[3] - ra[3]})
+                         "drops": rb[3] - ra[3], "marks": rb[4] - ra[4]})
     return rows
 
 
@@ -136,9 +136,11 @@ def _cpu_between(a: Sample, b: Sample, ticks_per_s: float) -> tuple[float, float
 def machine_totals(first: Sample, last: Sample, ticks_per_s: float) -> dict:
     """What the machine and the switch queues did over a whole call."""
     busy, ovs = _cpu_between(first, last, ticks_per_s)
-    drops = {dev: q[3] - first.sent.get(dev, (0, 0, 0, 0))[3] for dev, q in last.sent.items()}
+    before = {dev: first.sent.get(dev, (0,) * 5) for dev in last.sent}
+    drops = {dev: q[3] - before[dev][3] for dev, q in last.sent.items()}
     worst = max(drops, key=drops.get, default="")
     return {"cpu_busy": busy, "ovs_cpu": ovs, "queue_drops": sum(drops.values()),
+            "queue_marks": sum(q[4] - before[dev][4] for dev, q in last.sent.items()),
             "most_drops_port": worst if drops.get(worst) else ""}
 
 

@@ -41,7 +41,8 @@ TABLES = {
          "model_time_s": "positive", "bytes_ok": "bool", "host_rate_mbps": "positive",
          "switch_rate_mbps": "positive", "mtu": "count", "label": "text"},
         {"run": "int", "repetition": "int", "fidelity": "text", "max_link_util": "number?",
-         "mean_link_util": "number?", "queue_drops": "number?", "tcp_retrans": "number?", "connections": "count",
+         "mean_link_util": "number?", "queue_drops": "number?", "queue_marks": "number?", "tcp_retrans": "number?",
+         "connections": "count",
          "seed": "int", "host_queue_packets": "count", "switch_queue_packets": "count", "link_delay_ms": "number",
          "link_loss_pct": "number"}, needs_rows=True),
     "jobs.csv": Table(
@@ -57,7 +58,8 @@ TABLES = {
     "links.csv": Table(
         {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
         {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int",
-         "node": "text", "port": "int", "peer": "text", "backlog_bytes": "number?", "drops": "number?"}),
+         "node": "text", "port": "int", "peer": "text", "backlog_bytes": "number?", "drops": "number?",
+         "marks": "number?"}),
     "captures.csv": Table(
         {"call": "int", "link": "text", "file": "text", "start_unix_s": "number"},
         {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int", "rate_mbps": "number?"}),

@@ -4,7 +4,7 @@ say about it; and the likely cause when it cannot."""
 from __future__ import annotations
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
-COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "most_drops_port", "tcp_retrans", "tcp_spurious",
+COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "queue_marks", "most_drops_port", "tcp_retrans", "tcp_spurious",
                    "max_link_util", "mean_link_util", "saturated_util"]
 
 # The verdict's thresholds (Mininet-HiFi's practice: trust a run only if

@@ -19,6 +19,7 @@ from emulator.fabric.graph import Fabric
 from emulator.inputs import as_name, is_name, shorten, to_float, to_int
 from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks
 from emulator.inputs import parse_size, size_sweep
+from emulator.fabric.queues import DISCIPLINES, FIFO
 from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.collectives import COLLECTIVES
 from emulator.workloads.schedule import algorithm_need
@@ -144,6 +145,8 @@ class RunSpec:
     tcp: str = "cubic"                 # TCP congestion control of every emulated host. Stated, never inherited
                                        # from the machine (a new namespace takes the machine's, bbr on some of
                                        # ours): cubic is Linux's default, the VMs' and most clusters' choice
+    queue_discipline: str = "fifo"     # every switch port's queue (emulator.fabric.queues): fifo, red-ecn, fq_codel
+    ecn_threshold_packets: int = 0     # red-ecn's marking threshold K in packets (0: a fifth of the queue)
 
     def link_profile(self) -> LinkProfile:
         return LinkProfile(self.host_rate_mbps, self.host_queue_packets,
@@ -170,7 +173,7 @@ class RunSpec:
         key = (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
                self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides,
-               self.servers, self.placement, self.tcp)
+               self.servers, self.placement, self.tcp, self.queue_discipline, self.ecn_threshold_packets)
         policy = POLICIES[self.policy]
         if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
@@ -184,13 +187,14 @@ CONGESTION_CONTROL = re.compile(r"^[a-z][a-z0-9_]{0,15}$")   # as the kernel nam
 SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")   # segmentation offload on the emulated hosts' interfaces (emulator.net.dataplane)
 _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
             "policy": POLICIES, "datapath": ("auto", "kernel", "user"),
-            "offload": OFFLOADS, "placement": PLACEMENTS}
+            "offload": OFFLOADS, "placement": PLACEMENTS, "queue_discipline": DISCIPLINES}
 # key -> (lowest, highest) allowed, both inclusive; None: no upper limit
 _RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
            "host_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS), "switch_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS),
            "host_queue_packets": (1, MAX_QUEUE_PACKETS), "switch_queue_packets": (1, MAX_QUEUE_PACKETS),
            "mtu": (576, 9000), "connections": (1, 16), "link_delay_ms": (0, 1000), "link_loss_pct": (0, 100),
-           "monitor_interval_ms": (10, 1000), "model_alpha_us": (0, 1e6)}
+           "monitor_interval_ms": (10, 1000), "model_alpha_us": (0, 1e6),
+           "ecn_threshold_packets": (0, MAX_QUEUE_PACKETS)}
 
 
 def _convert(key: str, value):
@@ -396,6 +400,7 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     if not CONGESTION_CONTROL.match(spec.tcp):
         raise SpecError(f"tcp: {shorten(repr(spec.tcp))} is not a congestion control's name (e.g. cubic, reno, bbr, "
                         "dctcp)")
+    _check_queues(spec)
     if spec.servers and spec.capture:
         raise SpecError("capture: not on a fabric over several servers (its pcaps would be on each server); "
                         "leave servers or capture out")
@@ -484,6 +489,24 @@ def check_link_events(events, fabric: Fabric) -> None:
             state = "already down" if event.action == "down" else "not down"
             raise SpecError(f"link_events: {event}: the link is {state} at {event.time_s:g} s")
         down ^= {event.pair()}
+
+
+def _check_queues(spec: RunSpec) -> None:
+    """A marking threshold belongs to a discipline that marks, inside the
+    queue; netem's queue (delay, loss) takes the discipline's place."""
+    chosen = DISCIPLINES[spec.queue_discipline]
+    if spec.ecn_threshold_packets and not chosen.threshold:
+        takes = ", ".join(d.name for d in DISCIPLINES.values() if d.threshold)
+        raise SpecError(f"ecn_threshold_packets: only queue_discipline {takes} has a marking threshold, "
+                        f"not {chosen.name}")
+    if spec.ecn_threshold_packets >= spec.switch_queue_packets:
+        raise SpecError(f"ecn_threshold_packets: {spec.ecn_threshold_packets} must be below the switch queue's "
+                        f"depth ({spec.switch_queue_packets} packets), or nothing is marked before drops")
+    netem = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
+    netem += [f"link_overrides {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+    if chosen is not FIFO and netem:
+        raise SpecError(f"queue_discipline: {chosen.name} cannot be combined with {netem[0]} (netem's queue "
+                        "replaces the switch port's); use fifo, or leave delay and loss out")
 
 
 def _check_netem(spec: RunSpec, has_netem) -> None:

@@ -29,9 +29,9 @@ def test_every_directed_link_is_read_from_its_switch_side():
             assert l.egress and l.dev == f"{l.node}-eth{l.port}"
 
 
-def two_samples(sent_bytes, received_bytes, dt=0.1, backlog=0, drops=0):
-    a = Sample(10.0, {"bgs0-eth3": (1000, 10, 0, 5)}, {"bgs0-eth1": (500, 5)}, 100, 200, 50)
-    b = Sample(10.0 + dt, {"bgs0-eth3": (1000 + sent_bytes, 20, backlog, 5 + drops)},
+def two_samples(sent_bytes, received_bytes, dt=0.1, backlog=0, drops=0, marks=0):
+    a = Sample(10.0, {"bgs0-eth3": (1000, 10, 0, 5, 7)}, {"bgs0-eth1": (500, 5)}, 100, 200, 50)
+    b = Sample(10.0 + dt, {"bgs0-eth3": (1000 + sent_bytes, 20, backlog, 5 + drops, 7 + marks)},
                {"bgs0-eth1": (500 + received_bytes, 9)}, 150, 300, 55)
     return [a, b]
 
@@ -42,14 +42,15 @@ LINKS = [linkstats.DirectedLink("bgs0", 3, "bgs1", "switch", 8.0, "bgs0-eth3", T
 
 def test_link_rows_turn_counter_deltas_into_utilisation():
     # 8 Mbit/s for 0.1 s is 100 000 bytes: 50 000 bytes is half the rate
-    rows = linkstats.link_rows(4, LINKS, two_samples(50_000, 100_000, backlog=18_028, drops=2), t0=9.95)
+    rows = linkstats.link_rows(4, LINKS, two_samples(50_000, 100_000, backlog=18_028, drops=2, marks=3),
+                               t0=9.95)
     switch, host = rows
     assert switch == {"call": 4, "t_s": pytest.approx(0.15), "link": "bgs0:3>bgs1", "node": "bgs0", "port": 3,
                       "peer": "bgs1", "kind": "switch",
                       "rate_mbps": 8.0, "tx_bytes": 50_000, "tx_packets": 10, "util": pytest.approx(0.5),
-                      "backlog_bytes": 18_028, "drops": 2}
+                      "backlog_bytes": 18_028, "drops": 2, "marks": 3}
     assert host["util"] == pytest.approx(1.0)
-    assert (host["tx_packets"], host["backlog_bytes"], host["drops"]) == (4, 0, 0)
+    assert (host["tx_packets"], host["backlog_bytes"], host["drops"], host["marks"]) == (4, 0, 0, 0)
 
 
 def test_a_link_missing_from_a_sample_is_skipped():
@@ -97,13 +98,13 @@ def test_call_figures():
 
 
 def test_machine_totals_over_a_call():
-    first = Sample(10.0, {"bgs0-eth3": (0, 0, 0, 5), "bgs1-eth2": (0, 0, 0, 1)}, cpu_busy=100, cpu_total=200,
-                   ovs_ticks=50)
-    last = Sample(12.0, {"bgs0-eth3": (0, 0, 0, 9), "bgs1-eth2": (0, 0, 0, 1), "bgs2-eth1": (0, 0, 0, 2)},
+    first = Sample(10.0, {"bgs0-eth3": (0, 0, 0, 5, 0), "bgs1-eth2": (0, 0, 0, 1, 3)}, cpu_busy=100,
+                   cpu_total=200, ovs_ticks=50)
+    last = Sample(12.0, {"bgs0-eth3": (0, 0, 0, 9, 0), "bgs1-eth2": (0, 0, 0, 1, 10), "bgs2-eth1": (0, 0, 0, 2, 4)},
                   cpu_busy=400, cpu_total=600, ovs_ticks=150)
     totals = linkstats.machine_totals(first, last, ticks_per_s=100)
     assert totals == {"cpu_busy": pytest.approx(0.75), "ovs_cpu": pytest.approx(0.5), "queue_drops": 6,
-                      "most_drops_port": "bgs0-eth3"}
+                      "queue_marks": 11, "most_drops_port": "bgs0-eth3"}
     quiet = linkstats.machine_totals(first, first, ticks_per_s=100)
     assert (quiet["queue_drops"], quiet["most_drops_port"]) == (0, "")
 

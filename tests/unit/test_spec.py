@@ -51,6 +51,8 @@ FROM_STRINGS = {
     "servers": ("localhost, lab2", ("localhost", "lab2")),
     "placement": ("switch-bin", "switch-bin"),
     "tcp": ("reno", "reno"),
+    "queue_discipline": ("red-ecn", "red-ecn"),
+    "ecn_threshold_packets": ("12", 12),
     "host_rate_mbps": ("12.5", 12.5),
     "switch_rate_mbps": ("25", 25.0),
     "host_queue_packets": ("30", 30),
@@ -110,16 +112,21 @@ def test_string_table_covers_every_field():
     assert set(FROM_STRINGS) == set(FIELDS)
 
 
+# keys that mean something only beside another
+NEEDS = {"ecn_threshold_packets": {"queue_discipline": "red-ecn"}}
+
+
 @pytest.mark.parametrize("key", sorted(FROM_STRINGS))
 def test_each_key_converted_from_string(key):
     text, want = FROM_STRINGS[key]
-    spec = make_run({key: text})
+    context = NEEDS.get(key, {})
+    spec = make_run({key: text, **context})
     got = getattr(spec, key)
     assert got == want
     assert type(got) is type(want)
     # all other keys stay at their defaults
     for other in FIELDS:
-        if other != key:
+        if other != key and other not in context:
             assert getattr(spec, other) == getattr(RunSpec(), other)
 
 
@@ -735,3 +742,43 @@ def test_a_congestion_control_the_kernel_lacks_is_refused_naming_what_it_offers(
                                         r"A kernel that loads modules adds it with `modprobe tcp_dctcp`"):
         pipeline.plan_emulated(make_run({"tcp": "dctcp"}))
     assert pipeline.plan_emulated(make_run({"tcp": "reno"})).spec.tcp == "reno"
+
+
+@pytest.mark.parametrize("values, problem", [
+    ({"queue_discipline": "red"}, "queue_discipline: 'red' is not one of: fifo, red-ecn, fq_codel"),
+    ({"ecn_threshold_packets": 10}, "only queue_discipline red-ecn has a marking threshold, not fifo"),
+    ({"queue_discipline": "fq_codel", "ecn_threshold_packets": 10}, "red-ecn has a marking threshold, not fq_codel"),
+    ({"queue_discipline": "red-ecn", "ecn_threshold_packets": 100}, "must be below the switch queue's depth"),
+    ({"queue_discipline": "red-ecn", "ecn_threshold_packets": -1}, "ecn_threshold_packets"),
+    ({"queue_discipline": "red-ecn", "link_delay_ms": 2}, "red-ecn cannot be combined with link_delay_ms"),
+    ({"queue_discipline": "fq_codel", "link_overrides": "bgh0:rate=8,delay=5"}, "fq_codel cannot be combined with link_ov"),
+])
+def test_a_queue_discipline_is_checked_with_its_threshold(values, problem):
+    assert problem in spec_error(values)
+
+
+def test_the_queue_discipline_and_its_threshold_tell_fabrics_apart():
+    fifo, red = make_run({}), make_run({"queue_discipline": "red-ecn"})
+    assert fifo.fabric_key() != red.fabric_key()
+    assert red.fabric_key() != make_run({"queue_discipline": "red-ecn", "ecn_threshold_packets": 30}).fabric_key()
+
+
+def test_a_queue_discipline_the_kernel_lacks_is_refused_naming_what_it_offers(monkeypatch):
+    from emulator import pipeline
+    monkeypatch.setattr(capabilities, "qdisc_available", lambda module, config: module == "sch_fq_codel")
+    with pytest.raises(SpecError, match=r"queue_discipline: this kernel has no sch_red for 'red-ecn'; it offers "
+                                        r"fifo, fq_codel\. A kernel that loads modules adds it with `modprobe sch_red`"):
+        pipeline.plan_emulated(make_run({"queue_discipline": "red-ecn"}))
+    assert pipeline.plan_emulated(make_run({"queue_discipline": "fq_codel"})).spec.queue_discipline == "fq_codel"
+
+
+def test_a_qdisc_is_available_built_in_as_a_module_or_loaded(tmp_path):
+    assert not capabilities.qdisc_available("sch_red", "CONFIG_NET_SCH_RED", str(tmp_path), "6.1")   # nothing known
+    (tmp_path / "proc").mkdir()
+    config = tmp_path / "boot/config-6.1"
+    config.parent.mkdir()
+    config.write_text("CONFIG_NET_SCH_RED=y\n# CONFIG_NET_SCH_FQ_CODEL is not set\n")
+    assert capabilities.qdisc_available("sch_red", "CONFIG_NET_SCH_RED", str(tmp_path), "6.1")
+    assert not capabilities.qdisc_available("sch_fq_codel", "CONFIG_NET_SCH_FQ_CODEL", str(tmp_path), "6.1")
+    (tmp_path / "sys/module/sch_fq_codel").mkdir(parents=True)   # loaded
+    assert capabilities.qdisc_available("sch_fq_codel", "CONFIG_NET_SCH_FQ_CODEL", str(tmp_path), "6.1")
