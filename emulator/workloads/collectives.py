@@ -83,6 +83,15 @@ def _parameter_server(p: int, rank: int, size: int) -> list[Step]:
     return [Step((Transfer(0, size),), (), "push"), Step((), (Transfer(0, size),), "pull")]
 
 
+def _incast(p: int, rank: int, size: int) -> list[Step]:
+    """Every rank but 0 sends S to rank 0 at once: the many-to-one of a
+    storage read or a gradient push, whose flows all meet in the receiver's
+    switch port queue."""
+    if rank == 0:
+        return [Step((), tuple(Transfer(r, size) for r in range(1, p)), "incast")]
+    return [Step((Transfer(0, size),), (), "incast")]
+
+
 def _stride(p: int, rank: int, size: int) -> list[Step]:
     """Hedera's stride(p/2) permutation: rank r sends S to rank r + p/2 and
     receives S from rank r - p/2 (mod p), all at once. With consecutive
@@ -108,6 +117,9 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
                rank_steps=_parameter_server),
     Collective("stride", "Hedera's stride(p/2): rank r sends S to rank r + p/2, all at once", lambda n: 1.0,
                rank_steps=_stride),
+    # busbw: what the receiver's link carries, relative to S
+    Collective("incast", "every rank but 0 sends S to rank 0 at once (many-to-one into one switch port)",
+               lambda n: n - 1, rank_steps=_incast),
 )}
 
 

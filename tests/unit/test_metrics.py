@@ -30,6 +30,7 @@ def test_algbw_scales_with_size_and_time():
     ("all-to-all", 8, 0.875),
     ("broadcast", 8, 1.0),
     ("parameter-server", 8, 1.0),
+    ("incast", 8, 7.0),
 ])
 def test_busbw_factor(collective, ranks, factor):
     assert busbw_mbps(collective, ranks, M, 1.0) == pytest.approx(8.388608 * factor, rel=1e-12)

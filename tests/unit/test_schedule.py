@@ -162,6 +162,7 @@ TOTAL_TRAFFIC = {
     "all-to-all": lambda p, S: (p - 1) * S,
     "parameter-server": lambda p, S: 2 * (p - 1) * S,
     "stride": lambda p, S: p * S,
+    "incast": lambda p, S: (p - 1) * S,
 }
 
 
@@ -172,7 +173,7 @@ def test_total_traffic(collective, algorithm, p):
         assert sum(s.bytes_sent(r) for r in range(p)) == TOTAL_TRAFFIC[collective](p, size), size
 
 
-@pytest.mark.parametrize("collective", ["broadcast", "all-to-all", "parameter-server", "stride"])
+@pytest.mark.parametrize("collective", ["broadcast", "all-to-all", "parameter-server", "stride", "incast"])
 def test_algorithm_ignored_for_single_algorithm_collectives(collective):
     for p in (2, 5, 8):
         a = sched(collective, "ring", p, 1000)
@@ -514,3 +515,11 @@ def test_over_connections_splits_every_transfer_and_keeps_the_bytes():
             assert len(b.sends) == 3 * len(a.sends) and len(b.recvs) == 3 * len(a.recvs)
             assert {t.peer for t in b.sends} == {t.peer for t in a.sends}
             assert max(t.nbytes for t in b.sends) - min(t.nbytes for t in b.sends) <= 1
+
+
+def test_incast_sends_every_rank_to_rank_0_at_once():
+    s = sched("incast", "ring", 5, 1000)
+    assert [len(steps) for steps in s.steps] == [1] * 5
+    assert [t.peer for t in s.steps[0][0].recvs] == [1, 2, 3, 4] and s.steps[0][0].sends == ()
+    assert all(s.steps[r][0].sends[0].peer == 0 and s.steps[r][0].recvs == () for r in range(1, 5))
+    assert s.bytes_received(0) == 4000
