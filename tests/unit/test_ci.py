@@ -51,3 +51,9 @@ def test_ci_passes_only_when_every_step_ran(tmp_path):
     got = scratch_ci(tmp_path, None)
     assert got.returncode == 0, got.stderr
     assert set(ran(tmp_path)) == set(STEPS)
+
+
+def test_ci_says_how_long_each_step_took(tmp_path):
+    got = scratch_ci(tmp_path, None)
+    timed = [line for line in got.stdout.splitlines() if line.startswith("ci: '") and line.endswith(" s")]
+    assert len(timed) == 5 and "took" in timed[0] and "vm/provision.sh" in timed[0]
