@@ -8,12 +8,15 @@ record holds the steps of every rank, the rank counts it takes, its
 closed-form alpha-beta time and, where it has them, two fast paths the
 model reads instead of step objects: the whole schedule as arrays (`flat`)
 and the collective as lock-step rounds (`rounds`). Without them the model
-flattens the steps (emulator.workloads.schedule does the choosing).
+flattens the steps (emulator.workloads.schedule does the choosing). An
+algorithm may also pick another per call (`picks`, as auto does): the
+schedule, the model and the results then use the one it picked.
 
 To add an algorithm, write one record and put it in ALGORITHMS.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -35,22 +38,31 @@ class Algorithm:
     # (ranks, rank, bytes, reduce_scatter, allgather) -> that rank's steps
     rank_steps: Callable[[int, int, int, bool, bool], list[Step]]
     # messages each rank sends in one half on p ranks: the alpha term of the
-    # closed form (0: no closed form on p ranks)
-    half_messages: Callable[[int], int]
+    # closed form (0: no closed form on p ranks, or `closed_form` has it)
+    half_messages: Callable[[int], int] = lambda ranks: 0
     # (ranks, reduce_scatter, allgather) -> "" if it runs on that many ranks, else what it needs
     needs: Callable[[int, bool, bool], str] = lambda ranks, rs, ag: ""
     # (ranks, bytes, reduce_scatter, allgather) -> the schedule as arrays, or None: flatten the steps
     flat: Callable[[int, int, bool, bool], Flat | None] | None = None
     # (ranks, bytes, reduce_scatter, allgather) -> ([Round], what the rounds approximate), or None
     rounds: Callable[[int, int, bool, bool], tuple[list[Round], str] | None] | None = None
+    # (halves, ranks, bytes, alpha_s, seconds per byte) -> the closed-form time, for an
+    # algorithm whose time is not `half_messages` messages and (p-1)/p * S bytes per half
+    closed_form: Callable[[int, int, float, float, float], float] | None = None
+    # (ranks, bytes, reduce_scatter, allgather) -> the name of the algorithm that runs the call,
+    # for one that picks per call (auto); None: this one runs
+    picks: Callable[[int, int, bool, bool], str] | None = None
 
     def alpha_beta_s(self, halves: int, ranks: int, size_bytes: float, rate_mbps: float, alpha_s: float) -> float:
         """Closed-form time of a congestion-free call (docs/eflops.md): each
-        half is `half_messages` messages and (p-1)/p * S bytes per rank link."""
+        half is `half_messages` messages and (p-1)/p * S bytes per rank
+        link, unless the record has a `closed_form` of its own."""
+        beta = 8 / (rate_mbps * 1e6)   # seconds per byte
+        if self.closed_form:
+            return self.closed_form(halves, ranks, size_bytes, alpha_s, beta)
         messages = self.half_messages(ranks)
         if messages < 1:
             raise ValueError(f"no alpha-beta formula for {self.name} on {ranks} ranks")
-        beta = 8 / (rate_mbps * 1e6)   # seconds per byte
         return halves * (messages * alpha_s + (ranks - 1) / ranks * size_bytes * beta)
 
 
@@ -221,7 +233,219 @@ HALVING_DOUBLING = Algorithm(
     flat=_hd_flat, rounds=_hd_rounds)
 
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (RING, HALVING_DOUBLING)}
+# --- NCCL's double binary tree ----------------------------------------------
+
+# Chunks per tree: each tree's half of the data goes up and down in this
+# many pieces, a piece per step and tree edge. NCCL cuts a fixed chunk size
+# (so its chunk count grows with the message); a fixed count keeps every
+# rank at TREE_CHUNKS + 2*ceil(log2 p) - 1 steps whatever the size: few step
+# objects and one closed form. With 8 the pipeline's fill and drain add
+# (H - 1/2)/8 to the bandwidth term (a third at 8 ranks, 80% at 128: see
+# _tree_time); more chunks would shrink that at a latency each. 8 is also
+# NCCL's pipeline depth (NCCL_STEPS, the slots of a connection's buffer).
+TREE_CHUNKS = 8
+
+
+@dataclass(frozen=True)
+class Tree:
+    """One binary tree over the ranks: parent (-1 at the root), children,
+    height (edges down to its deepest leaf) and depth (edges up to the root)."""
+    root: int
+    parent: tuple[int, ...]
+    children: tuple[tuple[int, ...], ...]
+    height: tuple[int, ...]
+    depth: tuple[int, ...]
+
+
+def _btree(p: int, rank: int) -> tuple[int, list[int]]:
+    """NCCL's ncclGetBtree (src/graph/trees.cc): (parent, children) of
+    `rank` in the tree rooted at 0 built from the bits of the rank. With b
+    the lowest set bit of r, r's parent is (r ^ b) | 2b (or r ^ b past the
+    last rank) and its children r - b/2 and r + b/2 (or the nearest
+    r + b/4, r + b/8, ... below p); odd ranks are leaves, rank 0 has the one
+    child 2^(ceil(log2 p) - 1)."""
+    bit = 1
+    while bit < p and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return -1, [bit >> 1] if p > 1 else []
+    up = (rank ^ bit) | (bit << 1)
+    if up >= p:
+        up = rank ^ bit
+    low = bit >> 1
+    down0 = rank - low if low else -1
+    down1 = rank + low if low else -1
+    while down1 >= p:   # as NCCL's loop: b/2 (twice), then b/4, ...
+        down1 = rank + low if low else -1
+        low >>= 1
+    return up, [c for c in (down0, down1) if c >= 0]
+
+
+def _tree(p: int, relabel: Callable[[int], int], back: Callable[[int], int]) -> Tree:
+    """The btree with rank r placed where `relabel` (and its inverse `back`) says."""
+    links = [_btree(p, back(r)) for r in range(p)]
+    parent = tuple(relabel(u) if u >= 0 else -1 for u, _ in links)
+    children = tuple(tuple(relabel(c) for c in down) for _, down in links)
+    root = parent.index(-1)
+    depth, order = [0] * p, [root]
+    for r in order:   # breadth first: parents before children
+        for c in children[r]:
+            depth[c] = depth[r] + 1
+            order.append(c)
+    height = [0] * p
+    for r in reversed(order):
+        height[r] = max((height[c] + 1 for c in children[r]), default=0)
+    return Tree(root, parent, children, tuple(height), tuple(depth))
+
+
+@functools.lru_cache(maxsize=64)
+def double_tree(p: int) -> tuple[Tree, Tree]:
+    """NCCL's ncclGetDtree: tree 0 is the btree; tree 1 is its mirror
+    (r -> p-1-r) for an even p and the btree shifted by one rank
+    (r -> r+1 mod p) for an odd p. The btree's inner ranks are even, its
+    leaves odd; either way tree 1's inner ranks are tree 0's leaves (for an
+    odd p but rank 0, tree 0's root with one child, which the shift makes
+    inner in tree 1 too), so every rank forwards in at most one tree."""
+    if p % 2:
+        second = _tree(p, lambda r: (r + 1) % p, lambda r: (r - 1) % p)
+    else:
+        second = _tree(p, lambda r: p - 1 - r, lambda r: p - 1 - r)
+    return _tree(p, lambda r: r, lambda r: r), second
+
+
+# A move: one transfer as the tree sees it, (peer, bytes, tree, chunk, "reduce" or "broadcast").
+Move = tuple[int, int, int, int, str]
+
+
+def tree_moves(p: int, rank: int, size: int) -> list[tuple[list[Move], list[Move]]]:
+    """What `rank` sends and receives in each of its steps, each transfer
+    with its tree, chunk and direction (the steps, and what checks them).
+
+    Tree 0 carries the first ceil(S/2) bytes, tree 1 the rest, each in
+    TREE_CHUNKS chunks. Up (reduce): a rank of height h sends chunk c to its
+    parent at label c + h, by then summed over its subtree (its children,
+    of height <= h-1, sent theirs at earlier labels). Down (broadcast): the
+    root (height H) has chunk c whole at label c + H, and a rank of depth d
+    sends it on to its children at label c + H + d. Sender and receiver of
+    a transfer put it in the step of the same label, so no rank waits for a
+    later label of another (no deadlock); reduce and broadcast overlap as in
+    NCCL, chunk c coming down while later chunks still go up. A rank's
+    steps are the labels it has transfers in; within a step, tree 0's come
+    before tree 1's on both sides, so a pair's transfers match in order."""
+    halves = (size - size // 2, size // 2)
+    labels: dict[int, tuple[list[Move], list[Move]]] = {}
+
+    def add(label: int, side: int, move: Move) -> None:
+        labels.setdefault(label, ([], []))[side].append(move)
+
+    for t, tree in enumerate(double_tree(p)):
+        top = tree.height[tree.root]
+        up, depth = tree.parent[rank], tree.depth[rank]
+        for c, nbytes in enumerate(chunks(halves[t], TREE_CHUNKS)):
+            if up >= 0:
+                add(c + tree.height[rank], 0, (up, nbytes, t, c, "reduce"))
+                add(c + top + depth - 1, 1, (up, nbytes, t, c, "broadcast"))
+            for child in tree.children[rank]:
+                add(c + tree.height[child], 1, (child, nbytes, t, c, "reduce"))
+                add(c + top + depth, 0, (child, nbytes, t, c, "broadcast"))
+    return [labels[k] for k in sorted(labels)]
+
+
+def _tree_steps(p: int, rank: int, size: int, reduce_scatter: bool, allgather: bool) -> list[Step]:
+    steps = []
+    for sends, recvs in tree_moves(p, rank, size):
+        phases = sorted({m[4] for m in sends + recvs}, reverse=True)   # reduce, then broadcast
+        steps.append(Step(_per_peer(sends), _per_peer(recvs), "+".join(phases)))
+    return steps
+
+
+def _per_peer(moves: list[Move]) -> tuple[Transfer, ...]:
+    """One transfer per peer: a step's moves to one peer (a chunk up, another
+    down, or both trees' on one edge) go as one message on its connection,
+    as NCCL's channels would; both ends merge alike, so they still match."""
+    nbytes: dict[int, int] = {}
+    for peer, n, *_ in moves:
+        nbytes[peer] = nbytes.get(peer, 0) + n
+    return tuple(Transfer(peer, n) for peer, n in nbytes.items())
+
+
+def _tree_load(p: int) -> int:
+    """Transfers the busiest rank sends (and receives) in a step: one per
+    tree neighbour (4 from 4 ranks on: a parent and two children in the
+    tree it forwards in, a parent in the other)."""
+    return max(sum((t.parent[r] >= 0) + len(t.children[r]) for t in double_tree(p)) for r in range(p))
+
+
+def _tree_time(halves: int, p: int, size: float, alpha_s: float, beta: float) -> float:
+    """The tree's closed form, congestion-free.
+
+    Labels: from 0 (the leaves send chunk 0 up) to C-1 + 2H-1 (the deepest
+    leaves receive chunk C-1), H = ceil(log2 p) the height of both trees,
+    C = TREE_CHUNKS: C + 2H - 1 steps, a latency each. While the pipeline
+    is full, the busiest rank moves LOAD chunks of S/2C bytes per step each
+    way, one per tree neighbour (4 from p = 4 on: a parent and two children
+    in the tree it forwards in, a parent in the other); in the 2H - 1 steps
+    where it fills (chunks only going up) or drains (only coming down), half
+    of that. So
+        T = (C + 2H - 1) * alpha + LOAD * S/(2C) * beta * (C + (2H - 1)/2)
+          = (C + 2H - 1) * alpha + 2S*beta * (1 + (H - 1/2)/C)       (LOAD = 4)
+    ~2*log2(p) + C latencies, and about S per rank per direction per half
+    (2S in all: NCCL's tree algbw is busbw/2) stretched by the fill and
+    drain. The model, where no link is shared, is up to 15% below it (ranks
+    off the critical path fill sooner); a lock-step bound would be
+    (C + 2H - 1) * (alpha + LOAD * S/(2C) * beta)."""
+    if halves != 2:
+        raise ValueError("tree has a closed form for allreduce only")
+    fill = 2 * (p - 1).bit_length() - 1
+    return (TREE_CHUNKS + fill) * alpha_s + _tree_load(p) * size / (2 * TREE_CHUNKS) * beta * (TREE_CHUNKS + fill / 2)
+
+
+def _tree_needs(p: int, reduce_scatter: bool, allgather: bool) -> str:
+    if reduce_scatter and allgather:
+        return ""
+    return ("to run as allreduce (NCCL runs its trees for allreduce only: the reduce up ends at two roots, "
+            "not in every rank's share; use ring, halving-doubling or auto)")
+
+
+TREE = Algorithm(
+    "tree", f"NCCL's double binary tree (allreduce only): each of two trees reduces half the data up and "
+            f"broadcasts it down in {TREE_CHUNKS} pipelined chunks: ~2 log2(p) + {TREE_CHUNKS} latencies, "
+            f"2S bytes sent by a forwarding rank",
+    _tree_steps, needs=_tree_needs, closed_form=_tree_time)
+
+
+# --- auto: ring or tree per call, as NCCL's tuner ---------------------------------
+
+# NCCL's tuner takes, per algorithm, latency + size / bandwidth from its tables and
+# runs the lowest. Our table: the records' closed forms at 500 us per message (the
+# model's default --alpha-us) and 50 Mbit/s (the default link rate). Only their
+# product matters (3125 bytes). The choice is made where the steps are built, which
+# know neither a run's alpha nor its rates: a run at others keeps this choice.
+AUTO_ALPHA_S = 500e-6
+AUTO_RATE_MBPS = 50.0
+
+
+def _auto_picks(p: int, size: int, reduce_scatter: bool, allgather: bool) -> str:
+    """Ring or tree, whichever closed form is lower (ring on a tie, and
+    where tree does not run: reduce-scatter, allgather)."""
+    fits = [a for a in (RING, TREE) if not a.needs(p, reduce_scatter, allgather)]
+    return min(fits, key=lambda a: a.alpha_beta_s(reduce_scatter + allgather, p, size, AUTO_RATE_MBPS,
+                                                   AUTO_ALPHA_S)).name
+
+
+def _auto_steps(p: int, rank: int, size: int, reduce_scatter: bool, allgather: bool) -> list[Step]:
+    chosen = ALGORITHMS[_auto_picks(p, size, reduce_scatter, allgather)]
+    return chosen.rank_steps(p, rank, size, reduce_scatter, allgather)
+
+
+AUTO = Algorithm(
+    "auto", f"ring or tree per call, whichever's closed form is lower at {AUTO_ALPHA_S * 1e6:g} us per message "
+            f"and {AUTO_RATE_MBPS:g} Mbit/s (as NCCL's tuner): tree for small allreduces on many ranks; "
+            "ring for reduce-scatter and allgather",
+    _auto_steps, picks=_auto_picks)
+
+
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (RING, HALVING_DOUBLING, TREE, AUTO)}
 
 
 def algorithm(name: str) -> Algorithm:

@@ -2,7 +2,9 @@
 step, built from the records of emulator.workloads.collectives and
 emulator.workloads.algorithms; and the same schedule in the forms the model
 reads (arrays, lock-step rounds), through each record's fast path where it
-has one and by flattening the steps where it does not.
+has one and by flattening the steps where it does not. An algorithm that
+picks per call (auto) is resolved here, in one place (chosen_algorithm):
+every form is built from the algorithm it picked.
 
 The host agents replay a Schedule exactly over TCP and the flow model
 predicts it.
@@ -30,17 +32,23 @@ def _rank_steps(collective: str, algorithm: str, p: int, rank: int, size: int) -
 
 
 def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Schedule:
-    """The schedule of one collective call of `size_bytes` on `ranks` ranks.
+    """The schedule of one collective call of `size_bytes` on `ranks` ranks,
+    named after the algorithm that runs it (chosen_algorithm).
 
     `algorithm` matters for the collectives that run an algorithm's halves;
     the others have one algorithm each and ignore it."""
-    check_collective(collective, algorithm, ranks, size_bytes)
+    algorithm = checked_algorithm(collective, algorithm, ranks, size_bytes)
     steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes)) for r in range(ranks))
     return Schedule(collective, algorithm, ranks, size_bytes, steps)
 
 
 def check_collective(collective: str, algorithm: str, ranks: int, size_bytes: int) -> None:
     """ValueError unless `build_schedule` can build this collective."""
+    checked_algorithm(collective, algorithm, ranks, size_bytes)
+
+
+def checked_algorithm(collective: str, algorithm: str, ranks: int, size_bytes: int) -> str:
+    """chosen_algorithm, after check_collective's checks."""
     collective_record(collective)   # each raises naming the unknown name and the known ones
     alg = algorithm_record(algorithm)
     if not _is_int(ranks) or ranks < 2:
@@ -50,6 +58,19 @@ def check_collective(collective: str, algorithm: str, ranks: int, size_bytes: in
     need = algorithm_need(collective, algorithm, ranks)
     if need:
         raise ValueError(f"{alg.name} {collective} needs {need}; got {ranks} ranks")
+    chosen = chosen_algorithm(collective, algorithm, ranks, size_bytes)
+    need = algorithm_need(collective, chosen, ranks)
+    if need:   # an algorithm that picks must pick one that runs
+        raise ValueError(f"{alg.name} picked {chosen}, which for {collective} needs {need}; got {ranks} ranks")
+    return chosen
+
+
+def chosen_algorithm(collective: str, algorithm: str, ranks: int, size_bytes: int) -> str:
+    """The algorithm that runs this call: `algorithm`, or the one it picks
+    for this collective, rank count and size (auto)."""
+    c = collective_record(collective)
+    picks = algorithm_record(algorithm).picks
+    return picks(ranks, size_bytes, c.reduce_scatter, c.allgather) if c.uses_algorithm and picks else algorithm
 
 
 def algorithm_need(collective: str, algorithm: str, ranks: int) -> str:
@@ -60,7 +81,7 @@ def algorithm_need(collective: str, algorithm: str, ranks: int) -> str:
 
 def flat_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Flat:
     """flatten(build_schedule(...)), straight as arrays where the record has a fast path."""
-    check_collective(collective, algorithm, ranks, size_bytes)
+    algorithm = checked_algorithm(collective, algorithm, ranks, size_bytes)
     c = collective_record(collective)
     if c.uses_algorithm:
         fast = algorithm_record(algorithm).flat
@@ -74,7 +95,7 @@ def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int
     """The collective as rounds all ranks run in lock-step: ([(one step per
     rank as a Flat, how many times it repeats)], what is approximated beyond
     the lock-step), or None where its algorithm gives no rounds."""
-    check_collective(collective, algorithm, ranks, size_bytes)
+    algorithm = checked_algorithm(collective, algorithm, ranks, size_bytes)
     c = collective_record(collective)
     rounds = algorithm_record(algorithm).rounds if c.uses_algorithm else None
     made = rounds(ranks, size_bytes, c.reduce_scatter, c.allgather) if rounds else None
@@ -87,11 +108,13 @@ def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int
 def alpha_beta_time(collective: str, algorithm: str, ranks: int, size_bytes: float,
                     rate_mbps: float, alpha_s: float) -> float:
     """Closed-form alpha-beta time (docs/eflops.md) of a congestion-free
-    collective: the halves it runs, each as its algorithm's record has it."""
+    collective: the halves it runs, as the record of the algorithm that
+    runs it has them."""
     c = collective_record(collective)
     if not c.uses_algorithm:
         raise ValueError(f"no alpha-beta formula for collective {collective!r}")
-    return algorithm_record(algorithm).alpha_beta_s(c.halves, ranks, size_bytes, rate_mbps, alpha_s)
+    chosen = algorithm_record(chosen_algorithm(collective, algorithm, ranks, size_bytes))
+    return chosen.alpha_beta_s(c.halves, ranks, size_bytes, rate_mbps, alpha_s)
 
 
 def over_connections(schedule: Schedule, connections: int) -> Schedule:

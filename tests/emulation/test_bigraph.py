@@ -16,8 +16,9 @@ from emulator.fabric.graph import interface_name
 from emulator.net import processes
 from emulator.net.agents import AgentError
 from emulator.plan.run_plan import plan_run
-from emulator.results.calls import bytes_ok, call_time
+from emulator.results.calls import bytes_ok, call_time, collective_row
 from emulator.spec.experiment import make_run
+from emulator.workloads.schedule import build_schedule
 
 pytestmark = pytest.mark.emulation
 
@@ -58,7 +59,8 @@ def test_every_host_runs_the_congestion_control_of_the_spec(tmp_path, clean_mach
 
 
 @pytest.mark.parametrize("algorithm,mapping", [("ring", "naive"), ("halving-doubling", "naive"),
-                                               ("halving-doubling", "hdrm"), ("halving-doubling", "random")])
+                                               ("halving-doubling", "hdrm"), ("halving-doubling", "random"),
+                                               ("tree", "naive")])
 def test_allreduce_moves_exactly_the_scheduled_bytes(tmp_path, clean_machine, algorithm, mapping):
     plan = plan_run(make_run({**SMALL, "algorithm": algorithm, "mapping": mapping}))
     with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
@@ -70,10 +72,25 @@ def test_allreduce_moves_exactly_the_scheduled_bytes(tmp_path, clean_machine, al
         assert len(steps) == len(plan.schedules[size].steps[rank])
         sent = sum(s["sent"] for s in steps)
         assert sent == plan.schedules[size].bytes_sent(rank)
-        assert abs(sent - 2 * (p - 1) / p * size) <= 2 * p   # chunk rounding only
+        if algorithm != "tree":   # the tree's inner ranks send more than its leaves
+            assert abs(sent - 2 * (p - 1) / p * size) <= 2 * p   # chunk rounding only
         # step k+1 starts only after step k ended
         assert all(b["start"] >= a["end"] for a, b in zip(steps, steps[1:]))
+    assert sum(s["sent"] for steps in records for s in steps) == 2 * (p - 1) * size
     assert call_time(records) > 0
+
+
+def test_auto_runs_the_tree_for_a_small_allreduce_and_ring_for_a_large_one(tmp_path, clean_machine):
+    plan = plan_run(make_run({**SMALL, "algorithm": "auto", "sizes": [2 * 1024, 256 * 1024]}))
+    with Emulation(plan, str(tmp_path), log=lambda *_: None) as emu:
+        replayed = emu.replay(plan)
+    assert sorted(call.size_bytes for call in plan.calls) == [2 * 1024, 256 * 1024]
+    for call, rec in zip(plan.calls, replayed):
+        picked = "tree" if call.size_bytes < 3 * 1024 else "ring"   # 8 ranks: tree up to about 3.5 KiB
+        assert plan.schedules[call.size_bytes].steps == \
+            build_schedule("allreduce", picked, plan.ranks, call.size_bytes).steps
+        assert bytes_ok(plan, call.size_bytes, rec.steps)
+        assert collective_row(plan, call, rec, "kernel")["algorithm_used"] == picked
 
 
 def test_teardown_after_an_error_inside_the_run(tmp_path, clean_machine):
