@@ -70,4 +70,4 @@ def test_bad_references_and_binary_files_are_refused_before_anything_runs(tmp_pa
     with pytest.raises(SpecError, match="not a text file"):
         make_run({"workload": "simai:" + str(binary)})
     with pytest.raises(WorkloadError, match="FORMAT:FILE"):
-        import_job("chakra:trace.et")
+        import_job("nosuch:trace.et")
