@@ -8,16 +8,19 @@ def iterations(layout, start_of, end_of) -> list[dict]:
     """Per iteration of a job: first rank's start to last rank's end, and
     the compute and exposed communication of the rank that finished last
     (its time in the iteration that was not compute). start_of(rank, k) and
-    end_of(rank, k) give step k of a global rank."""
+    end_of(rank, k) give step k of a global rank. Only the ranks that run
+    an iteration count in it (an elastic job's group of that iteration)."""
     out = []
     for i in range(layout.job.iterations):
         ends = {}
-        for local, rank in enumerate(layout.ranks):
+        members = range(layout.job.ranks_in(i))
+        for local in members:
             first, end = layout.iterations[local][i]
+            rank = layout.offset + local
             ends[local] = max(end_of(rank, k) for k in range(first, end)) if end > first else start_of(rank, first)
         last = max(ends, key=ends.get)
         first = layout.iterations[last][i][0]
-        start = min(start_of(rank, layout.iterations[local][i][0]) for local, rank in enumerate(layout.ranks))
+        start = min(start_of(layout.offset + local, layout.iterations[local][i][0]) for local in members)
         began = start_of(layout.offset + last, first)
         compute = layout.compute_s[last][i]
         out.append({"iteration": i, "start_s": start, "end_s": ends[last], "time_s": ends[last] - start,

@@ -7,11 +7,12 @@ job, at one compute speed, and its every collective has lock-step rounds
 collective is one step as long as its lock-step prediction
 (model.predict_lockstep, once per distinct call), compute its duration.
 Jobs whose flows share no link cannot slow each other down, so each is
-predicted by itself; jobs that share links need the exact simulation.
+predicted by itself; jobs that share links need the exact simulation, and
+so does background traffic (it is there to share them). An elastic job's
+collectives are those of each iteration's group, on its first hosts.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 from emulator.workloads.schedule import lockstep_rounds
@@ -20,7 +21,7 @@ from emulator.model.simulation import predict, predict_lockstep
 from emulator.workloads.program import representative
 from emulator.workloads.job import group_of
 from emulator.workloads.templates import TEMPLATES, job_ops
-from emulator.workloads.job import fit_iterations
+from emulator.workloads.job import fit_length, length_trial
 
 JOBS_LOCKSTEP = "lock-step: all ranks of a job run each op together, each collective round by round"
 
@@ -37,16 +38,19 @@ def collectives(job, algorithm: str) -> list[tuple]:
     runs, iteration by iteration; NotLockstep where its ranks differ."""
     if job.template and not TEMPLATES[job.template].same_on_every_rank:
         raise NotLockstep(f"job {job.name!r}: template {job.template} gives its ranks different ops")
+    if job.rank_ops:
+        raise NotLockstep(f"job {job.name!r}: its ranks run different ops (written out per rank)")
     out = []
     for i in range(job.iterations):
-        for op in job_ops(job, i, 0):
+        phase = job.at(i)
+        for op in job_ops(phase, i, 0):
             if op.kind in ("compute", "wait"):
                 continue
-            group = len(group_of(job, 0, op.group)[0])
+            group = len(group_of(phase, 0, op.group)[0])
             if group == 1:
                 continue
-            call = (op.kind, op.algorithm or algorithm, job.ranks, op.nbytes)
-            if group < job.ranks:
+            call = (op.kind, op.algorithm or algorithm, phase.ranks, op.nbytes)
+            if group < phase.ranks:
                 raise NotLockstep(f"job {job.name!r}: {op.kind} on group {op.group}, a part of the job's ranks")
             if op.kind in ("send", "recv") or op.matrix is not None or not _rounds(*call):
                 raise NotLockstep(f"job {job.name!r}: {op.kind} ({call[1]}) has no lock-step rounds")
@@ -55,8 +59,8 @@ def collectives(job, algorithm: str) -> list[tuple]:
 
 
 class LockstepJob:
-    """One job in lock-step on its hosts (a job given a duration: as many
-    iterations as fit, workload.fit_iterations), its collectives'
+    """One job in lock-step on its hosts (a job given a duration or a stop
+    time: the iterations that fit, job.fit_length), its collectives'
     predictions made as its program asks for them."""
 
     def __init__(self, fabric, table, job, hosts, speed: float, algorithm: str, alpha_s: float, efficiency: float):
@@ -64,9 +68,8 @@ class LockstepJob:
         self.algorithm, self.alpha_s, self.efficiency = algorithm, alpha_s, efficiency
         self.predictions: dict[tuple, object] = {}
         self.job, self.calls = job, collectives(job, algorithm)
-        if job.duration_s:
-            once = dataclasses.replace(job, iterations=1, start_s=0.0)
-            self.job = fit_iterations(job, self.iterations(once)[0]["end_s"])
+        if job.duration_s or job.stop_s:
+            self.job = fit_length(job, [it["end_s"] for it in self.iterations(length_trial(job))])
             self.calls = collectives(self.job, algorithm)
 
     @property
@@ -77,8 +80,8 @@ class LockstepJob:
     def block_s(self, *call) -> float:
         if call not in self.predictions:
             rounds, note = _rounds(*call)
-            self.predictions[call] = predict_lockstep(self.fabric, self.table, rounds, self.hosts, self.alpha_s,
-                                                      self.efficiency, note)
+            self.predictions[call] = predict_lockstep(self.fabric, self.table, rounds, self.hosts[:call[2]],
+                                                      self.alpha_s, self.efficiency, note)
         return self.predictions[call].time_s
 
     def iterations(self, job=None) -> list[dict]:
@@ -99,6 +102,9 @@ def predict_jobs(fabric, table, workload, placed, algorithm: str, alpha_s: float
     (job, hosts) of `placed`, in lock-step, and the approximation.
     NotLockstep says why not, or (empty) that the exact simulation has at
     most `exact_flows` flows."""
+    background = [job.name for job, _ in placed if job.background]
+    if background:
+        raise NotLockstep(f"background {background[0]!r} is load on the jobs' links")
     jobs = [LockstepJob(fabric, table, job, hosts, _speed(job, hosts, workload), algorithm, alpha_s, efficiency)
             for job, hosts in placed]
     if sum(j.flows for j in jobs) <= exact_flows:

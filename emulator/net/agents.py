@@ -42,10 +42,11 @@ class AgentFleet:
     agent as data: a file per rank with its own steps only."""
 
     def __init__(self, hosts, ips: list[str], calls: list[Schedule], run_dir: str, connections: int = 1,
-                 offsets: list[float] | None = None, remote: list[bool] | None = None):
+                 offsets: list[float] | None = None, remote: list[bool] | None = None, tcp: list[str] | None = None):
         self.hosts = hosts
         # per rank: its server's clock minus this one's (time.monotonic() is per machine), and
-        # whether it runs on another server (its plan goes through its stdin, not a file)
+        # whether it runs on another server (its plan goes through its stdin, not a file), and its
+        # job's own congestion control ("": the host's)
         self.offsets = offsets or [0.0] * len(hosts)
         self.remote = remote or [False] * len(hosts)
         folder = os.path.join(run_dir, "agents")
@@ -59,6 +60,7 @@ class AgentFleet:
             programs = {keys[ident]: steps_to_data(sched.steps[rank]) for ident, sched in unique.items()}
             with open(path, "w") as f:
                 json.dump({"rank": rank, "addresses": addresses, "connections": connections,
+                           "tcp": (tcp or [""] * len(hosts))[rank],
                            "programs": programs, "calls": [keys[id(c)] for c in calls]}, f)
             self.plan_paths.append(path)
         self.procs: list[subprocess.Popen] = []

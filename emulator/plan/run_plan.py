@@ -24,7 +24,8 @@ from emulator.workloads.program import Compiled, JobLayout, compile_workload, pl
 from emulator.workloads.schedule import over_connections
 from emulator.workloads.steps import Schedule
 from emulator.spec.experiment import RunSpec, SpecError, load_workload
-from emulator.workloads.job import Workload, fit_iterations, sweep_job
+from emulator.workloads.job import Workload, fit_length, length_trial, sweep_job
+from emulator.model import iterations as job_iterations
 
 
 @dataclass
@@ -60,6 +61,15 @@ class RunPlan:
     def is_workload(self) -> bool:
         return bool(self.spec.workload)
 
+    def congestion_controls(self) -> list[str]:
+        """Each rank's TCP congestion control: its job's own, or "" (the run's, every host's)."""
+        per_rank = [""] * self.ranks
+        for compiled in self.programs.values():
+            for layout in compiled.jobs:
+                for rank in layout.ranks:
+                    per_rank[rank] = layout.job.tcp
+        return per_rank
+
 
 def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
     try:
@@ -84,7 +94,7 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
 
 def job_alone(flat, layout: JobLayout):
     """The schedule (as arrays) and hosts of one job of a workload by itself."""
-    return ranks_alone(flat, layout.offset, layout.job.ranks), layout.hosts
+    return ranks_alone(flat, layout.offset, len(layout.hosts)), layout.hosts
 
 
 class SharedRoutes:
@@ -155,20 +165,26 @@ def route_demands(spec: RunSpec, schedules: dict[int, Schedule], hosts: list[str
 
 
 def fit_durations(workload: Workload, fabric: Fabric, spec: RunSpec) -> Workload:
-    """A job given a duration gets as many iterations as fit in it: the
-    model's time of one iteration of the job alone, on the run's routes."""
-    if not any(job.duration_s for job in workload.jobs):
+    """A job given a duration gets as many iterations as fit in it, one
+    given a stop time those that end by then (job.fit_length): by the
+    model of the job alone, on the run's routes."""
+    if not any(job.duration_s or job.stop_s for job in workload.jobs):
         return workload
-    once = dataclasses.replace(workload, jobs=tuple(dataclasses.replace(j, iterations=1, start_s=0.0)
-                                                    for j in workload.jobs))
+    once = dataclasses.replace(workload, jobs=tuple(length_trial(j) for j in workload.jobs))
     program = compile_workload(once, fabric, spec.mapping, spec.algorithm, spec.ranks)
     table = forwarding_table(fabric, spec.policy, route_demands(spec, {WORKLOAD_KEY: program.schedule},
                                                                 program.hosts), spec.seed)
     model = _model(fabric, table, spec)
     flat = flatten(program.schedule)
-    jobs = [fit_iterations(job, model(*job_alone(flat, layout)).time_s) if job.duration_s else job
-            for layout, job in zip(program.jobs, workload.jobs)]
+    jobs = [fit_length(job, _iteration_ends(layout, model(*job_alone(flat, layout))))
+            if job.duration_s or job.stop_s else job for layout, job in zip(program.jobs, workload.jobs)]
     return dataclasses.replace(workload, jobs=tuple(jobs))
+
+
+def _iteration_ends(layout: JobLayout, alone: Prediction) -> list[float]:
+    """When each iteration of a job ends in the model of the job alone."""
+    its = job_iterations.iterations(layout, *job_iterations.modelled(alone, layout.offset))
+    return [it["end_s"] for it in its]
 
 
 def model_workload(spec: RunSpec, method: str = "auto") -> tuple[int, list[dict], str, str]:
@@ -200,4 +216,4 @@ def _lockstep_workload(spec: RunSpec, method: str) -> tuple[int, list[dict], str
     modelled, approximation = predict_jobs(fabric, model_table(fabric, spec.policy, spec.seed), workload, placed,
                                            spec.algorithm, spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu),
                                            EXACT_FLOWS if method == "auto" else 0)
-    return sum(job.ranks for job, _ in placed), iteration_rows(modelled, spec.mapping), approximation, ""
+    return sum(job.most_ranks for job, _ in placed), iteration_rows(modelled, spec.mapping), approximation, ""

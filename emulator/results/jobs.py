@@ -1,22 +1,28 @@
 """Jobs' results (pure): iteration times, exposed communication and
 slowdown, measured (from the agents' step records) and modelled, as
-jobs.csv has them; and every op of every rank (ops.csv)."""
+jobs.csv has them; and every op of every rank (ops.csv). Background flows
+are load, not jobs: background.csv has their bytes and rates, and neither
+jobs.csv nor the verdict counts them."""
 from __future__ import annotations
 
 from emulator.model.iterations import iterations, measured, modelled
 from emulator.results.linkstats import link_label
 from emulator.results.verdict import COUNTER_COLUMNS, fidelity
 
-JOB_COLUMNS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "repetition", "iteration", "start_s", "end_s",
+JOB_COLUMNS = ["topology", "policy", "algorithm", "job", "jobs", "background_flows", "ranks", "placement", "repetition",
+               "iteration", "start_s", "end_s",
                "time_s", "compute_s", "comm_s", "model_time_s", "model_comm_s", "alone_model_s", "alone_s",
                "slowdown", "slowdown_basis", "fidelity", *COUNTER_COLUMNS, "tcp", "label"]   # counters: of the whole call
 OP_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
               "bytes_sent", "bytes_received"]
 
 
-def _modelled_jobs(plan, key: int):
-    """(layout, the model's iterations, the model's iterations of the job alone) per job."""
+def _modelled_jobs(plan, key: int, background: bool = False):
+    """(layout, the model's iterations, the model's iterations of the job
+    alone) per job (per background flow instead, if `background`)."""
     for j, layout in enumerate(plan.programs[key].jobs):
+        if bool(layout.job.background) != background:
+            continue
         model = iterations(layout, *modelled(plan.predictions[key]))
         alone = iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model
         yield layout, model, alone
@@ -26,20 +32,22 @@ def job_rows(plan, call, records, counters: dict) -> list[dict]:
     """jobs.csv's rows of one counted call of a workload run."""
     if call.repetition < 0:
         return []
-    jobs = len(plan.programs[call.size_bytes].jobs)
+    layouts = plan.programs[call.size_bytes].jobs
+    flows = sum(1 for layout in layouts if layout.job.background)
     rows = []
     for layout, model, alone in _modelled_jobs(plan, call.size_bytes):
         got = iterations(layout, *measured(records))
         for g, m, a in zip(got, model, alone):
-            rows.append({**run_keys(plan), "algorithm": plan.spec.algorithm, "job": layout.job.name, "jobs": jobs,
-                         "ranks": layout.job.ranks,
+            rows.append({**run_keys(plan), "algorithm": plan.spec.algorithm, "job": layout.job.name,
+                         "jobs": len(layouts) - flows, "background_flows": flows,
+                         "ranks": layout.job.ranks_in(g["iteration"]),
                          "placement": placement_name(layout.job, plan.spec.mapping), "repetition": call.repetition, **g,
                          "model_time_s": m["time_s"], "model_comm_s": m["comm_s"], "alone_model_s": a["time_s"],
                          "alone_s": "", "slowdown": g["time_s"] / a["time_s"] if a["time_s"] else "",
                          "slowdown_basis": "model alone",
                          "fidelity": fidelity(g["time_s"] / m["time_s"] if m["time_s"] else 1.0, counters),
                          **{key: "" if counters.get(key) is None else counters[key] for key in COUNTER_COLUMNS},
-                         "tcp": plan.spec.tcp, "label": plan.spec.label})
+                         "tcp": layout.job.tcp or plan.spec.tcp, "label": plan.spec.label})
     return rows
 
 
@@ -54,7 +62,7 @@ def iteration_rows(modelled, mapping: str) -> list[dict]:
     rows = []
     for job, model, alone in modelled:
         for m, a in zip(model, alone):
-            rows.append({"job": job.name, "ranks": job.ranks, "placement": placement_name(job, mapping),
+            rows.append({"job": job.name, "ranks": job.ranks_in(m["iteration"]), "placement": placement_name(job, mapping),
                          **m, "alone_s": a["time_s"], "slowdown": m["time_s"] / a["time_s"] if a["time_s"] else 1.0})
     return rows
 
@@ -67,10 +75,14 @@ def op_rows(plan, call, records) -> list[dict]:
     program = plan.programs[call.size_bytes]
     rows = []
     for layout in program.jobs:
+        if layout.job.background:   # background.csv has them
+            continue
         for local, rank in enumerate(layout.ranks):
             steps = program.schedule.steps[rank]
             for i, (first, end) in enumerate(layout.iterations[local]):
-                kinds = [op.kind for op in job_ops(layout.job, i, local)]
+                if end == first:   # not in this iteration's group
+                    continue
+                kinds = [op.kind for op in job_ops(layout.job.at(i), i, local)]
                 by_op: dict[int, dict] = {}
                 for k in range(first, end):
                     rec, step = records[rank][k], steps[k]
@@ -102,7 +114,7 @@ def placement_name(job, mapping: str) -> str:
     return job.placement or mapping
 
 
-LINK_JOB_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "link", "job", "bytes"]
+LINK_JOB_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "link", "job", "kind", "bytes"]
 
 
 def link_job_rows(plan) -> list[dict]:
@@ -128,4 +140,32 @@ def link_job_rows(plan) -> list[dict]:
                         key = (link_label(node, port, plan.fabric.peer(node, port)[0]), layout.job.name)
                         totals[key] = totals.get(key, 0) + t.nbytes
     keys = run_columns(plan)
-    return [{**keys, "link": link, "job": job, "bytes": n} for (link, job), n in sorted(totals.items())]
+    kind = {layout.job.name: "background" if layout.job.background else "job" for layout in program.jobs}
+    return [{**keys, "link": link, "job": job, "kind": kind[job], "bytes": n} for (link, job), n in sorted(totals.items())]
+
+
+BACKGROUND_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "repetition", "background", "from", "to",
+                      "asked", "asked_mbps", "start_s", "end_s", "time_s", "bytes", "mbps", "model_time_s", "model_mbps"]
+
+
+def background_rows(plan, call, records) -> list[dict]:
+    """background.csv's rows of one counted call: each background flow's
+    bytes, its time (its first chunk to the end of its last chunk's
+    period) and its mean rate, asked, measured and modelled."""
+    if call.repetition < 0:
+        return []
+    rows = []
+    for layout, model, _ in _modelled_jobs(plan, call.size_bytes, background=True):
+        got, flow = iterations(layout, *measured(records))[0], layout.job.background
+        sent = sum(record["sent"] for record in records[layout.offset])
+        scheduled = plan.programs[call.size_bytes].schedule.bytes_sent(layout.offset)
+        rows.append({**run_columns(plan), "repetition": call.repetition, "background": layout.job.name,
+                     "from": flow.src, "to": flow.dst, "asked": flow.asked, "asked_mbps": flow.mean_mbps,
+                     "start_s": got["start_s"], "end_s": got["end_s"], "time_s": got["time_s"], "bytes": sent,
+                     "mbps": _mbps(sent, got["time_s"]), "model_time_s": model[0]["time_s"],
+                     "model_mbps": _mbps(scheduled, model[0]["time_s"])})
+    return rows
+
+
+def _mbps(nbytes: int, seconds: float):
+    return nbytes * 8 / seconds / 1e6 if seconds > 0 else ""

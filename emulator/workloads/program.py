@@ -10,6 +10,18 @@ issued while async ops are in flight queues behind them on channel 1 (as
 a communicator's stream does), followed by its wait. Consecutive async
 send/recv ops form one step (as a batched isend/irecv), so that the two
 directions of a pipeline exchange cannot deadlock.
+
+Elastic jobs: a job that resizes has as many ranks as its largest group,
+each an agent on a host of its own from the start (the agents connect
+once, before the first call); in an iteration, the ranks beyond its count
+have no steps. At a resize, a rendezvous as an elastic launcher's: every
+rank of the old group sends rank 0 a byte, then rank 0 sends every rank
+of the new group one (steps outside any iteration). Its first ranks keep
+their hosts; the ranks it adds are placed, after every job's first ranks,
+on the hosts those left free, with the job's placement rule.
+
+Background flows take no hosts from jobs: their two ranks go on the hosts
+they name, beside whatever runs there, and compute at speed 1.
 """
 from __future__ import annotations
 
@@ -18,11 +30,11 @@ import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
-from emulator.fabric.graph import Fabric
+from emulator.fabric.graph import HOST_PORT, Fabric
 from emulator.fabric.mapping import place
 from emulator.workloads.schedule import build_schedule, check_collective
 from emulator.workloads.steps import Schedule, Step, Transfer
-from emulator.workloads.job import Job, Op, Workload, WorkloadError, group_of
+from emulator.workloads.job import TOKEN_BYTES, Job, Op, Workload, WorkloadError, group_of
 from emulator.workloads.templates import job_ops
 
 COMPUTE, COMM = 0, 1
@@ -40,7 +52,7 @@ class JobLayout:
 
     @property
     def ranks(self) -> range:
-        return range(self.offset, self.offset + self.job.ranks)
+        return range(self.offset, self.offset + self.job.most_ranks)
 
 
 @dataclass
@@ -60,9 +72,9 @@ def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive",
     layouts, steps, hosts = [], [], []
     for job, placed in place_jobs(workload, fabric, mapping, ranks):
         layout = JobLayout(job, len(hosts), placed)
-        for rank in range(job.ranks):
-            mine, bounds, compute = _rank_steps(job, rank, workload.speed(placed[rank]), layout.offset, algorithm,
-                                                block_s)
+        for rank in range(job.most_ranks):
+            speed = 1.0 if job.background else workload.speed(placed[rank])
+            mine, bounds, compute = _rank_steps(job, rank, speed, layout.offset, algorithm, block_s)
             steps.append(tuple(mine))
             layout.iterations.append(bounds)
             layout.compute_s.append(compute)
@@ -75,32 +87,72 @@ def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive",
 def place_jobs(workload: Workload, fabric: Fabric, mapping: str = "naive", ranks: int = 0) -> list[tuple[Job, list[str]]]:
     """Every job (sized) and its hosts, in order, on hosts earlier jobs left
     free unless share_hosts: its placement, or the run's `mapping`; its
-    rank count, or the run's `ranks` (0: every free host)."""
+    rank count, or the run's `ranks` (0: every free host). Then the ranks
+    elastic jobs add, on the hosts left free; background flows on theirs."""
     free = [h.name for h in fabric.hosts]
     out = []
     for job in workload.jobs:
+        if job.background:
+            out.append((job, _background_hosts(job, fabric)))
+            continue
         job = _sized(job, ranks or len(free))
-        try:
-            placed = place(fabric, job.placement or mapping, job.ranks, job.seed, free)
-        except ValueError as e:
-            raise WorkloadError(f"job {job.name!r}: placement: {e}") from None
-        if not workload.share_hosts:
-            taken = set(placed)
-            shared = [h for h in placed if h not in free]
-            if shared or len(taken) < len(placed):
-                raise WorkloadError(f"job {job.name!r}: hosts {sorted(set(shared) or taken)[:4]} already carry "
-                                    "ranks; set share_hosts = true to let jobs share hosts")
-            free = [h for h in free if h not in taken]
+        listed = not isinstance(job.placement, str)   # a host list names the hosts of every rank it ever has
+        placed = _placed(fabric, job, job.placement or mapping, job.most_ranks if listed else job.ranks, free,
+                         "placement")
+        free = _taken(workload, job, placed, free)
         out.append((job, placed))
+    for i, (job, placed) in enumerate(out):
+        if len(placed) < job.most_ranks:   # an elastic job grows: on the hosts left free ("leftover nodes")
+            room = [h for h in free if h not in placed]
+            added = _placed(fabric, job, job.placement or mapping, job.most_ranks - len(placed), room,
+                            f"resize to {job.most_ranks} ranks: the {job.most_ranks - len(placed)} ranks it adds")
+            free = _taken(workload, job, added, free)
+            out[i] = (job, placed + added)
     return out
+
+
+def _placed(fabric: Fabric, job: Job, rule, ranks: int, free: list[str], what: str) -> list[str]:
+    try:
+        return place(fabric, rule, ranks, job.seed, free)
+    except ValueError as e:
+        raise WorkloadError(f"job {job.name!r}: {what}: {e}") from None
+
+
+def _taken(workload: Workload, job: Job, placed: list[str], free: list[str]) -> list[str]:
+    """The hosts still free once `job` holds `placed` (all of them when jobs share hosts)."""
+    if workload.share_hosts:
+        return free
+    taken = set(placed)
+    shared = [h for h in placed if h not in free]
+    if shared or len(taken) < len(placed):
+        raise WorkloadError(f"job {job.name!r}: hosts {sorted(set(shared) or taken)[:4]} already carry "
+                            "ranks; set share_hosts = true to let jobs share hosts")
+    return [h for h in free if h not in taken]
+
+
+def _background_hosts(job: Job, fabric: Fabric) -> list[str]:
+    """A background flow's two hosts, checked: the fabric has them and
+    their links carry the rate it sends at."""
+    flow = job.background
+    for key, host in (("from", flow.src), ("to", flow.dst)):
+        try:
+            link = fabric.peer(fabric.host(host).name, HOST_PORT)[2]
+        except KeyError:
+            raise WorkloadError(f"background {job.name!r}: {key} = {host!r} is not a host of {fabric.topology} "
+                                f"({fabric.hosts[0].name}..{fabric.hosts[-1].name})") from None
+        if flow.sending_mbps > link.rate_mbps:
+            raise WorkloadError(f"background {job.name!r}: {flow.asked} sends at {flow.sending_mbps:g} Mbit/s, "
+                                f"more than the link of {key} = {host!r} carries ({link.rate_mbps:g} Mbit/s)")
+    return [flow.src, flow.dst]
 
 
 def representative(job: Job, host: str, speed: float, algorithm: str, block_s) -> Compiled:
     """Rank 0 of `job` by itself on `host`, every collective one step of
     block_s(...) seconds: what each rank of a job that runs in lock-step
-    does (its layout's job holds that one rank)."""
-    steps, bounds, compute = _rank_steps(job, 0, speed, 0, algorithm, block_s)
-    layout = JobLayout(dataclasses.replace(job, ranks=1), 0, [host], [bounds], [compute])
+    does (its layout's job holds that one rank; a resize's rendezvous,
+    two one-byte messages, is left out)."""
+    steps, bounds, compute = _rank_steps(job, 0, speed, 0, algorithm, block_s, rendezvous=False)
+    layout = JobLayout(dataclasses.replace(job, ranks=1, resize=()), 0, [host], [bounds], [compute])
     return Compiled(Schedule(job.name, "", 1, 0, (tuple(steps),)), [host], [layout])
 
 
@@ -114,16 +166,21 @@ def _sized(job: Job, ranks: int) -> Job:
     return dataclasses.replace(job, ranks=ranks)
 
 
-def _rank_steps(job: Job, rank: int, speed: float, offset: int, algorithm: str, block_s=None):
+def _rank_steps(job: Job, rank: int, speed: float, offset: int, algorithm: str, block_s=None,
+                rendezvous: bool = True):
     """(steps, per-iteration (first, end) step indices, per-iteration compute
-    seconds); block_s as compile_workload's."""
+    seconds); block_s as compile_workload's; an iteration `rank` has no
+    part in (an elastic job's) is empty."""
     builder = _Builder(offset)
     if job.start_s:
         builder.add(Step(phase="start", compute_s=job.start_s, op=-1))
     bounds, compute = [], []
     for iteration in range(job.iterations):
+        phase = job.at(iteration)
+        if rendezvous and job.resizes_at(iteration):
+            builder.rendezvous(rank, job.ranks_in(iteration - 1), phase.ranks)
         first = len(builder.steps)
-        ops = job_ops(job, iteration, rank)
+        ops = job_ops(phase, iteration, rank) if rank < phase.ranks else []
         seconds = 0.0
         for index, op in enumerate(ops):
             if op.kind == "compute":
@@ -132,7 +189,7 @@ def _rank_steps(job: Job, rank: int, speed: float, offset: int, algorithm: str, 
             elif op.kind == "wait":
                 builder.wait(op.tag, index, job.name)
             else:
-                builder.communicate(op, index, _comm_steps(job, rank, op, algorithm, block_s))
+                builder.communicate(op, index, _comm_steps(phase, rank, op, algorithm, block_s))
         builder.end_iteration(len(ops))
         bounds.append((first, len(builder.steps)))
         compute.append(seconds)
@@ -224,6 +281,24 @@ class _Builder:
     def end_iteration(self, ops: int) -> None:
         self.wait("", ops, "")
         self.batch = False
+
+    def rendezvous(self, rank: int, before: int, after: int) -> None:
+        """A resize from `before` to `after` ranks: the old group's ranks tell
+        rank 0 they have ended, then rank 0 tells the new group's to begin."""
+        def step(sends=(), recvs=()) -> None:
+            def tokens(peers) -> tuple[Transfer, ...]:
+                return self.globalised(tuple(Transfer(peer, TOKEN_BYTES) for peer in peers))
+            self.add(Step(tokens(sends), tokens(recvs), "rendezvous", op=-1))
+        if rank == 0:
+            if before > 1:
+                step(recvs=range(1, before))
+            if after > 1:
+                step(sends=range(1, after))
+            return
+        if rank < before:
+            step(sends=[0])
+        if rank < after:
+            step(recvs=[0])
 
 
 # --- groups and the steps of one communication op ------------------------------------

@@ -46,3 +46,36 @@ def test_compute_overlaps_an_async_allreduce(tmp_path, clean_machine, timing):
     timing(abs(time_s - float(r["model_time_s"])) < 0.15 * float(r["model_time_s"]), r)
     timing(comm_s < 0.1 * time_s, r)   # the allreduce finished behind the compute: little exposed
     timing(abs(comm_s - float(r["model_comm_s"])) < 0.03 * time_s + 0.05, r)
+
+
+def test_background_traffic_takes_its_share_of_a_link_and_is_reported_apart(tmp_path, clean_machine, timing):
+    # a 2-rank ring allreduce of 4 MiB between bgh0 and bgh1 (each sends 2 MiB: about 0.85 s at 20 Mbit/s)
+    # beside a 10 Mbit/s flow from bgh2 into bgh1 for longer than the job: max-min leaves the job 10 of
+    # bgh1's 20 Mbit/s in both iterations
+    rows = run_workload(tmp_path, '[[job]]\nname = "a"\nranks = 2\nplacement = ["bgh0", "bgh1"]\niterations = 2\n'
+                                  'ops = [{op = "allreduce", bytes = "4M", algorithm = "ring"}]\n'
+                                  '[[background]]\nname = "load"\nfrom = "bgh2"\nto = "bgh1"\nrate_mbps = 10\n'
+                                  'duration_ms = 8000\n')
+    assert [(r["job"], r["background_flows"]) for r in rows] == [("a", "1"), ("a", "1")]
+    for r in rows:
+        time_s, model_s, alone_s = float(r["time_s"]), float(r["model_time_s"]), float(r["alone_model_s"])
+        timing(0.8 < time_s / model_s < 1.3, r)
+        timing(time_s > 1.5 * alone_s, r)   # about half of its link left to it
+    with open(tmp_path / "res" / "background.csv") as f:
+        (flow,) = list(csv.DictReader(f))
+    assert (flow["background"], flow["from"], flow["to"]) == ("load", "bgh2", "bgh1")
+    assert int(flow["bytes"]) == 800 * 12500   # every chunk arrived: 800 periods of 10 ms
+    timing(0.85 < float(flow["mbps"]) / float(flow["asked_mbps"]) < 1.05, flow)
+
+
+def test_an_elastic_job_runs_each_iteration_on_its_group(tmp_path, clean_machine, timing):
+    # 2 ranks, then 4 from iteration 1 (the rendezvous through rank 0 in between), then 2 again at 3
+    rows = run_workload(tmp_path, '[[job]]\nname = "e"\nranks = 2\niterations = 4\nplacement = "round-robin"\n'
+                                  'resize = [{at_iteration = 1, ranks = 4}, {at_iteration = 3, ranks = 2}]\n'
+                                  'ops = [{op = "allreduce", bytes = "2M", algorithm = "ring"}]\n')
+    assert [(r["job"], r["iteration"], r["ranks"]) for r in rows] == \
+        [("e", "0", "2"), ("e", "1", "4"), ("e", "2", "4"), ("e", "3", "2")]
+    for r in rows:
+        timing(0.8 < float(r["time_s"]) / float(r["model_time_s"]) < 1.3, r)
+    starts, ends = [float(r["start_s"]) for r in rows], [float(r["end_s"]) for r in rows]
+    assert starts[1] >= ends[0] and starts[3] >= ends[2]   # a resize's group starts once the group before has ended

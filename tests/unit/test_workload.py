@@ -9,7 +9,7 @@ from emulator.model.simulation import max_flows_per_step, predict
 from emulator.plan.run_plan import job_alone
 from emulator.workloads.program import compile_workload
 from emulator.workloads.job import groups
-from emulator.workloads.schedule import build_schedule
+from emulator.workloads.schedule import algorithm_need, build_schedule
 from emulator.workloads.collectives import COLLECTIVES
 from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.templates import TEMPLATES
@@ -41,6 +41,8 @@ def read(text):
 @pytest.mark.parametrize("collective", [c for c in COLLECTIVES if c not in ("stride",)] + ["stride"])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_a_sweep_compiles_to_the_collective_schedule(collective, algorithm):
+    if algorithm_need(collective, algorithm, 8):
+        pytest.skip(f"{algorithm} does not run {collective} (tests/unit/test_tree.py checks the refusal)")
     fab = fabric()
     compiled = compile_workload(sweep_job(collective, algorithm, 8, 3 * MiB + 5, "naive", 1), fab)
     assert compiled.schedule.steps == build_schedule(collective, algorithm, 8, 3 * MiB + 5).steps
@@ -216,6 +218,8 @@ def test_a_workload_file_reads_into_jobs():
     ('[hosts]\nbgh0 = 0\n[[job]]\nranks = 2\nops = [{op = "compute", ms = 1}]', ["bgh0", "speed"]),
     ('[[job]]\nranks = 4\nplacement = "packed"\nops = [{op = "compute", ms = 1}]', ["placement 'packed'"]),
     ('jobs = 1', ["unknown key(s) jobs"]),
+    ('[[job]]\nranks = 2\ntcp = "DCTCP"\nops = [{op = "compute", ms = 1}]', ["job 'job1'", "tcp = 'DCTCP'"]),
+    ('[[job]]\nranks = 2\ntcp = 3\nops = [{op = "compute", ms = 1}]', ["tcp = 3", "congestion control"]),
 ])
 def test_bad_workloads_name_the_job_and_op(text, words):
     with pytest.raises(WorkloadError) as e:
@@ -330,3 +334,19 @@ def test_a_job_given_a_duration_runs_the_iterations_that_fit_in_it():
     assert jobs[1].job.iterations == 2
     with pytest.raises(WorkloadError, match="iterations or duration_ms, not both"):
         read('[[job]]\nranks = 2\niterations = 2\nduration_ms = 5\nops = [{op = "compute", ms = 1}]')
+
+
+def test_a_job_may_set_its_own_congestion_control_for_its_ranks(tmp_path, monkeypatch):
+    from emulator import pipeline
+    from emulator.net import capabilities
+    from emulator.spec.experiment import SpecError, make_run
+    path = tmp_path / "w.toml"
+    path.write_text('[[job]]\nname = "a"\nranks = 2\ntcp = "dctcp"\nops = [{op = "allreduce", bytes = "1M"}]\n'
+                    '[[job]]\nname = "b"\nranks = 3\nops = [{op = "allreduce", bytes = "1M"}]\n')
+    spec = make_run({"workload": str(path), "tcp": "reno"})
+    monkeypatch.setattr(capabilities, "congestion_controls", lambda: ["dctcp", "reno"])
+    plan = pipeline.plan_emulated(spec)
+    assert plan.congestion_controls() == ["dctcp", "dctcp", "", "", ""]   # "": the run's, every host's
+    monkeypatch.setattr(capabilities, "congestion_controls", lambda: ["cubic", "reno"])
+    with pytest.raises(SpecError, match=r"a job's tcp: this kernel does not offer 'dctcp'; it offers cubic, reno"):
+        pipeline.plan_emulated(spec)
