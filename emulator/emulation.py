@@ -47,7 +47,7 @@ class Emulation:
 
     def __init__(self, plan: RunPlan, run_dir: str, log=print):
         self.plan, self.fabric, self.spec, self.run_dir, self.log = plan, plan.fabric, plan.spec, run_dir, log
-        self.lock = processes.RunLock()
+        self.lock = processes.RunLock(run_dir)
         self.controller: ControllerProcess | None = None
         self.network: EmulatedFabric | None = None
         self.dataplane: Dataplane | None = None
@@ -234,7 +234,8 @@ class Emulation:
         calls = [plan.schedules[c.size_bytes] for c in plan.calls]
         offsets = [self.servers.offset_of(h) for h in plan.hosts] if self.servers else None
         remote = [self.network.remote(h) is not None for h in plan.hosts]
-        self.fleet = fleet = AgentFleet(hosts, ips, calls, self.run_dir, plan.spec.connections, offsets, remote)
+        self.fleet = fleet = AgentFleet(hosts, ips, calls, self.run_dir, plan.spec.connections, offsets, remote,
+                                        plan.congestion_controls())
         events, samplers = None, []
         try:
             samplers = self._samplers(plan)

@@ -24,7 +24,7 @@ from emulator.results.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, t
 from emulator.inputs import size_name
 from emulator.spec.experiment import Experiment, RunSpec, SpecError
 
-PARTIAL = ".partial"   # a run writes here and renames the folder when it has finished
+from emulator.plan.folders import PARTIAL, check_out_folder   # a run writes OUT.partial/, renamed when done
 from emulator.plan.capacity import MAX_EMULATED_HOSTS, MAX_EMULATED_SWITCHES  # noqa: E402 - one place, re-exported
 MAX_UNASKED_S = 3600   # a run the model predicts to be longer needs --yes
 # What a run's exit code says (the README's table; the CLI adds bad input and interruptions)
@@ -79,14 +79,17 @@ def plan_emulated(spec: RunSpec):
     fits_the_servers(fabric, len(spec.servers) or 1)
     offers_congestion_control(spec.tcp)
     offers_queue_discipline(spec.queue_discipline)
-    return plan_run(spec, fabric)
+    plan = plan_run(spec, fabric)
+    for name in sorted(set(plan.congestion_controls()) - {""}):
+        offers_congestion_control(name, f"workload {spec.workload}: a job's tcp")
+    return plan
 
 
-def offers_congestion_control(name: str) -> None:
+def offers_congestion_control(name: str, where: str = "tcp") -> None:
     from emulator.net.capabilities import congestion_controls
     offered = congestion_controls()
     if name not in offered:
-        raise SpecError(f"tcp: this kernel does not offer {name!r}; it offers {', '.join(offered) or 'none'}. A "
+        raise SpecError(f"{where}: this kernel does not offer {name!r}; it offers {', '.join(offered) or 'none'}. A "
                         f"kernel that loads modules adds it with `modprobe tcp_{name}` (a VM's kernel does; "
                         "docs/vm.md)")
 
@@ -144,12 +147,8 @@ def auto_rated(spec: RunSpec) -> RunSpec:
 def results_dir(out: str | None, name: str) -> str:
     """A new folder for this run's results: never an existing folder with
     anything in it. Checked before anything is created; not created here."""
-    if out is not None and not out.strip():
-        raise SpecError("--out: the folder name is empty; give a folder, or leave --out out for "
-                        "results/<time>-<name>")
-    path = out or os.path.join("results", f"{time.strftime('%Y%m%d-%H%M%S')}-{name}")
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise SpecError(f"--out {path} is a file, not a folder; choose a new folder")
+    path = os.path.join("results", f"{time.strftime('%Y%m%d-%H%M%S')}-{name}") if out is None else out
+    check_out_folder(path)
     if os.path.isdir(path) and os.listdir(path):
         raise SpecError(f"--out {path} is not empty (earlier results or other files); choose a new folder")
     if os.path.exists(path + PARTIAL):
@@ -262,7 +261,10 @@ def keep_workloads(runs: list[RunSpec], folder: str) -> dict[str, str]:
         for file in dict.fromkeys(files):
             copy = os.path.join(folder, place, os.path.relpath(file, top))
             os.makedirs(os.path.dirname(copy), exist_ok=True)
-            shutil.copyfile(file, copy)
+            if os.path.isdir(file):   # an imported folder (chakra:FOLDER), whole
+                shutil.copytree(file, copy, dirs_exist_ok=True)
+            else:
+                shutil.copyfile(file, copy)
         copies[workload] = workload_file(workload)[0] + os.path.join(place, os.path.relpath(files[0], top))
     return copies
 
@@ -369,7 +371,10 @@ def describe_fabric_run(spec: RunSpec, ranks: int) -> str:
 def _link_extras(spec: RunSpec) -> str:
     netem = (f", netem {spec.link_delay_ms:g} ms / {spec.link_loss_pct:g}% loss"
              if spec.link_delay_ms or spec.link_loss_pct else "")
-    return netem + (f", links {' '.join(map(str, spec.link_overrides))}" if spec.link_overrides else "")
+    queue = "" if spec.queue_discipline == RunSpec.queue_discipline else f" {spec.queue_discipline}"
+    threshold = f" (marking from {spec.ecn_threshold_packets} packets)" if spec.ecn_threshold_packets else ""
+    return (netem + (f", links {' '.join(map(str, spec.link_overrides))}" if spec.link_overrides else "")
+            + f", tcp {spec.tcp}" + (f", switch queues{queue}{threshold}" if queue else ""))
 
 
 def print_table(rows: list[dict]) -> None:

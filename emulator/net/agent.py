@@ -37,11 +37,12 @@ class Peers:
     connection i of the step's channel: channels that run side by side
     never share a connection."""
 
-    def __init__(self, rank: int, addresses: list[tuple[str, int]], connections: int = 1):
+    def __init__(self, rank: int, addresses: list[tuple[str, int]], connections: int = 1, tcp: str = ""):
         self.rank = rank
         self.addresses = addresses
         self.connections = connections
-        self.listener = socket.socket()
+        self.tcp = tcp.encode()   # its job's congestion control ("": the host's)
+        self.listener = self._socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(addresses[rank])
         self.listener.listen(len(addresses) * connections)
@@ -59,8 +60,17 @@ class Peers:
         if failed:
             raise ConnectionError(f"peers {sorted(set(recv_from) - set(self.frm))} did not connect: {failed[0]}")
 
+    def _socket(self) -> socket.socket:
+        """A TCP socket with the job's congestion control (accepted ones inherit the listener's)."""
+        s = socket.socket()
+        if self.tcp:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.tcp)
+        return s
+
     def _open(self, peer: int, channel: int, index: int) -> socket.socket:
-        s = socket.create_connection(self.addresses[peer], timeout=30)
+        s = self._socket()
+        s.settimeout(30)
+        s.connect(self.addresses[peer])
         s.settimeout(None)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         s.sendall(struct.pack("!III", self.rank, channel, index))
@@ -139,7 +149,10 @@ def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
     us, except the first EAGER_BYTES, which fill the path while the clearance
     travels (as MPI sends a first fragment with its rendezvous request). A
     rank that runs ahead thus pushes at most EAGER_BYTES into a peer still
-    busy with an earlier step, where it would share links with that step."""
+    busy with an earlier step, where it would share links with that step.
+    A message of at most EAGER_BYTES goes whole without a clearance (MPI's
+    eager protocol): waiting for one would tie a stream of small messages
+    to the queueing delay of the path, one message per round trip."""
     counts = {"sent": 0, "received": 0}
     errors = []
     lock = threading.Lock()
@@ -154,15 +167,17 @@ def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
 
     def send(sock, n, data):
         eager = send_bytes(sock, min(n, EAGER_BYTES), data)
-        wait_clear_to_send(sock)
+        if n > EAGER_BYTES:
+            wait_clear_to_send(sock)
         return eager + send_bytes(sock, n - eager, data)
 
     start = time.monotonic()
     if step.compute_s:
         time.sleep(step.compute_s)
     recvs = list(zip(step.recvs, _connections(step.recvs, peers.frm, step.channel)))
-    for _, sock in recvs:
-        sock.sendall(CLEAR_TO_SEND)
+    for t, sock in recvs:   # a message within the eager limit goes whole, unasked (as MPI's eager protocol)
+        if t.nbytes > EAGER_BYTES:
+            sock.sendall(CLEAR_TO_SEND)
     jobs = [("sent", send, sock, t.nbytes)
             for t, sock in zip(step.sends, _connections(step.sends, peers.to, step.channel))]
     jobs += [("received", recv_bytes, sock, t.nbytes) for t, sock in recvs]
@@ -238,7 +253,7 @@ def main(argv=None) -> int:
     recv_from = {(t.peer, s.channel) for steps in programs.values() for s in steps for t in s.recvs}
     largest = max((t.nbytes for steps in programs.values() for s in steps for t in s.sends), default=0)
     payload = memoryview(bytes(min(CHUNK, max(largest, 1))))
-    peers = Peers(rank, addresses, plan.get("connections", 1))
+    peers = Peers(rank, addresses, plan.get("connections", 1), plan.get("tcp", ""))
     try:
         say("LISTENING")
         for line in sys.stdin:

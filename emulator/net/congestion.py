@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 
 ALLOWED = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 SAVED = "/run/bigraph-emu/allowed-congestion-control"
@@ -23,9 +24,18 @@ def _write(value: str) -> None:
         f.write(value)
 
 
+AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+
+
 @contextlib.contextmanager
 def allowed(name: str):
-    """While active, namespaces may take `name` as their default."""
+    """While active, namespaces may take `name` as their default. The
+    allowed list takes only loaded congestion controls: one the kernel
+    offers as a module (dctcp in a stock Debian kernel) is loaded first."""
+    with open(AVAILABLE) as f:
+        loaded = f.read().split()
+    if name not in loaded:
+        subprocess.run(["modprobe", f"tcp_{name}"], check=True, capture_output=True)
     current = _read()
     if name in current.split():
         yield
