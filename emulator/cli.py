@@ -10,13 +10,13 @@ import sys
 import time
 
 from emulator import pipeline
-from emulator.flags import (EXIT_BAD_INPUT, EXIT_CODES, FLAG_KEYS, blame_flag, flag_values, parser, typed_flags,
-                            web_address)
+from emulator.flags import (EXIT_BAD_INPUT, EXIT_CODES, FLAG_KEYS, blame_flag, check_values, flag_values, parser,
+                            typed_flags, web_address)
 from emulator.inputs import shorten, to_int
 from emulator.net import capabilities, interrupts, processes
 from emulator.plan import predictions
 from emulator.plan.describe import describe_fabric, describe_path, fabric_data, route_hops, routes_of
-from emulator.plan.folders import folder_plans, folder_specs, is_program_folder
+from emulator.plan.folders import check_out_folder, folder_plans, folder_specs, is_program_folder
 from emulator.results.calls import write_model_steps
 from emulator.results.metrics import MODEL_HEADER, avg_busbw_line, model_row
 from emulator.spec.experiment import OFFLOADS, Experiment, SpecError, load_experiment, make_run
@@ -57,6 +57,8 @@ def cmd_model(args) -> int:
     """Predict every run; --out FOLDER gets every step's end and busiest link
     in model_steps.csv, --json prints the predictions as one JSON document."""
     runs, steps = [], []
+    if args.out is not None:
+        check_out_folder(args.out)
     for index, spec in enumerate(_experiment(args, check_kernel=False).runs):
         if spec.workload:
             got = predictions.workload_prediction(spec, args.method, args.jitter)
@@ -265,12 +267,10 @@ def cmd_report(args) -> int:
         if programs:
             raise SpecError(f"{programs[0]}: a program's results (bigraph-emu exec) have no calls to compare; "
                             "report it alone")
-        return _compare_folders(args.folder, args.plot)
+        return _compare_folders(args.folder, args.plot, specs)
     if is_program_folder(args.folder[0]):   # exec's: its summary stays, its plots are redrawn
         from emulator.results.report import write_program_report
-        write_program_report(args.folder[0])
-        with open(os.path.join(args.folder[0], "summary.txt")) as f:
-            print(f.read(), end="")
+        print(write_program_report(args.folder[0]), end="")
         return 0
     pipeline.write_reports(args.folder[0], folder_plans(args.folder[0], specs[0]))
     return 0
@@ -300,11 +300,13 @@ def _check_plot_path(path: str) -> None:
         raise SpecError(f"--plot {shorten(path)}: give a file ending in {', '.join(PLOT_FORMATS)}")
     if not os.path.isdir(folder):
         raise SpecError(f"--plot {shorten(path)}: there is no folder {shorten(folder)}")
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise SpecError(f"--plot {shorten(path)}: there is a folder (or another non-file) of that name")
 
 
-def _compare_folders(folders: list[str], plot_path: str | None) -> int:
+def _compare_folders(folders: list[str], plot_path: str | None, specs: list) -> int:
     from emulator.results import report
-    df = report.compare(folders)
+    df = report.compare(folders, specs)
     print(report.format_compare(df))
     parent = os.path.dirname(os.path.normpath(folders[0])) or "."
     plot_path = plot_path or os.path.join(parent, f"compare-{time.strftime('%Y%m%d-%H%M%S')}.png")
@@ -325,6 +327,13 @@ def cmd_calibrate(args) -> int:
     if not 1 <= args.steps <= 10:
         raise SpecError(f"--steps: must be 1 to 10, got {args.steps}")
     path = args.file or capacity.calibration_path()
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise SpecError(f"--file {shorten(path)}: there is a folder (or another non-file) of that name")
+    check_out_folder(os.path.dirname(os.path.abspath(path)), "--file")
+    try:
+        capacity.load(path)   # what it holds is merged with the new figures: readable, before minutes of measuring
+    except ValueError as e:
+        raise SpecError(str(e)) from None
     _needs_root(args.command)
     machine = f"{socket.gethostname()}, {os.cpu_count()} CPUs"
     result = calibration.calibrate("auto", mtus, offloads, args.steps, 1 if args.quick else 2, machine,
@@ -392,7 +401,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     interrupts.unwind_on_signals()   # Ctrl-C, SIGTERM and a hang-up all tear down
     try:
-        return COMMANDS[args.command](args)
+        return COMMANDS[args.command](check_values(args))
     except SpecError as e:
         print(f"bigraph-emu: error: {shorten(blame_flag(str(e), typed_flags(args)))}", file=sys.stderr)
         return EXIT_BAD_INPUT

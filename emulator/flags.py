@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from emulator.inputs import size_name, to_int
+from emulator.inputs import shorten, size_name, to_float, to_int
 from emulator import pipeline, version
 from emulator.net import interrupts
 from emulator.routes.routing import POLICIES
@@ -65,9 +65,9 @@ FLAGS = [
     (("--placement",), "placement", "which server holds which switch and its hosts: traffic (the fewest bytes "
                                     "across servers within each server's budget) or switch-bin (Mininet's "
                                     "SwitchBinPlacer)"),
-    (("--workload",), "workload", "a workload file of [[job]] tables (jobs, placements, programs), or "
-                                  "simai:FILE; replaces -c and the sizes, while -a, -m and --ranks fill in "
-                                  "what its jobs leave open"),
+    (("--workload",), "workload", "a workload file of [[job]] tables (jobs, placements, programs), "
+                                  "simai:FILE or chakra:FOLDER; replaces -c and the sizes, while -a, -m and "
+                                  "--ranks fill in what its jobs leave open"),
 ]
 
 
@@ -145,6 +145,44 @@ EXIT_CODES = {pipeline.EXIT_OK: "done; a run: every call passed the fidelity ver
               interrupts.EXIT_CODE: "interrupted (Ctrl-C, SIGTERM, a hang-up); teardown has run"}
 
 
+# flags whose value is a number: read here with the project's strict rule (argparse's type=int and
+# type=float take '١٢' and '1_0'); (how, least, most), None: the command checks the range itself
+NUMBER_FLAGS = {"jitter": (to_float, None, None), "steps": (to_int, None, None), "confirm": (to_int, None, None),
+                "workers": (to_int, 1, 4096)}
+# free text, and a flag whose command says what an empty one lacks; any other flag given as empty text
+# is a mistake, not "not given"
+EMPTY_ALLOWED = ("label", "web_host")
+POSITIONAL = ("command", "folder", "file", "program")
+
+
+def check_values(args) -> argparse.Namespace:
+    """Every flag's value as text checked before a command runs: none empty
+    (except free text), every number in NUMBER_FLAGS read strictly; SpecError
+    names the flag."""
+    for dest, value in vars(args).items():
+        texts = value if isinstance(value, list) and dest not in POSITIONAL else [value]
+        if dest not in EMPTY_ALLOWED + POSITIONAL and any(isinstance(t, str) and not t.strip() for t in texts):
+            raise SpecError(f"{flag_name(dest)}: the value {shorten(repr(value))} is empty; give one, or leave "
+                            f"{flag_name(dest).split('/')[-1]} out")
+        if dest in NUMBER_FLAGS and isinstance(value, str):
+            how, least, most = NUMBER_FLAGS[dest]
+            try:
+                number = how(value)
+            except ValueError as e:
+                raise SpecError(f"{flag_name(dest)}: {e}") from None
+            if least is not None and not least <= number <= most:
+                raise SpecError(f"{flag_name(dest)}: must be from {least} to {most}, got {value}")
+            setattr(args, dest, number)
+    return args
+
+
+def flag_name(dest: str) -> str:
+    """The flag(s) that fill `dest`, as --help shows them ('-b/--minbytes')."""
+    named = {key: "/".join(flags) for flags, key, _ in FLAGS}
+    named.update(minbytes="-b/--minbytes", maxbytes="-e/--maxbytes", stepfactor="-f/--stepfactor")
+    return named.get(dest, "--" + dest.replace("_", "-"))
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """argparse's, except that a paragraph with indented lines (the
     examples) is kept as it is written."""
@@ -212,7 +250,7 @@ def parser() -> argparse.ArgumentParser:
                                  "(';' separates values that hold commas, as topologies do); repeat for "
                                  "every combination")
         if name == "model":
-            sp.add_argument("--jitter", type=float, default=0.0, metavar="AMP",
+            sp.add_argument("--jitter", default=0.0, metavar="AMP",
                             help="also predict with every flow up to AMP longer at random (e.g. 0.1), "
                                  "to see how sensitive the collective is to slow flows")
             sp.add_argument("--method", choices=("auto", "exact", "lockstep"), default="auto",
@@ -276,7 +314,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--mtu", default="1500,9000", help="MTUs to measure (default 1500,9000)")
     sp.add_argument("--offload", default="off", help="off, tso or off,tso (tso on the userspace datapath "
                                                      "needs `vm/provision.sh --userspace-tso on`)")
-    sp.add_argument("--steps", type=int, default=5, help="bisection steps per setting (default 5: within 3%%)")
+    sp.add_argument("--steps", default=5, help="bisection steps per setting (default 5: within 3%%)")
     sp.add_argument("--quick", action="store_true", help="one counted call per rate instead of two")
     sp.add_argument("--file", help=f"where to keep the figures (default {CALIBRATION_HELP})")
     sp = _command(sub, "sweep", help="many runs from a sweep file: the model on a pool, emulations where asked",
@@ -289,13 +327,13 @@ def parser() -> argparse.ArgumentParser:
                                                            "run nothing")
     sp.add_argument("--emulate", action="store_true", help="emulate every point too (needs root; one emulation "
                                                            "at a time per machine)")
-    sp.add_argument("--confirm", type=int, default=0, metavar="N",
+    sp.add_argument("--confirm", default=0, metavar="N",
                     help="emulate the N best and N worst points the model found (on [confirm]'s fabric), and "
                          "say whether the measured order matches the model's (needs root)")
     sp.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                     help="a Dask scheduler to send the points to (default: $BIGRAPH_DASK_SCHEDULER, else a pool "
                          "of this machine's cores)")
-    sp.add_argument("--workers", type=int, metavar="N", help="local pool: N worker processes (default: one per core)")
+    sp.add_argument("--workers", metavar="N", help="local pool: N worker processes (default: one per core)")
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
     sp.add_argument("--resume", metavar="FOLDER", help="an earlier sweep's folder: run only the points not yet in it")
     sp.add_argument("--yes", action="store_true", help=f"run a sweep of more than {MAX_UNASKED_POINTS:,} points")

@@ -441,7 +441,9 @@ def _hold(remote: Remote, tcp: str) -> subprocess.Popen:
     if answer != "HELD":
         proc.stdin.close()
         proc.wait(timeout=10)
-        raise ClusterError(f"server {remote.name}: {answer.removeprefix('BUSY ') or 'its run lock did not answer'}")
+        if answer.startswith("BUSY "):   # another run holds that server: the same exit code as here
+            raise processes.MachineBusy(f"server {remote.name}: {answer.removeprefix('BUSY ')}")
+        raise ClusterError(f"server {remote.name}: {answer or 'its run lock did not answer'}")
     return proc
 
 

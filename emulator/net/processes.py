@@ -29,10 +29,12 @@ class RunLock:
     ovs-vswitchd thread are shared. Held for the whole run. A process that
     holds it may lend it to the run it starts (`lend()`): the run then
     takes the lock through the same open file, which it already holds.
-    The holder writes who it is into the file, for the runs it refuses."""
+    The holder writes who it is (its process, command and results folder
+    `out`) into the file, for the runs it refuses."""
 
-    def __init__(self):
+    def __init__(self, out: str = ""):
         self._fd = None
+        self.out = out
 
     def __enter__(self):
         os.makedirs(STATE_DIR, exist_ok=True)
@@ -45,7 +47,8 @@ class RunLock:
             os.close(self._fd)
             raise MachineBusy(f"another bigraph-emu emulation holds this machine{holder}; "
                               "wait for it to finish") from None
-        holder = json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv), "since": time.time()})
+        holder = json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv), "since": time.time(),
+                             "out": os.path.abspath(self.out) if self.out else ""})
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, holder.encode(), 0)
         return self
@@ -59,12 +62,14 @@ class RunLock:
 
 
 def _holder(fd: int) -> str:
-    """', process N (its command, since HH:MM:SS)' from the lock file, or '' if it says nothing readable."""
+    """': process N (its command, since HH:MM:SS), results in FOLDER' from the
+    lock file, or '' if it says nothing readable."""
     try:
         holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
         since = time.strftime("%H:%M:%S", time.localtime(float(holder["since"])))
-        return f": process {int(holder['pid'])} ({holder['command']}, since {since})"
-    except (OSError, ValueError, KeyError, TypeError):
+        out = f", results in {holder['out']}" if holder.get("out") else ""
+        return f": process {int(holder['pid'])} ({holder['command']}, since {since}){out}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return ""
 
 

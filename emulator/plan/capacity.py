@@ -18,6 +18,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from emulator.inputs import read_text
+from emulator.spec.experiment import check_key
+
 CALIBRATION_FILE = "/var/lib/bigraph-emu/calibration.json"
 ENV_FILE = "BIGRAPH_EMU_CALIBRATION"   # another calibration file (tests, several machines)
 # Mininet on one machine (or one server of several): beyond these, use `bigraph-emu model`.
@@ -100,11 +103,10 @@ def load(path: str | None = None) -> Calibration:
     """The machine's calibration, or REFERENCE when there is none; a file
     that cannot be read raises ValueError naming it."""
     path = path or calibration_path()
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return REFERENCE
     try:
-        with open(path) as f:
-            doc = json.load(f)
+        doc = json.loads(read_text(path))
         points = [_point(p) for p in doc["points"]]
         return Calibration(str(doc["machine"]), str(doc["measured"]), points, path)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
@@ -127,6 +129,8 @@ def _point(record: dict) -> Point:
         raise ValueError(f"mtu must be a whole number, got {point.mtu!r}")
     if not (isinstance(point.datapath, str) and isinstance(point.offload, str)):
         raise ValueError(f"datapath and offload must be text, got {point.datapath!r}, {point.offload!r}")
+    for key in ("mtu", "datapath", "offload"):   # what a run may ask for
+        check_key(key, getattr(point, key))
     return point
 
 

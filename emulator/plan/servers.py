@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emulator.fabric.graph import Fabric
+from emulator.inputs import to_int
 from emulator.spec.experiment import PLACEMENTS, server_names
 
 # VXLAN over IPv4 wraps every frame in an outer IPv4 header (20 bytes), UDP
@@ -346,8 +347,8 @@ def parse_servers(text: str) -> list[str]:
     """--servers of `plan`: a count N (servers named server1..N) or
     HOST[,HOST...] as a run takes them (the first is the head)."""
     text = str(text).strip()
-    if text.isdigit():
-        count = int(text)
+    if text.isascii() and text.isdigit():   # not '٣': str.isdigit() takes every script's digits
+        count = to_int(text)
         if not 1 <= count <= MAX_SERVERS:
             raise ValueError(f"servers: {count} servers; give 1 to {MAX_SERVERS}")
         return [f"server{i + 1}" for i in range(count)]

@@ -11,6 +11,7 @@ from emulator.results.captures import CAPTURE_COLUMNS
 from emulator.results.linkstats import LINK_COLUMNS, MACHINE_COLUMNS, PORT_COLUMNS
 from emulator.results.metrics import algbw_mbps, busbw_mbps
 from emulator.results.verdict import COUNTER_COLUMNS, fidelity
+from emulator.workloads.schedule import chosen_algorithm
 
 
 @dataclass
@@ -29,8 +30,8 @@ class CallRecord:
 # joins every table of a folder
 SPEC_KEYS = ["connections", "seed", "host_queue_packets", "switch_queue_packets", "link_delay_ms", "link_loss_pct",
              "tcp", "queue_discipline", "ecn_threshold_packets"]
-COLLECTIVE_COLUMNS = ["run", "topology", "policy", "collective", "algorithm", "mapping", "ranks", "size_bytes",
-                      "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
+COLLECTIVE_COLUMNS = ["run", "topology", "policy", "collective", "algorithm", "algorithm_used", "mapping", "ranks",
+                      "size_bytes", "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
                       "fidelity", "bytes_ok", *COUNTER_COLUMNS, "host_rate_mbps", "switch_rate_mbps", "mtu",
                       "datapath", "offload", *SPEC_KEYS, "label"]
 STEP_COLUMNS = ["run", "topology", "policy", "algorithm", "mapping", "label", "size_bytes", "repetition", "rank",
@@ -76,6 +77,8 @@ def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
     model = rec.model_time_s or plan.predictions[call.size_bytes].time_s
     row = {
         **_run_keys(plan), "collective": s.collective, "ranks": plan.ranks,
+        # what ran: the algorithm asked for, or the one auto picked for this size
+        "algorithm_used": chosen_algorithm(s.collective, s.algorithm, plan.ranks, call.size_bytes),
         "size_bytes": call.size_bytes, "repetition": call.repetition, "time_s": t,
         "algbw_mbps": algbw_mbps(call.size_bytes, t),
         "busbw_mbps": busbw_mbps(s.collective, plan.ranks, call.size_bytes, t),
@@ -140,6 +143,9 @@ def write_call(out_dir: str, plan, call, rec: CallRecord, datapath: str) -> dict
         row = jobs.job_rows(plan, call, rec.steps, rec.counters)
         append_csv(os.path.join(out_dir, "jobs.csv"), jobs.JOB_COLUMNS, row)
         append_csv(os.path.join(out_dir, "ops.csv"), jobs.OP_COLUMNS, jobs.op_rows(plan, call, rec.steps))
+        flows = jobs.background_rows(plan, call, rec.steps)
+        if flows:
+            append_csv(os.path.join(out_dir, "background.csv"), jobs.BACKGROUND_COLUMNS, flows)
         row = row or None
     append_csv(os.path.join(out_dir, "steps.csv"), STEP_COLUMNS, call_step_rows(plan, call, rec))
     append_csv(os.path.join(out_dir, "links.csv"), LINK_SERIES_COLUMNS, series_rows(plan, call, rec.links))

@@ -19,6 +19,7 @@ from emulator.results.plots import (RUN_COLUMNS, call_name, call_use, capture_pl
                             job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
                             utilisation_heatmap)
 from emulator.results.tables import TABLES, TableError, read_fabric, read_table
+from emulator.inputs import InputError, read_text
 
 KEYS = ["topology", "policy", "algorithm", "mapping"]
 # runs that differ in any of these are different runs, even on one topology
@@ -57,7 +58,8 @@ def summarise(d: pd.DataFrame) -> pd.DataFrame:
 SUMMARY_FIELDS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", *SPEC_KEYS, "label",
                   "size_bytes", "reps", "time_s", "busbw_mbps", "model_time_s", "model_busbw_mbps", "meas_over_model",
                   "max_link_util", "mean_link_util", "queue_drops", "tcp_retrans", "fidelity_ok"]
-JOB_SUMMARY_FIELDS = ["topology", "policy", "algorithm", "job", "jobs", "ranks", "placement", "label", "iterations",
+JOB_SUMMARY_FIELDS = ["topology", "policy", "algorithm", "job", "jobs", "background_flows", "ranks", "placement",
+                      "label", "iterations",
                       "time_s", "compute_s", "comm_s", "model_time_s", "meas_over_model", "alone_s",
                       "alone_model_s", "measured_slowdown", "slowdown", "ok"]
 
@@ -160,6 +162,8 @@ def write_report(out_dir: str, plans) -> str:
     names a damaged file), and every output replaces its file whole, so a
     failure leaves the folder as it was."""
     tables = read_folder(out_dir)
+    check_runs(out_dir, tables, [plan.spec for plan in plans])
+    check_outputs(out_dir)
     parts = []
     collectives, jobs = tables["collectives.csv"], tables["jobs.csv"]
     if collectives is not None:
@@ -173,6 +177,8 @@ def write_report(out_dir: str, plans) -> str:
             jobs.to_csv(tmp, index=False)
         parts.append(format_jobs(job_summary(jobs)))
         tables["link_jobs.csv"] = write_job_links(out_dir, [plan for plan in plans if plan.is_workload])
+    if tables["background.csv"] is not None:
+        parts.append(format_background(tables["background.csv"]))
     text = "\n\n".join(parts)
     with replacing(os.path.join(out_dir, "summary.txt")) as tmp, open(tmp, "w") as f:
         f.write(text + "\n")
@@ -183,11 +189,79 @@ def write_report(out_dir: str, plans) -> str:
     return text
 
 
-def write_program_report(out_dir: str) -> None:
-    """An `exec` folder's plots and capture_flows.csv (its summary is the program's own)."""
+def write_program_report(out_dir: str) -> str:
+    """An `exec` folder's plots and capture_flows.csv; returns its summary
+    (the program's own, read before anything is written)."""
     tables = read_folder(out_dir)
+    try:
+        text = read_text(os.path.join(out_dir, "summary.txt"))
+    except InputError as e:
+        raise TableError(str(e)) from None
+    check_outputs(out_dir)
     write_capture_flows(out_dir, tables)
     write_plots(out_dir, tables)
+    return text
+
+
+def check_outputs(out_dir: str) -> None:
+    """TableError if something the report would replace with a file (a
+    .png, .csv or .txt) is there as a folder, a pipe or a device: found
+    before anything is written, not after half the plots."""
+    for name in sorted(os.listdir(out_dir)):
+        path = os.path.join(out_dir, name)
+        if name.endswith((".png", ".csv", ".txt")) and not os.path.isfile(path):
+            raise TableError(f"{path}: the report writes a file of this name, and this is no file")
+
+
+def check_runs(out_dir: str, tables: dict, specs: list[RunSpec]) -> None:
+    """TableError if a table contradicts spec.json (`specs`, its runs in
+    order): a row of a run it does not have, or whose fabric, policy,
+    algorithm, mapping, collective or size is not that run's (a file copied
+    in from another folder). Tables without a run column (older folders)
+    must name one of the runs."""
+    runs = pd.DataFrame([{"topology": s.fabric().topology, "policy": s.policy, "algorithm": s.algorithm,
+                          "mapping": s.mapping, "collective": s.collective} for s in specs])
+    for name, d in tables.items():
+        if name not in TABLES or d is None:
+            continue
+        path = os.path.join(out_dir, name)
+        keys = [k for k in runs.columns if k in d and (k != "collective" or name == "collectives.csv")]
+        if "run" not in d:
+            _check_some_run(path, d, runs[keys])
+            continue
+        _check_its_run(path, d, runs[keys])
+        if "size_bytes" in d and name in ("collectives.csv", "steps.csv"):
+            _check_sizes(path, d, [set() if s.workload else set(s.sizes) for s in specs])
+
+
+def _check_some_run(path: str, d: pd.DataFrame, runs: pd.DataFrame) -> None:
+    wanted = set(runs.itertuples(index=False, name=None))
+    for i, row in enumerate(d[runs.columns].itertuples(index=False, name=None)):
+        if runs.columns.size and row not in wanted:
+            named = ", ".join(f"{k} {v!r}" for k, v in zip(runs.columns, row))
+            raise TableError(f"{path}: row {i + 1}: {named}: spec.json has no such run")
+
+
+def _check_its_run(path: str, d: pd.DataFrame, runs: pd.DataFrame) -> None:
+    index = d.run.to_numpy()
+    out = (index < 0) | (index >= len(runs))
+    if out.any():
+        i = out.argmax()
+        raise TableError(f"{path}: row {i + 1}: run {index[i]}: spec.json has {len(runs)} run(s), 0 to {len(runs) - 1}")
+    for key in runs.columns:
+        differ = d[key].to_numpy() != runs[key].to_numpy()[index]
+        if differ.any():
+            i = differ.argmax()
+            raise TableError(f"{path}: row {i + 1}: {key} {d[key].iloc[i]!r}, but run {index[i]} of spec.json has "
+                             f"{runs[key].iloc[index[i]]!r}")
+
+
+def _check_sizes(path: str, d: pd.DataFrame, sizes: list[set]) -> None:
+    """Every row's size one its run sweeps (a workload's runs: any)."""
+    for i, (run, size) in enumerate(zip(d.run, d.size_bytes)):
+        if sizes[run] and size not in sizes[run]:
+            raise TableError(f"{path}: row {i + 1}: size_bytes {size}: run {run} of spec.json has sizes "
+                             f"{', '.join(map(str, sorted(sizes[run])))}")
 
 
 def write_capture_flows(out_dir: str, tables: dict) -> None:
@@ -197,10 +271,13 @@ def write_capture_flows(out_dir: str, tables: dict) -> None:
             tables["capture_flows.csv"].to_csv(tmp, index=False)
 
 
+WRITTEN_ONLY = ("link_loads.csv",)   # tables the report writes afresh: not its input
+
+
 def read_folder(out_dir: str) -> dict:
     """Every table and fabric.json the report reads, checked, by file name
     (None where missing); and the flows of the pcaps captures.csv lists."""
-    tables = {name: read_table(os.path.join(out_dir, name)) for name in TABLES}
+    tables = {name: read_table(os.path.join(out_dir, name)) for name in TABLES if name not in WRITTEN_ONLY}
     tables["fabric.json"] = read_fabric(os.path.join(out_dir, "fabric.json"))
     tables["capture_flows.csv"] = capture_flows(out_dir, tables["captures.csv"])
     return tables
@@ -264,14 +341,20 @@ def with_measured_alone(d: pd.DataFrame) -> pd.DataFrame:
     the slowdown taken over it ("measured alone") instead of the model's."""
     if "jobs" not in d or "algorithm" not in d:
         return d
-    by_itself = d[d.jobs == 1].groupby(ALONE_KEYS).time_s.median()
-    alone = [by_itself.get(tuple(getattr(r, k) for k in ALONE_KEYS), float("nan")) if r.jobs > 1
-             else float("nan") for r in d.itertuples()]
+    crowd = _sharing(d)
+    by_itself = d[crowd == 1].groupby(ALONE_KEYS).time_s.median()
+    alone = [by_itself.get(tuple(getattr(r, k) for k in ALONE_KEYS), float("nan")) if n > 1
+             else float("nan") for r, n in zip(d.itertuples(), crowd)]
     d = d.assign(alone_s=alone)
     measured = d.alone_s.notna()
     d.loc[measured, "slowdown"] = d.time_s[measured] / d.alone_s[measured]
     d.loc[measured, "slowdown_basis"] = "measured alone"
     return d
+
+
+def _sharing(d: pd.DataFrame) -> pd.Series:
+    """How many jobs and background flows shared the fabric in each row's run (1: the job by itself)."""
+    return d.jobs + d.background_flows.fillna(0) if "background_flows" in d else d.jobs
 
 
 def job_summary(d: pd.DataFrame) -> pd.DataFrame:
@@ -282,16 +365,18 @@ def job_summary(d: pd.DataFrame) -> pd.DataFrame:
     d = d.assign(label=d.label.fillna("")) if "label" in d else d.assign(label="")
     d = d if "jobs" in d else d.assign(jobs=0)
     d = d if "algorithm" in d else d.assign(algorithm="")   # folders written before the column existed
-    g = d.groupby(JOB_KEYS + ["jobs"], sort=False)
+    d = d if "background_flows" in d else d.assign(background_flows=0)
+    g = d.groupby(JOB_KEYS + ["jobs", "background_flows"], sort=False)
     out = g.agg(time_s=("time_s", "median"), compute_s=("compute_s", "median"), comm_s=("comm_s", "median"),
                 model_time_s=("model_time_s", "median"), model_comm_s=("model_comm_s", "median"),
                 alone_model_s=("alone_model_s", "median"), iterations=("time_s", "size"),
                 ok=("fidelity", lambda v: int((v == "ok").sum()))).reset_index()
     out["meas_over_model"] = out.time_s / out.model_time_s
     out["slowdown"] = out.time_s / out.alone_model_s   # over the model's time of the job alone
-    by_itself = out[out.jobs == 1].groupby(["topology", "policy", "algorithm", "job", "placement"]).time_s.median()
-    out["alone_s"] = [by_itself.get((r.topology, r.policy, r.algorithm, r.job, r.placement), float("nan")) if r.jobs > 1
-                      else float("nan") for r in out.itertuples()]
+    crowd = _sharing(out)
+    by_itself = out[crowd == 1].groupby(["topology", "policy", "algorithm", "job", "placement"]).time_s.median()
+    out["alone_s"] = [by_itself.get((r.topology, r.policy, r.algorithm, r.job, r.placement), float("nan")) if n > 1
+                      else float("nan") for r, n in zip(out.itertuples(), crowd)]
     out["measured_slowdown"] = out.time_s / out.alone_s
     return out
 
@@ -301,11 +386,27 @@ def format_jobs(s: pd.DataFrame) -> str:
              f"{'iter(ms)':>9} {'compute':>8} {'exposed':>8} {'model':>8} {'model exp':>9} {'meas/model':>10} "
              f"{'alone':>8} {'alone(model)':>12} {'slowdown':>8} {'(model)':>7} {'verdict':>8}  label"]
     for r in s.itertuples():
-        lines.append(f"{r.topology:26} {r.policy:13} {str(r.algorithm):16} {r.job[:12]:12} {r.jobs:4d} {r.ranks:5d} "
+        jobs = f"{r.jobs}+{r.background_flows}" if r.background_flows else str(r.jobs)   # +: background flows
+        lines.append(f"{r.topology:26} {r.policy:13} {str(r.algorithm):16} {r.job[:12]:12} {jobs:>4} {r.ranks:5d} "
                      f"{str(r.placement)[:12]:12} {r.time_s * 1e3:9.1f} {r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
                      f"{r.model_time_s * 1e3:8.1f} {r.model_comm_s * 1e3:9.1f} {r.meas_over_model:10.2f} "
                      f"{_num(r.alone_s * 1e3, '8.1f')} {r.alone_model_s * 1e3:12.1f} "
                      f"{_num(r.measured_slowdown, '8.2f')} {r.slowdown:7.2f} {f'{r.ok}/{r.iterations} ok':>8}  {r.label}")
+    return "\n".join(lines)
+
+
+def format_background(d: pd.DataFrame) -> str:
+    """A line per run and background flow: its mean rate asked, measured
+    and modelled (medians over repetitions): load beside the jobs, not judged."""
+    runs = [k for k in ("topology", "policy", "mapping", "label") if k in d]
+    out = d.fillna({k: "" for k in runs}).groupby(runs + ["background", "from", "to"], sort=False).agg(
+        asked=("asked_mbps", "median"), mbps=("mbps", "median"), model=("model_mbps", "median")).reset_index()
+    lines = [f"{'background (load beside the jobs, not judged)':60} {'from':>8} {'to':>8} "
+             f"{'asked':>8} {'measured':>8} {'model':>8}  (Mbit/s)"]
+    for r in out.to_dict("records"):
+        name = " ".join(str(r[k]) for k in runs + ["background"] if str(r[k]))
+        lines.append(f"{name[-60:]:60} {r['from']:>8} {r['to']:>8} {r['asked']:8.2f} {_num(r['mbps'], '8.2f')} "
+                     f"{_num(r['model'], '8.2f')}")
     return "\n".join(lines)
 
 
@@ -410,7 +511,7 @@ def _folder_names(folders: list[str]) -> list[str]:
     return names if len(set(names)) == len(names) else list(folders)
 
 
-def compare(folders: list[str]) -> pd.DataFrame:
+def compare(folders: list[str], specs: list[list[RunSpec]] | None = None) -> pd.DataFrame:
     """summary() of every folder in one table with a `folder` column: the
     same run and size of every folder on adjacent lines, runs in the order
     first seen, sizes ascending, folders in the order given; `busbw_vs_first`
@@ -418,9 +519,12 @@ def compare(folders: list[str]) -> pd.DataFrame:
     parts = []
     for i, (folder, name) in enumerate(zip(folders, _folder_names(folders))):
         path = os.path.join(folder, "collectives.csv")
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             raise TableError(f"{folder} has no collectives.csv")
-        s = summary(path)
+        collectives = read_table(path)
+        if specs:   # `specs[i]`: the folder's spec.json, which its table must match
+            check_runs(folder, {"collectives.csv": collectives}, specs[i])
+        s = summarise(collectives)
         s.insert(0, "folder", name)
         s["_folder"] = i
         parts.append(s)
@@ -469,13 +573,13 @@ def demo_story(out_dir: str) -> str:
     """What the demo showed, in words, from its results folder: per mapping
     the busiest link's flows and the measured busbw at the largest size."""
     s = summary(os.path.join(out_dir, "collectives.csv"))
-    loads = pd.read_csv(os.path.join(out_dir, "link_loads.csv"))
-    big = s[s.size_bytes == s.size_bytes.max()].set_index("mapping")
-    flows = loads.groupby("mapping").max_flows_per_link.max()
+    loads = read_table(os.path.join(out_dir, "link_loads.csv"))
+    big = s[s.size_bytes == s.size_bytes.max()].drop_duplicates("mapping", keep="last").set_index("mapping")
+    flows = loads.groupby("mapping").max_flows_per_link.max() if loads is not None else pd.Series(dtype=int)
     lines = ["", "# What happened"]
     for mapping in big.index:
         r = big.loc[mapping]
-        lines.append(f"#   {mapping:6}: up to {flows[mapping]} flow(s) on one link in a step; busbw "
+        lines.append(f"#   {mapping:6}: up to {flows.get(mapping, '?')} flow(s) on one link in a step; busbw "
                      f"{r.busbw_mbps:.1f} of {r.rate_mbps:g} Mbit/s (model {r.model_busbw_mbps:.1f}), "
                      f"busiest link {_num(r.max_link_util * 100, '3.0f').strip() or '?'}% used on average")
     if {"naive", "hdrm"} <= set(big.index):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import collections
 import csv
+import io
 import os
 import statistics
 
+from emulator.inputs import MAX_TABLE_BYTES, InputError, read_text, to_float, to_int
 from emulator.spec.experiment import SpecError
 from emulator.spec.sweep import factor_text
 
@@ -78,8 +80,7 @@ class SweepTable:
 def check_columns(folder: str, factors: list[str]) -> None:
     """SpecError unless the folder's sweep.csv has this sweep's columns."""
     path = os.path.join(folder, FILE)
-    with open(path, newline="") as f:
-        found = next(csv.reader(f), [])
+    found = _read(path)[0]
     if found != header(factors):
         extra = sorted(set(found) ^ set(header(factors)))
         raise SpecError(f"{path} has other columns than this sweep's (differing: {', '.join(extra) or 'their order'}): "
@@ -88,10 +89,40 @@ def check_columns(folder: str, factors: list[str]) -> None:
 
 def read_rows(folder: str) -> list[dict]:
     path = os.path.join(folder, FILE)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    return _read(path)[1]
+
+
+# cells a resumed sweep computes with: blank, or a number of this kind
+NUMBER_CELLS = {"point": to_int, "size_bytes": to_int, "model_time_s": to_float, "emulated_time_s": to_float}
+
+
+def _read(path: str) -> tuple[list[str], list[dict]]:
+    """sweep.csv's header and rows (dicts of text), every row with the
+    header's fields and the cells NUMBER_CELLS names blank or numbers;
+    SpecError names the line otherwise."""
+    try:
+        reader = csv.reader(io.StringIO(read_text(path, MAX_TABLE_BYTES), newline=""))
+        columns = next(reader, [])
+        rows = [(reader.line_num, row) for row in reader if row]
+    except InputError as e:
+        raise SpecError(str(e)) from None
+    except csv.Error as e:   # a NUL byte, an unclosed quote
+        raise SpecError(f"{path}: line {reader.line_num}: not a CSV row ({e})") from None
+    table = []
+    for line, row in rows:
+        if len(row) != len(columns):
+            raise SpecError(f"{path}: line {line}: {len(row)} fields; its header has {len(columns)}")
+        cells = dict(zip(columns, row))
+        for column, number in NUMBER_CELLS.items():
+            try:
+                if cells.get(column):
+                    number(cells[column])
+            except ValueError as e:
+                raise SpecError(f"{path}: line {line}: {column}: {e}") from None
+        table.append(cells)
+    return columns, table
 
 
 def done_keys(rows: list[dict]) -> dict[str, set[str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 from dataclasses import dataclass, field, fields
 
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from emulator.fabric.graph import Fabric
-from emulator.inputs import shorten
+from emulator.inputs import MAX_TABLE_BYTES, InputError, read_bytes, shorten
 from emulator.workloads.collectives import COLLECTIVES
 from emulator.spec.experiment import SpecError
 
@@ -49,8 +50,13 @@ TABLES = {
         {"topology": "text", "policy": "text", "job": "text", "ranks": "count", "placement": "text",
          "iteration": "int", "time_s": "number", "compute_s": "number", "comm_s": "number",
          "model_time_s": "number", "model_comm_s": "number", "alone_model_s": "number", "fidelity": "text"},
-        {"algorithm": "text", "jobs": "int", "label": "text", "repetition": "int", "alone_s": "number?",
-         "slowdown": "number?", "slowdown_basis": "text"}, needs_rows=True),
+        {"algorithm": "text", "jobs": "int", "background_flows": "int", "label": "text", "repetition": "int",
+         "alone_s": "number?", "slowdown": "number?", "slowdown_basis": "text"}, needs_rows=True),
+    "background.csv": Table(
+        {"background": "text", "from": "text", "to": "text", "asked_mbps": "number", "time_s": "number",
+         "bytes": "number", "mbps": "number?", "model_mbps": "number?"},
+        {"topology": "text", "policy": "text", "mapping": "text", "workload": "text", "label": "text",
+         "repetition": "int", "asked": "text"}),
     "steps.csv": Table(
         {"size_bytes": "int", "repetition": "int", "rank": "int", "step": "int", "phase": "text",   # 0: a workload
          "start_s": "number", "end_s": "number", "model_end_s": "number?"},
@@ -66,9 +72,12 @@ TABLES = {
     "ops.csv": Table(
         {"job": "text", "repetition": "int", "rank": "int", "kind": "text", "start_s": "number", "end_s": "number"},
         {"topology": "text", "policy": "text", "mapping": "text", "workload": "text", "label": "text"}),
+    "link_loads.csv": Table({"mapping": "text", "max_flows_per_link": "int"},   # written by the report, read by the demo
+                            {"topology": "text", "policy": "text", "algorithm": "text", "step": "int",
+                             "phase": "text", "busiest_link": "text", "links_with_2plus_flows": "int"}),
     "link_jobs.csv": Table({"link": "text", "job": "text", "bytes": "number"},
                            {"topology": "text", "policy": "text", "mapping": "text", "workload": "text",
-                            "label": "text"}),
+                            "label": "text", "kind": ("job", "background")}),
 }
 
 
@@ -80,9 +89,15 @@ def read_table(path: str) -> pd.DataFrame | None:
     """The table at `path` (TABLES by its file name), checked and typed;
     None if the file is missing, or has no rows where rows may be missing."""
     table = TABLES[os.path.basename(path)]
-    if not os.path.exists(path) or (not table.needs_rows and os.path.getsize(path) == 0):
+    if not os.path.lexists(path):
         return None
-    header, rows = _parse(path)
+    try:
+        data = read_bytes(path, MAX_TABLE_BYTES)
+    except InputError as e:
+        raise TableError(str(e)) from None
+    if not data and not table.needs_rows:
+        return None
+    header, rows = _parse(path, data)
     missing = [c for c in table.needs if c not in header]
     if missing:   # before the rows: a wrong header makes every row look wrong
         raise TableError(f"{path}: no column {', '.join(missing)} in its header (it has "
@@ -101,10 +116,8 @@ def read_table(path: str) -> pd.DataFrame | None:
     return raw.assign(**{column: _typed(raw[column], column, kind, path, lines) for column, kind in kinds.items()})
 
 
-def _parse(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+def _parse(path: str, data: bytes) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """The header and every non-blank row (with its line number), as text."""
-    with open(path, "rb") as f:
-        data = f.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -185,7 +198,7 @@ def read_workload_copies(folder: str) -> dict[str, str]:
 
 def read_fabric(path: str) -> Fabric | None:
     """fabric.json, checked as far as the drawing relies on it; None if missing."""
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return None
     doc = _json(path)
     try:
@@ -198,11 +211,12 @@ def read_fabric(path: str) -> Fabric | None:
 
 def _json(path: str):
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except OSError as e:
-        raise TableError(f"{path}: cannot read it: {e.strerror}") from None
-    except (ValueError, RecursionError) as e:   # also UnicodeDecodeError; nested too deep
+        data = read_bytes(path)
+    except InputError as e:
+        raise TableError(str(e)) from None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as e:   # also an integer of more than 4300 digits; nested too deep
         raise TableError(f"{path}: not JSON: {shorten(str(e), 200)}") from None
 
 
@@ -218,6 +232,9 @@ def _check_fabric(fabric: Fabric) -> None:
             value = getattr(item, f.name)
             if isinstance(value, bool) or not isinstance(value, _TYPES[f.type]):
                 raise TypeError(f"{type(item).__name__} {f.name} = {shorten(repr(value), 60)}")
+            if f.type != "str" and not 0 <= value < math.inf:   # JSON's NaN and Infinity, and 1e999, too
+                raise ValueError(f"{type(item).__name__} {f.name} = {shorten(repr(value), 60)}: not a finite "
+                                 "number >= 0")
     names = [s.name for s in fabric.switches] + [h.name for h in fabric.hosts]
     if len(set(names)) != len(names) or not fabric.hosts:
         raise ValueError("node names repeat, or there are no hosts")

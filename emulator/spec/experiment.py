@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from emulator.routes.routing import POLICIES
 from emulator.fabric.captured import captured_links
 from emulator.fabric.graph import Fabric
-from emulator.inputs import as_name, is_name, shorten, to_float, to_int
+from emulator.inputs import InputError, as_name, is_name, read_text, shorten, to_float, to_int
 from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks
 from emulator.inputs import parse_size, size_sweep
 from emulator.fabric.queues import DISCIPLINES, FIFO
 from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.collectives import COLLECTIVES
+from emulator.workloads.job import CONGESTION_CONTROL
 from emulator.workloads.schedule import algorithm_need
 from emulator.fabric.topology import LinkProfile, build
 
@@ -183,7 +184,6 @@ class RunSpec:
 FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
 OFFLOADS = ("off", "tso")
 PLACEMENTS = ("switch-bin", "traffic")   # how a fabric is spread over servers (emulator.plan.servers)
-CONGESTION_CONTROL = re.compile(r"^[a-z][a-z0-9_]{0,15}$")   # as the kernel names them (16 bytes)
 SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")   # segmentation offload on the emulated hosts' interfaces (emulator.net.dataplane)
 _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
             "policy": POLICIES, "datapath": ("auto", "kernel", "user"),
@@ -276,11 +276,15 @@ def parse_link_event(value) -> LinkEvent:
     """'2.5:bgs1-bgs5:down' (or a LinkEvent, or its dict from spec.json)."""
     if isinstance(value, LinkEvent):
         return value
-    if isinstance(value, dict):
+    if isinstance(value, dict):   # spec.json's record: exactly these keys, each of its type
+        fields = ("time_s", "a", "b", "action")
         try:
-            return LinkEvent(float(value["time_s"]), str(value["a"]), str(value["b"]), str(value["action"]))
-        except (KeyError, TypeError, ValueError):
-            raise SpecError(f"link_events: {value!r} is not an event ({LINK_EVENT_FORM})") from None
+            if set(value) != set(fields) or not all(isinstance(value[k], str) for k in fields[1:]):
+                raise ValueError
+            return LinkEvent(to_float(value["time_s"]), value["a"], value["b"], value["action"])
+        except ValueError:
+            raise SpecError(f"link_events: {shorten(repr(value))} is not an event record ({', '.join(fields)}: "
+                            f"a number of seconds and three names) nor {LINK_EVENT_FORM}") from None
     bad = SpecError(f"link_events: {shorten(repr(value))} is not {LINK_EVENT_FORM}")
     if not isinstance(value, str) or value.count(":") != 2:
         raise bad
@@ -527,6 +531,10 @@ def load_workload(path: str, fabric: Fabric | None = None, spec: RunSpec | None 
         workload = _read_workload(path)
         if fabric is not None:
             spec = spec or RunSpec()
+            stray = sorted({host for host, _ in workload.speeds} - {h.name for h in fabric.hosts})
+            if stray:
+                raise WorkloadError(f"{path}: [hosts] {stray[0]}: {fabric.topology} has no such host (its hosts: "
+                                    f"{fabric.hosts[0].name} to {fabric.hosts[-1].name})")
             compile_workload(workload, fabric, spec.mapping, spec.algorithm, spec.ranks,
                              block_s=lambda *collective: 0.0)   # checked, not built
     except WorkloadError as e:
@@ -615,17 +623,15 @@ def read_toml(path: str, what: str) -> dict:
     """A TOML file's document; SpecError names the file, and the line of a
     syntax error or of a byte that is not UTF-8."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise SpecError(f"cannot read {what} {path}: {e.strerror}") from None
+        text = read_text(path)
+    except InputError as e:
+        raise SpecError(f"{what}: {e}") from None
     try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise SpecError(f"{path}: line {line}: not UTF-8 text (byte {data[e.start]:#04x}); save it as UTF-8") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: not valid TOML: {e}") from None
+    except ValueError:   # tomllib converts every integer with int(): Python's limit of 4300 digits
+        raise SpecError(f"{path}: not valid TOML here: an integer of more than 4300 digits") from None
     except RecursionError:
         raise SpecError(f"{path}: not valid TOML: arrays or tables nested too deep") from None
 

@@ -45,7 +45,7 @@ def emulate_point(point, spec: RunSpec, folder: str, stamp: dict) -> list[dict]:
     experiment = os.path.join(where, "point.toml")
     with open(experiment, "w") as f:
         f.write(experiment_toml(spec, f"point-{point.key}"))
-    lock = processes.RunLock()
+    lock = processes.RunLock(out)
     try:
         lock.__enter__()
     except processes.MachineBusy:

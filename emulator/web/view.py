@@ -10,6 +10,7 @@ import os
 import pandas as pd
 
 from emulator.fabric.graph import Fabric
+from emulator.inputs import read_bytes
 from emulator.results.linkstats import link_label
 from emulator.results.metrics import busbw_mbps
 from emulator.results.plots import layout
@@ -179,8 +180,7 @@ def folder_messages(folder: str) -> list[dict]:
 
 def _spec_name(folder: str) -> str:
     """The experiment's name in spec.json ('demo' for the demo's folder)."""
-    with open(os.path.join(folder, "spec.json")) as f:
-        doc = json.load(f)
+    doc = json.loads(read_bytes(os.path.join(folder, "spec.json")))   # read_runs has checked it is JSON
     return str(doc.get("name", "")) if isinstance(doc, dict) else ""
 
 

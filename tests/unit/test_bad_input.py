@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,9 @@ from emulator import cli, pipeline
 from emulator.net import capabilities
 from emulator.net.processes import LOCK_FILE, STATE_DIR
 
+EMULATE, WEB_VIEW = pipeline.emulate, pipeline.web_view   # the real ones, before the guard below replaces them
 GOOD_TOML = '[defaults]\ntopology = "bigraph:m=2,n=4"\n'
+FIFO, FOLDER, DEVICE = "a named pipe", "a folder", "a character device"   # a file made one of these (make())
 
 # (case, argv after `run`, words stderr must hold: the field first)
 # {dir} is a fresh folder, {old} one holding earlier results.
@@ -153,7 +156,25 @@ CASES = [
     ("output folder blank name", ["--out", "   "], ["--out", "empty"]),
     ("workload file missing", ["--workload", "{dir}/nowhere.toml"], ["--workload (workload)", "nowhere.toml", "cannot read"]),
     ("imported workload missing", ["--workload", "simai:{dir}/nowhere.txt"], ["workload", "nowhere.txt"]),
+    ("imported trace folder missing", ["--workload", "chakra:{dir}/nowhere"], ["workload", "nowhere", "cannot read"]),
     ("a run of two weeks without --yes", ["-n", "1000", "-b", "4G"], ["the model predicts", "--yes", "336 h"]),
+    # given but empty: a mistake, never "not given"
+    ("-b empty", ["-b", ""], ["-b/--minbytes", "empty"]),
+    ("-e empty", ["-e", ""], ["-e/--maxbytes", "empty"]),
+    ("-f empty", ["-b", "1M", "-f", ""], ["-f/--stepfactor", "empty"]),
+    ("experiment file empty name", ["--experiment", ""], ["--experiment", "empty"]),
+    ("workload file empty name", ["--workload", ""], ["--workload", "empty"]),
+    ("link event empty", ["--link-event", ""], ["--link-event", "empty"]),
+    # input files that are no regular files: refused before they are opened (a pipe would wait for ever)
+    ("experiment file a named pipe", ["--experiment", "{pipe}"], ["experiment file", "pipe", "a named pipe"]),
+    ("workload file a named pipe", ["--workload", "{pipe}"], ["--workload (workload)", "pipe", "a named pipe"]),
+    ("imported workload a named pipe", ["--workload", "simai:{pipe}"], ["workload", "simai:", "a named pipe"]),
+    ("workload file a device", ["--workload", "/dev/zero"], ["workload", "/dev/zero", "a character device"]),
+    ("experiment file a folder", ["--experiment", "{dir}"], ["experiment file", "a folder"]),
+    # output folders the file system cannot make
+    ("output folder below a file", ["--out", "{dir}/unknown.toml/out"], ["--out", "unknown.toml is a file"]),
+    ("output folder name of 300 characters", ["--out", "{dir}/" + "a" * 300], ["--out", "too long", "255"]),
+    ("output folder path too long", ["--out", "{dir}/" + "/".join(["d" * 200] * 30)], ["--out", "too long a path"]),
 ]
 
 TOML_FILES = {
@@ -209,15 +230,38 @@ def machine_state() -> dict:
 
 # --- fixtures ----------------------------------------------------------------------------------
 
+HANG_S = 120   # no case takes this long; one that does is a hang (a named pipe opened, a template expanded)
+
+
+class Hang(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def no_hang():
+    """Every test fails, instead of hanging, after HANG_S: the alarm's
+    exception also breaks a blocking open() of a named pipe."""
+    def hang(*_):
+        raise Hang(f"still running after {HANG_S} s")
+    old = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(HANG_S)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
 @pytest.fixture(autouse=True)
 def guarded(monkeypatch):
     """Nothing can be built even if a case were accepted; netem is missing;
     pytest gets its SIGTERM handler back."""
     def refuse(*_a, **_k):
         raise AssertionError("bad input reached the network")
-    for name in ("emulate", "interactive"):
+    for name in ("emulate", "interactive", "web_view"):   # web_view: report --web would serve until Ctrl-C
         monkeypatch.setattr(pipeline, name, refuse)
     monkeypatch.setattr(cli, "cmd_clean", refuse)
+    from emulator import calibration, execute
+    monkeypatch.setattr(calibration, "calibrate", refuse)
+    monkeypatch.setattr(execute, "execute", refuse)
     monkeypatch.setattr(capabilities, "netem_available", lambda: False)
     from emulator.net import dataplane   # the datapath check: no modprobe, no ovs-vsctl
     monkeypatch.setattr(dataplane, "_module_loaded", lambda name: False)
@@ -235,7 +279,8 @@ def folders(tmp_path):
     old = tmp_path / "old"
     old.mkdir()
     (old / "collectives.csv").write_text("topology,time_s\nbigraph:m=2,n=4,0.5\n")
-    return {"dir": str(tmp_path), "old": str(old), "out": str(tmp_path / "out")}
+    os.mkfifo(tmp_path / "pipe")   # no writer ever opens it: a reader that opened it would wait for ever
+    return {"dir": str(tmp_path), "old": str(old), "out": str(tmp_path / "out"), "pipe": str(tmp_path / "pipe")}
 
 
 def expand(argv: list[str], folders: dict) -> list[str]:
@@ -275,9 +320,11 @@ def test_table_is_large_enough():
     assert len({case for case, _, _ in CASES}) == len(CASES)
 
 
-def test_the_corpus_holds_at_least_150_bad_inputs():
-    everything = CASES + TOML_CASES + WORKLOAD_CASES + CALIBRATION_CASES + REPORT_CASES + OTHER_COMMAND_CASES
-    assert len(everything) >= 150, len(everything)
+def test_the_corpus_holds_at_least_350_bad_inputs():
+    everything = (CASES + TOML_CASES + WORKLOAD_CASES + SIMAI_CASES + CALIBRATION_CASES + REPORT_CASES
+                  + PROGRAM_REPORT_CASES + OTHER_COMMAND_CASES)
+    assert len(everything) >= 350, len(everything)
+    assert len({case[0] for case in everything}) == len(everything), "two cases of one name"
 
 
 @pytest.mark.parametrize("case, argv, words", CASES, ids=[c[0] for c in CASES])
@@ -399,6 +446,20 @@ TOML_CASES = [
     ("experiment stride with an algorithm", '[defaults]\ncollective = "stride"\nalgorithm = "halving-doubling"\n',
      ["run 1", "algorithm", "stride"]),
     ("experiment second run bad", "[[runs]]\nmtu = 1500\n[[runs]]\nmtu = \"1_500\"\n", ["run 2", "mtu", "1_500"]),
+    # numbers at the limits
+    ("experiment integer of 5000 digits", "[defaults]\nrepetitions = " + "9" * 5000 + "\n", ["case.toml", "4300 digits"]),
+    ("experiment repetitions of 30 digits", "[defaults]\nrepetitions = " + "9" * 30 + "\n", ["repetitions", "1000"]),
+    ("experiment rate 1e308", "[defaults]\nhost_rate_mbps = 1e308\n", ["host_rate_mbps", "100000"]),
+    ("experiment rate 1e-308", "[defaults]\nhost_rate_mbps = 1e-308\n", ["host_rate_mbps", "between 1"]),
+    ("experiment size of 41 digits", '[defaults]\nsizes = ["' + "1" * 41 + '"]\n', ["sizes", "40 digits"]),
+    ("experiment size Arabic-Indic", '[defaults]\nsizes = ["\u0661M"]\n', ["sizes", "whole byte count"]),
+    ("experiment mtu superscript", '[defaults]\nmtu = "\u00b9\u00b2"\n', ["mtu", "expected int"]),
+    ("experiment link event record with an unknown key",
+     '[defaults]\nlink_events = [{time_s = 1, a = "bgs0", b = "bgs2", action = "down", colour = "red"}]\n',
+     ["link_events", "colour", "not an event record"]),
+    ("experiment link event record time as Arabic-Indic text",
+     '[defaults]\nlink_events = [{time_s = "\u0661", a = "bgs0", b = "bgs2", action = "down"}]\n',
+     ["link_events", "not an event record"]),
 ]
 
 WORKLOAD_CASES = [
@@ -422,6 +483,65 @@ WORKLOAD_CASES = [
     ("workload template unknown", '[[job]]\ntemplate = "nosuch"\n', ["template", "nosuch"]),
     ("workload two jobs one name", '[[job]]\nname = "a"\nops = [{op = "compute", ms = 1}]\n' * 2, ["'a'", "twice"]),
     ("workload unknown top key", 'jobs = 1\n[[job]]\nops = [{op = "compute", ms = 1}]\n', ["unknown key", "jobs"]),
+    # numbers at the limits, and templates that would expand past what fits in memory and time
+    ("workload integer of 5000 digits", '[[job]]\nranks = ' + "9" * 5000 + '\nops = [{op = "compute", ms = 1}]\n',
+     ["workload", "4300 digits"]),
+    ("workload collective of 10^400 bytes", '[[job]]\nops = [{op = "allreduce", bytes = "1' + "0" * 400 + '"}]\n',
+     ["op 1", "bytes", "40 digits", "64 PiB"]),
+    ("workload collective of 10^400 bytes as a TOML integer",
+     '[[job]]\nops = [{op = "allreduce", bytes = 1' + "0" * 400 + '}]\n', ["op 1", "bytes", "64 PiB"]),
+    ("workload collective above 64 PiB", '[[job]]\nops = [{op = "allreduce", bytes = %d}]\n' % ((1 << 56) + 1),
+     ["bytes", str((1 << 56) + 1), "above 72057594037927936 bytes (64 PiB)"]),
+    ("workload compute of 1e308 ms", '[[job]]\nops = [{op = "compute", ms = 1e308}]\n', ["compute ms", "1e+07"]),
+    ("workload send to peer 10^1000", '[[job]]\nranks = 4\npp = 4\nops = [{op = "send", bytes = "1M", to = 1'
+     + "0" * 1000 + '}]\n', ["send peer", "group index"]),
+    ("workload speed of a host the fabric lacks", '[hosts]\nbgh99 = 0.5\n[[job]]\nops = [{op = "compute", ms = 1}]\n',
+     ["[hosts] bgh99", "no such host", "bgh0 to bgh7"]),
+    ("workload duration of 10^11 iterations", '[[job]]\nduration_ms = 1e8\nops = [{op = "compute", ms = 0.001}]\n',
+     ["job 'job1'", "duration_ms", "at most 10000"]),
+    ("data-parallel bucket_mb = 0", '[[job]]\ntemplate = "data-parallel"\nparams = {bucket_mb = 0}\n',
+     ["template data-parallel", "bucket_mb", "from 0.001"]),
+    ("data-parallel params_m = 1e308", '[[job]]\ntemplate = "data-parallel"\nparams = {params_m = 1e308}\n',
+     ["template data-parallel", "params_m", "1e+07"]),
+    ("data-parallel buckets past the op limit", '[[job]]\ntemplate = "data-parallel"\nparams = {bucket_mb = 0.01}\n',
+     ["template data-parallel", "bucket_mb = 0.01", "ops per rank and iteration", "at most 10,000"]),
+    ("moe skew 1e308", '[[job]]\ntemplate = "moe"\nparams = {skew = 1e308}\n', ["template moe", "skew", "100"]),
+    ("moe 10^8 layers", '[[job]]\ntemplate = "moe"\nparams = {layers = 100000000}\n',
+     ["template moe", "layers", "10000"]),
+    ("moe layers times iterations past the limit", '[[job]]\niterations = 1000\ntemplate = "moe"\n'
+     'params = {layers = 2000}\n', ["template moe", "8,000,000 ops per rank", "at most 1,000,000"]),
+    ("pipeline 10^7 microbatches", '[[job]]\nranks = 4\npp = 2\ntemplate = "pipeline"\n'
+     'params = {microbatches = 10000000}\n', ["template pipeline", "microbatches", "10000"]),
+    ("pipeline microbatches past the op limit", '[[job]]\nranks = 4\npp = 2\ntemplate = "pipeline"\n'
+     'params = {microbatches = 2000}\n', ["template pipeline", "16,002 ops", "at most 10,000"]),
+    ("hybrid tp_mb infinite", '[[job]]\nranks = 4\npp = 2\ntemplate = "hybrid"\nparams = {tp_mb = inf}\n',
+     ["template hybrid", "tp_mb", "inf"]),
+]
+
+SIMAI_HEADER = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 8 ga: 1 all_gpus: 8\n"
+SIMAI_LAYER = "l0 -1 100 ALLREDUCE 1048576 100 ALLREDUCE 1048576 100 ALLREDUCE 1048576 100\n"
+
+# SimAI files (--workload simai:FILE), each a change of a good one
+SIMAI_CASES = [
+    ("simai byte count of 400 digits", SIMAI_HEADER + "1\n" + SIMAI_LAYER.replace("1048576", "1" + "0" * 399, 1),
+     ["simai:", "line 3", "forward bytes", "40 digits"]),
+    ("simai byte count above 64 PiB", SIMAI_HEADER + "1\n" + SIMAI_LAYER.replace("1048576", "9" * 20, 1),
+     ["line 3", "forward bytes", "from 0 to 72057594037927936"]),
+    ("simai bytes in superscript digits", SIMAI_HEADER + "1\n" + SIMAI_LAYER.replace("1048576", "\u00b9\u00b2", 1),
+     ["line 3", "forward bytes", "ASCII digits"]),
+    ("simai layer count in superscript digits", SIMAI_HEADER + "\u00b9\n" + SIMAI_LAYER,
+     ["line 2", "layer count", "ASCII digits"]),
+    ("simai bytes in Arabic-Indic digits", SIMAI_HEADER + "1\n" + SIMAI_LAYER.replace("1048576", "\u0661\u0662", 1),
+     ["line 3", "forward bytes", "ASCII digits"]),
+    ("simai bytes in full-width digits", SIMAI_HEADER + "1\n" + SIMAI_LAYER.replace("1048576", "\uff11\uff12", 1),
+     ["line 3", "forward bytes", "ASCII digits"]),
+    ("simai all_gpus in full-width digits", SIMAI_HEADER.replace("all_gpus: 8", "all_gpus: \uff18") + "1\n" + SIMAI_LAYER,
+     ["line 1", "all_gpus:", "ASCII digits"]),
+    ("simai group of 10^30", SIMAI_HEADER.replace("group: 2", "group: 1" + "0" * 30) + "1\n" + SIMAI_LAYER,
+     ["line 1", "model_parallel_NPU_group:", "1048576"]),
+    ("simai compute time past three hours", SIMAI_HEADER + "1\n" + SIMAI_LAYER.replace(" 100 ", " 99999999999999 ", 1),
+     ["simai:", "compute time", "at most 1e+07 ms"]),
+    ("simai not UTF-8", (SIMAI_HEADER + "1\n").encode() + b"l\xff -1\n", ["simai:", "line 3", "not UTF-8"]),
 ]
 
 CAL_POINT = {"datapath": "user", "mtu": 9000, "offload": "off", "raw_mbps": 5000.0, "faithful_mbps": 4000.0,
@@ -446,6 +566,14 @@ CALIBRATION_CASES = [
     ("calibration mtu text", calibration_doc(mtu="9000"), ["mtu", "whole number"]),
     ("calibration unknown field", calibration_doc(colour="red"), ["case.json", "colour"]),
     ("calibration faithful infinite", calibration_doc(faithful_mbps=1e999), ["faithful_mbps", "finite"]),
+    ("calibration negative mtu", calibration_doc(mtu=-1500), ["case.json", "mtu", "576 and 9000"]),
+    ("calibration datapath unknown", calibration_doc(datapath="fast"), ["case.json", "datapath", "'fast'"]),
+    ("calibration offload unknown", calibration_doc(offload="gso"), ["case.json", "offload", "'gso'"]),
+    ("calibration a named pipe", FIFO, ["case.json", "a named pipe", "unreadable"]),
+    ("calibration a folder", FOLDER, ["case.json", "a folder", "unreadable"]),
+    ("calibration a device", DEVICE, ["case.json", "a character device", "unreadable"]),
+    ("calibration integer of 5000 digits", calibration_doc(mtu=0).replace('"mtu": 0', '"mtu": ' + "9" * 5000),
+     ["case.json", "unreadable"]),
 ]
 
 OTHER_COMMAND_CASES = [
@@ -463,6 +591,24 @@ OTHER_COMMAND_CASES = [
     ("compare stride with an algorithm", ["compare", "-c", "stride", "--vary", "algorithm=ring,halving-doubling"],
      ["--vary algorithm=halving-doubling", "stride"]),
     ("cli empty output folder", ["cli", "--out", ""], ["--out", "empty"]),
+    ("model output folder empty", ["model", "--out", ""], ["--out", "empty"]),
+    ("model output folder is a file", ["model", "--out", "{dir}/unknown.toml"], ["--out", "is a file"]),
+    ("model output folder below a file", ["model", "--out", "{dir}/unknown.toml/x"], ["--out", "unknown.toml is a file"]),
+    ("model output folder name of 300 characters", ["model", "--out", "{dir}/" + "b" * 300], ["--out", "too long"]),
+    ("model jitter Arabic-Indic", ["model", "--jitter", "\u0660.\u0661"], ["--jitter", "not a number"]),
+    ("model jitter full-width", ["model", "--jitter", "\uff11"], ["--jitter", "not a number"]),
+    ("model jitter underscore", ["model", "--jitter", "0_1"], ["--jitter", "not a number"]),
+    ("model experiment a named pipe", ["model", "--experiment", "{pipe}"], ["pipe", "a named pipe"]),
+    ("calibrate steps Arabic-Indic", ["calibrate", "--steps", "\u0663"], ["--steps", "ASCII digits"]),
+    ("calibrate file a folder", ["calibrate", "--file", "{dir}"], ["--file", "a folder"]),
+    ("calibrate file below a file", ["calibrate", "--file", "{dir}/unknown.toml/c.json"], ["--file", "unknown.toml"]),
+    ("calibrate file unreadable", ["calibrate", "--file", "{dir}/broken.toml"], ["broken.toml", "unreadable"]),
+    ("sweep workers Arabic-Indic", ["sweep", "{dir}/unknown.toml", "--workers", "\u0662"], ["--workers", "ASCII"]),
+    ("sweep workers 0", ["sweep", "{dir}/unknown.toml", "--workers", "0"], ["--workers", "from 1 to 4096"]),
+    ("sweep confirm full-width", ["sweep", "{dir}/unknown.toml", "--confirm", "\uff13"], ["--confirm", "ASCII"]),
+    ("sweep file a named pipe", ["sweep", "{pipe}"], ["sweep file", "a named pipe"]),
+    ("plan servers Arabic-Indic", ["plan", "--servers", "\u0663"], ["servers", "'\u0663'"]),
+    ("report plot empty name", ["report", "{old}", "{old}", "--plot", ""], ["--plot", "empty"]),
 ]
 
 
@@ -485,10 +631,26 @@ def test_bad_workload_files(capsys, folders, case, content, words):
     assert_refused(capsys, ["run", "--workload", path], words, folders)
 
 
+@pytest.mark.parametrize("case, content, words", SIMAI_CASES, ids=[c[0] for c in SIMAI_CASES])
+def test_bad_simai_files(capsys, folders, case, content, words):
+    path = write_case(folders["dir"], "case.txt", content)
+    assert_refused(capsys, ["run", "--workload", "simai:" + path], words, folders)
+
+
+def test_the_good_simai_file_of_those_cases_is_accepted(folders):
+    from emulator.spec.experiment import make_run
+    path = write_case(folders["dir"], "case.txt", SIMAI_HEADER + "1\n" + SIMAI_LAYER)
+    assert make_run({"workload": "simai:" + path}).workload.endswith("case.txt")
+
+
 @pytest.mark.parametrize("case, content, words", CALIBRATION_CASES, ids=[c[0] for c in CALIBRATION_CASES])
 def test_bad_calibration_files(capsys, monkeypatch, folders, case, content, words):
     from emulator.plan import capacity
-    path = write_case(folders["dir"], "case.json", content)
+    if content in (FIFO, FOLDER, DEVICE):
+        path = os.path.join(folders["dir"], "case.json")
+        make(pathlib.Path(path), content)
+    else:
+        path = write_case(folders["dir"], "case.json", content)
     monkeypatch.setenv(capacity.ENV_FILE, path)
     assert_refused(capsys, ["run", "-t", "bigraph:m=1,n=2"], words, folders)
 
@@ -496,7 +658,7 @@ def test_bad_calibration_files(capsys, monkeypatch, folders, case, content, word
 @pytest.mark.parametrize("case, argv, words", OTHER_COMMAND_CASES, ids=[c[0] for c in OTHER_COMMAND_CASES])
 def test_other_commands_refuse_bad_input(capsys, monkeypatch, folders, case, argv, words):
     monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)   # calibrate: the input is checked before root
-    assert_refused(capsys, argv, words, folders)
+    assert_refused(capsys, expand(argv, folders), words, folders)
     assert "needs root" not in capsys.readouterr().err
 
 
@@ -509,8 +671,9 @@ def good_folder(folder: str) -> None:
     from emulator.plan.run_plan import plan_run
     from emulator.results.calls import CallRecord, write_call
     from emulator.spec.experiment import make_run
-    plans = [plan_run(make_run({"topology": "bigraph:m=1,n=4", "algorithm": a, "sizes": "8K:16K:2",
-                                "repetitions": 1, "warmup": 1})) for a in ("ring", "halving-doubling")]
+    plans = [dataclasses.replace(plan_run(make_run({"topology": "bigraph:m=1,n=4", "algorithm": a, "sizes": "8K:16K:2",
+                                                    "repetitions": 1, "warmup": 1})), run=i)
+             for i, a in enumerate(("ring", "halving-doubling"))]
     os.makedirs(folder)
     with open(os.path.join(folder, "spec.json"), "w") as f:
         json.dump({"name": "t", "runs": [dataclasses.asdict(p.spec) for p in plans]}, f)
@@ -583,6 +746,28 @@ def jobs_only(**cells):
 
 
 RANDOM = bytes((i * 7919 + 13) % 256 for i in range(3000))   # the same 'random' bytes every time
+
+
+def spec_changed(**top):
+    """spec.json with top-level keys set (None: each run's keys set by `runs`)."""
+    runs = top.pop("runs", {})
+
+    def change(data: bytes) -> bytes:
+        doc = json.loads(data)
+        doc.update(top)
+        for key, values in runs.items():
+            doc["runs"] = [{**run, key: value} for run, value in zip(doc["runs"], values)] if key != "*" else \
+                doc["runs"][:values]
+        return json.dumps(doc).encode()
+    return "spec.json", change
+
+
+def fabric_changed(link: dict):
+    def change(data: bytes) -> bytes:
+        doc = json.loads(data)
+        doc["links"][0].update(link)
+        return json.dumps(doc).encode()   # NaN and Infinity as JSON's extension writes them
+    return FABRIC, change
 FABRIC = "fabric.json"
 TWO_SWITCHES = {"topology": "t", "switches": [{"name": "s", "dpid": 1, "tier": "leaf", "index": 0}],
                 "hosts": [{"name": "h", "index": 0, "ip": "1", "mac": "m", "switch": "s", "port": 1}]}
@@ -674,8 +859,64 @@ REPORT_CASES = [
     ("second folder damaged", [], ["other", "collectives.csv", "no rows"], ["{folder}", "{other}"]),
     ("folder missing", [], ["nowhere", "no such results folder"], ["{dir}/nowhere"]),
     ("folder is a file", [], ["case.toml", "no such results folder"], ["{dir}/case.toml"]),
+    # files that are no regular files: refused before they are opened
+    ("collectives a named pipe", [("collectives.csv", FIFO)], ["collectives.csv", "a named pipe"]),
+    ("collectives a folder", [("collectives.csv", FOLDER)], ["collectives.csv", "a folder, not a file"]),
+    ("links a named pipe", [("links.csv", FIFO)], ["links.csv", "a named pipe"]),
+    ("links a folder", [("links.csv", FOLDER)], ["links.csv", "a folder"]),
+    ("steps a device", [("steps.csv", DEVICE)], ["steps.csv", "a character device"]),
+    ("spec a named pipe", [("spec.json", FIFO)], ["spec.json", "a named pipe"]),
+    ("fabric a named pipe", [(FABRIC, FIFO)], ["fabric.json", "a named pipe"]),
+    ("fabric a device", [(FABRIC, DEVICE)], ["fabric.json", "a character device"]),
+    # what the report would write is in the way
+    ("a plot's name taken by a folder", [("heatmap.png", FOLDER)], ["heatmap.png", "no file"]),
+    ("the summary's name taken by a named pipe", [("summary.txt", FIFO)], ["summary.txt", "no file"]),
+    ("plot onto a folder", [("cmp.png", FOLDER)], ["--plot", "cmp.png", "a folder"],
+     ["{folder}", "{other}", "--plot", "{folder}/cmp.png"]),
+    # tables that contradict spec.json
+    ("tables of another fabric", [spec_changed(runs={"topology": ["bigraph:m=2,n=4"] * 2})],
+     ["collectives.csv", "topology 'bigraph:m=1,n=4'", "run 0 of spec.json has 'bigraph:m=2,n=4'"]),
+    ("tables of more runs than spec.json", [spec_changed(runs={"*": 1})],
+     ["collectives.csv", "run 1", "spec.json has 1 run(s)"]),
+    ("tables of other sizes", [spec_changed(runs={"sizes": [["1M"], ["1M"]]})],
+     ["collectives.csv", "size_bytes 8192", "sizes 1048576"]),
+    ("tables of another algorithm", [spec_changed(runs={"algorithm": ["ring", "ring"]})],
+     ["collectives.csv", "algorithm 'halving-doubling'", "run 1"]),
+    ("links of a run spec.json lacks", [edit_cell("links.csv", "run", "7")], ["links.csv", "run 7"]),
+    ("steps of another mapping", [edit_cell("steps.csv", "mapping", "hdrm")], ["steps.csv", "mapping 'hdrm'"]),
+    ("spec link event record with an unknown key",
+     [spec_changed(runs={"link_events": [[{"time_s": 1, "a": "bgs0", "b": "bgs1", "action": "down", "x": 1}]] * 2})],
+     ["spec.json: run 1", "link_events", "not an event record"]),
+    ("fabric rate NaN", [fabric_changed({"rate_mbps": float("nan")})], ["fabric.json", "rate_mbps = nan", "finite"]),
+    ("fabric rate Infinity", [fabric_changed({"rate_mbps": float("inf")})], ["fabric.json", "rate_mbps = inf"]),
+    ("fabric port negative", [fabric_changed({"a_port": -1})], ["fabric.json", "a_port = -1"]),
+    ("fabric dpid of 5000 digits", [(FABRIC, lambda data: data.replace(b'"dpid": 1', b'"dpid": ' + b"9" * 5000, 1))],
+     ["fabric.json", "not JSON"]),
+    # report --web of the demo's folder reads link_loads.csv (the web page is never served here)
+    ("second folder of another fabric than its spec.json", [], ["other", "collectives.csv", "spec.json has"],
+     ["{folder}", "{other}"]),
+    ("web: demo link loads without their columns", [spec_changed(name="demo"), ("link_loads.csv", b"a,b\n1,2\n")],
+     ["link_loads.csv", "no column mapping, max_flows_per_link"], ["--web", "{folder}"]),
+    ("web: demo link loads of text", [spec_changed(name="demo"),
+                                      ("link_loads.csv", b"mapping,max_flows_per_link\nnaive,many\n")],
+     ["link_loads.csv", "line 2", "max_flows_per_link"], ["--web", "{folder}"]),
+    ("web: link loads a named pipe", [spec_changed(name="demo"), ("link_loads.csv", FIFO)],
+     ["link_loads.csv", "a named pipe"], ["--web", "{folder}"]),
 ]
 REPORT_CASES = [case if len(case) == 4 else (*case, ["{folder}"]) for case in REPORT_CASES]
+
+# what `exec` leaves: the program's ranks, links, fabric and summary, no collectives
+AS_PROGRAM = [("collectives.csv", None), ("steps.csv", None), ("machine.csv", None),
+              ("ranks.csv", b"run,rank,host,exit_code\n0,0,bgh0,0\n")]
+# (case, changes of such a folder, words)
+PROGRAM_REPORT_CASES = [
+    ("program summary missing", [("summary.txt", None)], ["summary.txt", "No such file"]),
+    ("program summary not UTF-8", [("summary.txt", b"\xff\xfe")], ["summary.txt", "not UTF-8"]),
+    ("program summary a named pipe", [("summary.txt", FIFO)], ["summary.txt", "a named pipe"]),
+    ("program links damaged", [edit_cell("links.csv", "util", "high")], ["links.csv", "util", "'high'"]),
+    ("program fabric a folder", [(FABRIC, FOLDER)], ["fabric.json", "a folder"]),
+    ("program plot's name taken by a folder", [("fabric.png", FOLDER)], ["fabric.png", "no file"]),
+]
 
 
 @pytest.fixture(scope="module")
@@ -686,13 +927,43 @@ def results_folder(tmp_path_factory):
 
 
 def snapshot(folder: str) -> dict:
-    """Every file under `folder` with its bytes: what `report` must leave as it was."""
+    """Every file under `folder` with its bytes (what is not a regular file,
+    as what it is, never opened): what `report` must leave as it was."""
     files = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            with open(os.path.join(root, name), "rb") as f:
-                files[os.path.relpath(os.path.join(root, name), folder)] = f.read()
+    for root, dirs, names in os.walk(folder):
+        for name in dirs + names:
+            path = os.path.join(root, name)
+            if os.path.isfile(path):
+                with open(path, "rb") as f:
+                    files[os.path.relpath(path, folder)] = f.read()
+            else:
+                files[os.path.relpath(path, folder)] = os.stat(path).st_mode
     return files
+
+
+
+def make(path, kind: str) -> None:
+    if os.path.lexists(path):
+        path.unlink()
+    if kind == FIFO:
+        os.mkfifo(path)
+    elif kind == FOLDER:
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")
+
+
+def apply_changes(folder, changes) -> None:
+    """Each change: deleted (None), replaced by bytes or by a function of the
+    old bytes, or made a named pipe, a folder or a device."""
+    for name, change in changes:
+        path = folder / name
+        if change is None:
+            path.unlink()
+        elif isinstance(change, str):
+            make(path, change)
+        else:
+            path.write_bytes(change(path.read_bytes() if path.exists() else b"") if callable(change) else change)
 
 
 def test_the_good_results_folder_reports(capsys, tmp_path, results_folder):
@@ -730,16 +1001,13 @@ def test_report_refuses_a_damaged_folder_and_changes_nothing(capsys, tmp_path, r
     shutil.copytree(results_folder, folder)
     shutil.copytree(results_folder, other)
     write_case(str(tmp_path), "case.toml", "")
-    for name, change in changes:
-        path = folder / name
-        if change is None:
-            path.unlink()
-        else:
-            path.write_bytes(change(path.read_bytes() if path.exists() else b"") if callable(change) else change)
+    (folder / "summary.txt").write_text("an earlier summary\n")   # report must not overwrite it
+    apply_changes(folder, changes)
     if case == "second folder damaged":
         (other / "collectives.csv").write_bytes(header_only("")[1]((other / "collectives.csv").read_bytes()))
-    summary = folder / "summary.txt"
-    summary.write_text("an earlier summary\n")   # report must not overwrite it
+    if case == "second folder of another fabric than its spec.json":
+        name, change = spec_changed(runs={"topology": ["bigraph:m=2,n=4"] * 2})
+        (other / name).write_bytes(change((other / name).read_bytes()))
     before, before_other = snapshot(str(folder)), snapshot(str(other))
     rc = cli.main(["report", *(a.format(folder=folder, dir=tmp_path, other=other) for a in argv)])
     err = capsys.readouterr().err
@@ -749,3 +1017,58 @@ def test_report_refuses_a_damaged_folder_and_changes_nothing(capsys, tmp_path, r
         assert word in err, f"{word!r} not in {err!r}"
     assert snapshot(str(folder)) == before and snapshot(str(other)) == before_other, "report changed a file"
     assert sorted(os.listdir(tmp_path)) == ["case.toml", "other", "res"], "report created a file"
+
+
+def test_a_program_folder_reports(capsys, tmp_path, results_folder):
+    """The control of the cases below: `exec`'s folder, its summary printed as it is."""
+    folder = tmp_path / "res"
+    shutil.copytree(results_folder, folder)
+    (folder / "summary.txt").write_text("the program's summary\n")
+    apply_changes(folder, AS_PROGRAM)
+    assert cli.main(["report", str(folder)]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out == "the program's summary\n"
+    assert {"heatmap.png", "fabric.png"} <= set(os.listdir(folder))
+
+
+@pytest.mark.parametrize("case, changes, words", PROGRAM_REPORT_CASES, ids=[c[0] for c in PROGRAM_REPORT_CASES])
+def test_report_refuses_a_damaged_program_folder_before_writing(capsys, tmp_path, results_folder, case, changes,
+                                                                words):
+    folder = tmp_path / "res"
+    shutil.copytree(results_folder, folder)
+    (folder / "summary.txt").write_text("the program's summary\n")
+    apply_changes(folder, AS_PROGRAM + changes)
+    before = snapshot(str(folder))
+    rc = cli.main(["report", str(folder)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.startswith("bigraph-emu: error: ") and "Traceback" not in err
+    for word in words:
+        assert word in err, f"{word!r} not in {err!r}"
+    assert snapshot(str(folder)) == before, "report wrote before it failed"
+
+
+# --- a second run while one holds the machine -------------------------------------------------
+
+def test_a_second_run_is_refused_with_its_own_code_naming_the_run_that_holds_the_machine(capsys, monkeypatch,
+                                                                                        tmp_path, folders):
+    """The real `run` path up to the lock, which another run holds (a lock in
+    this test's own folder: a real run elsewhere on this machine is never
+    touched); bring-up is refused too, so nothing can be built even if the
+    lock were taken. Exit code 4, the holder's process and results folder
+    named, and no results folder left."""
+    from emulator import emulation
+    from emulator.net import processes
+    monkeypatch.setattr(processes, "STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(processes, "LOCK_FILE", str(tmp_path / "state" / "lock"))
+    monkeypatch.delenv(processes.LENT_LOCK_ENV, raising=False)
+    monkeypatch.setattr(pipeline, "emulate", EMULATE)   # the guard's refusals undone: the real sequence runs
+    monkeypatch.setattr(pipeline, "web_view", WEB_VIEW)   # without --web: no page
+    monkeypatch.setattr(emulation.Emulation, "_bring_up", lambda self: pytest.fail("bring-up reached"))
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
+    first = str(tmp_path / "first-run.partial")
+    with processes.RunLock(first):
+        rc = cli.main(["run", "-t", "bigraph:m=1,n=2", "-b", "1K", "-n", "1", "--out", folders["out"]])
+    err = capsys.readouterr().err
+    assert rc == pipeline.EXIT_BUSY == 4 and rc in cli.EXIT_CODES and rc not in (1, 2), err
+    assert f"holds this machine: process {os.getpid()} (" in err and f"results in {first}" in err, err
+    assert not os.path.exists(folders["out"]) and not os.path.exists(folders["out"] + pipeline.PARTIAL)

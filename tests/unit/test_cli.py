@@ -319,8 +319,8 @@ def fake_run_folder(folder, specs):
     """A results folder as `run` leaves it, with fabricated agent records."""
     with open(os.path.join(folder, "spec.json"), "w") as f:
         json.dump({"name": "t", "runs": [dataclasses.asdict(s) for s in specs]}, f)
-    for spec in specs:
-        plan = plan_run(spec)
+    for i, spec in enumerate(specs):
+        plan = dataclasses.replace(plan_run(spec), run=i)
         records = []
         for c in plan.calls:
             sched = plan.schedules[c.size_bytes]
@@ -631,7 +631,8 @@ def test_report_several_folders_calls_report_compare(capsys, tmp_path, monkeypat
                                                          "repetitions": 1, "warmup": 0})])
         folders.append(str(tmp_path / name))
     calls = []
-    monkeypatch.setattr(report, "compare", lambda fs: calls.append(("compare", list(fs))) or "DF", raising=False)
+    monkeypatch.setattr(report, "compare", lambda fs, specs: calls.append(("compare", list(fs))) or "DF",
+                        raising=False)
     monkeypatch.setattr(report, "format_compare", lambda df: "TABLE " + df, raising=False)
     def plot_compare(df, path):   # writes a temporary file that replaces the plot when it is whole
         calls.append(("plot", path))
