@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import queue
 import socket
 import struct
 import sys
@@ -235,6 +237,23 @@ def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_s
     return records
 
 
+def _commands(stream) -> queue.Queue:
+    """The emulator's command lines, read on a thread of their own: when
+    they end (the emulator exited, was killed, or its ssh to this server
+    dropped), the agent ends at once, even mid-call, blocked on peers that
+    may never answer: nothing else would stop it (a process started
+    through sudo, as on a server, is not the one the emulator can signal)."""
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        os._exit(0)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="bigraph-emu host agent (started by the emulator)")
     p.add_argument("--plan", required=True, help="JSON: the ranks' addresses and this rank's steps of every call; "
@@ -254,10 +273,11 @@ def main(argv=None) -> int:
     largest = max((t.nbytes for steps in programs.values() for s in steps for t in s.sends), default=0)
     payload = memoryview(bytes(min(CHUNK, max(largest, 1))))
     peers = Peers(rank, addresses, plan.get("connections", 1), plan.get("tcp", ""))
+    commands = _commands(sys.stdin)
     try:
         say("LISTENING")
-        for line in sys.stdin:
-            cmd = line.split()
+        while True:
+            cmd = commands.get().split()
             if cmd[0] == "CONNECT":
                 peers.connect(send_to, recv_from)
                 say("READY")

@@ -71,9 +71,23 @@ def _skip_netem_without_it(items) -> None:
 SOCKET_DEFAULTS = ["/proc/sys/net/core/wmem_default", "/proc/sys/net/core/rmem_default"]
 
 
+def agents() -> list[int]:
+    """Host agents alive, recorded or not (one started through sudo, as on
+    a server, is not the process the emulator recorded)."""
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"emulator.net.agent" in f.read().split(b"\0"):
+                    alive.append(int(pid))
+        except OSError:
+            pass
+    return alive
+
+
 def machine_state() -> dict:
     return {"bridges": processes.leftover_bridges(), "links": processes.leftover_links(),
-            "processes": processes.leftover_processes(),
+            "processes": processes.leftover_processes() + agents(),
             "socket defaults": [open(p).read().strip() for p in SOCKET_DEFAULTS + [congestion.ALLOWED]]}
 
 
