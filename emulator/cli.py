@@ -4,8 +4,10 @@ One function per command: it calls the module that decides and prints
 what comes back; emulator.flags holds the flags and their help."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -397,6 +399,16 @@ COMMANDS = {"calibrate": cmd_calibrate, "demo": cmd_demo, "run": cmd_run, "compa
 PRINT_ONLY = ("model", "topo", "plan")   # commands whose output is all they do
 
 
+def failure(e: Exception) -> str:
+    """Why a command failed; a full disk names the file it could not write and the space left there."""
+    if not (isinstance(e, OSError) and e.errno == errno.ENOSPC):
+        return str(e)
+    where = os.path.dirname(os.path.abspath(e.filename)) if e.filename else "."
+    free = shutil.disk_usage(where).free if os.path.isdir(where) else 0
+    return (f"no space left on the device: could not write {e.filename or 'a results file'} "
+            f"({free / 2**20:.1f} MiB free there); free some space and run again")
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     interrupts.unwind_on_signals()   # Ctrl-C, SIGTERM and a hang-up all tear down
@@ -417,7 +429,7 @@ def main(argv=None) -> int:
     except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
         if interrupts.lost_terminal(e):   # a hang-up's first sign can be a failed write, before SIGHUP
             return interrupts.EXIT_CODE
-        print(f"bigraph-emu: {args.command} failed: {e}", file=sys.stderr)
+        print(f"bigraph-emu: {args.command} failed: {failure(e)}", file=sys.stderr)
         return pipeline.EXIT_FAILED
     except (KeyboardInterrupt, interrupts.Interrupted):
         print("bigraph-emu: interrupted", file=sys.stderr)

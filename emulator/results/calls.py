@@ -173,10 +173,16 @@ def write_model_steps(folder: str, rows: list[dict]) -> str:
 
 
 def append_csv(path: str, columns: list[str], rows: list[dict]) -> None:
-    """Append rows, writing the header when the file is new."""
+    """Append rows, writing the header when the file is new. A failed write
+    names the file (a write's own error does not: a full disk's would not say which)."""
     new = not os.path.exists(path)
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        if new:
-            w.writeheader()
-        w.writerows(rows)
+    try:
+        with open(path, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns)
+            if new:
+                w.writeheader()
+            w.writerows(rows)
+    except OSError as e:
+        if e.filename:
+            raise
+        raise OSError(e.errno, e.strerror, path) from e

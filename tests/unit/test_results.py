@@ -374,3 +374,14 @@ def test_a_folder_written_before_the_spec_keys_existed_is_summarised_with_the_de
     append_csv(path, [c for c in COLLECTIVE_COLUMNS if c not in SPEC_KEYS and c != "run"], rows)
     s = summary(path)
     assert len(s) == len(plan.spec.sizes) and (s.connections == 1).all()
+
+
+def test_a_full_disk_names_the_file_it_could_not_write_and_the_space_left():
+    from emulator.cli import failure
+    from emulator.results.calls import append_csv
+    with pytest.raises(OSError) as e:
+        append_csv("/dev/full", ["a"], [{"a": 1}] * 10_000)   # every write to /dev/full: no space left
+    assert e.value.filename == "/dev/full"
+    message = failure(e.value)
+    assert message.startswith("no space left on the device: could not write /dev/full (") and "MiB free there" in message
+    assert failure(OSError(5, "Input/output error")) == "[Errno 5] Input/output error"   # other failures as they are
