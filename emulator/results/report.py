@@ -36,14 +36,14 @@ def summarise(d: pd.DataFrame) -> pd.DataFrame:
     medians over repetitions; drops and retransmissions summed; how many
     repetitions passed the fidelity verdict. Folders written before a column
     existed leave it blank."""
-    counters = ["max_link_util", "mean_link_util", "queue_drops", "tcp_retrans"]
+    counters = ["max_link_util", "mean_link_util", "queue_drops", "queue_marks", "tcp_retrans"]
     d = d.assign(**{c: pd.to_numeric(d[c], errors="coerce") for c in counters if c in d})   # blanks: NaN
     d = d.assign(**{k: getattr(RunSpec, k) for k in SPEC_KEYS if k not in d})   # older folders: the defaults
     g = d.groupby(RUN_KEYS + ["size_bytes"], sort=False)
     out = g.agg(time_s=("time_s", "median"), model_time_s=("model_time_s", "first"),
                 bytes_ok=("bytes_ok", "all"), reps=("time_s", "size")).reset_index()
     for column, how in (("max_link_util", "median"), ("mean_link_util", "median"),
-                        ("queue_drops", "sum"), ("tcp_retrans", "sum")):
+                        ("queue_drops", "sum"), ("queue_marks", "sum"), ("tcp_retrans", "sum")):
         out[column] = g[column].agg(how).to_numpy() if column in d else float("nan")
     out["fidelity_ok"] = (g["fidelity"].agg(lambda v: int((v == "ok").sum())).to_numpy()
                           if "fidelity" in d else -1)
@@ -57,7 +57,7 @@ def summarise(d: pd.DataFrame) -> pd.DataFrame:
 
 SUMMARY_FIELDS = ["topology", "policy", "collective", "algorithm", "mapping", "ranks", *SPEC_KEYS, "label",
                   "size_bytes", "reps", "time_s", "busbw_mbps", "model_time_s", "model_busbw_mbps", "meas_over_model",
-                  "max_link_util", "mean_link_util", "queue_drops", "tcp_retrans", "fidelity_ok"]
+                  "max_link_util", "mean_link_util", "queue_drops", "queue_marks", "tcp_retrans", "fidelity_ok"]
 JOB_SUMMARY_FIELDS = ["topology", "policy", "algorithm", "job", "jobs", "background_flows", "ranks", "placement",
                       "label", "iterations",
                       "time_s", "compute_s", "comm_s", "model_time_s", "meas_over_model", "alone_s",
@@ -79,7 +79,11 @@ def summary_records(out_dir: str) -> dict:
 def format_summary(s: pd.DataFrame) -> str:
     """The table people read: per run and size, measured against the model,
     the links' load and losses, and how many repetitions the verdict trusts;
-    a units row under the header, as nccl-tests has."""
+    a units row under the header, as nccl-tests has. Runs that differ in
+    keys the columns do not show (the collective, the transport, a label)
+    say them at the end of their rows."""
+    shown = {"topology", "policy", "algorithm", "mapping"}
+    told = [k for k in RUN_KEYS if k not in shown and k in s and s[k].nunique(dropna=False) > 1]
     lines = [f"{'topology':34} {'policy':13} {'algorithm':16} {'mapping':7} {'size':>10} "
              f"{'time':>9} {'busbw':>8} {'model':>8} {'meas/model':>10} {'maxutil':>7} {'meanutil':>8} "
              f"{'drops':>6} {'retx':>6} {'verdict':>8}",
@@ -89,7 +93,8 @@ def format_summary(s: pd.DataFrame) -> str:
         lines.append(f"{r.topology:34} {r.policy:13} {r.algorithm:16} {r.mapping:7} {r.size_bytes:10d} "
                      f"{r.time_s * 1e3:9.1f} {r.busbw_mbps:8.2f} {r.model_busbw_mbps:8.2f} {r.meas_over_model:10.2f} "
                      f"{_num(r.max_link_util, '7.2f')} {_num(r.mean_link_util, '8.2f')} "
-                     f"{_num(r.queue_drops, '6.0f')} {_num(r.tcp_retrans, '6.0f')} {verdict:>8}")
+                     f"{_num(r.queue_drops, '6.0f')} {_num(r.tcp_retrans, '6.0f')} {verdict:>8}"
+                     + "".join(f"  {k}={getattr(r, k)}" for k in told))
     return "\n".join(lines)
 
 

@@ -226,6 +226,11 @@ def test_summarise_counts_trusted_repetitions_and_sums_losses():
     assert r.max_link_util == pytest.approx(0.8) and r.time_s == pytest.approx(0.35)
     line = format_summary(summarise(pd.DataFrame(rows))).splitlines()[2]
     assert "traffic-aware" in line and line.endswith("1/2 ok")
+    # runs that differ only where no column shows it say how, at the end of their rows
+    other = [{**row, "tcp": "bbr", "queue_marks": 4} for row in rows]
+    lines = format_summary(summarise(pd.DataFrame([{**row, "tcp": "cubic"} for row in rows] + other))).splitlines()
+    assert lines[2].endswith("1/2 ok  tcp=cubic") and lines[3].endswith("1/2 ok  tcp=bbr")
+    assert summarise(pd.DataFrame(other)).queue_marks.tolist() == [8]
 
 
 def test_demo_story_tells_which_mapping_congested_and_by_how_much(tmp_path):
