@@ -17,6 +17,9 @@ MAX_HOSTS = 1 << 17   # 131,072: the flow model's largest case (the emulator sto
 MAX_LINKS = 1_000_000
 
 
+MIN_RATE_MBPS, MAX_RATE_MBPS = 1.0, 100_000.0   # a link's rate a run may ask (100 Gbit/s: beyond every emulation)
+
+
 @dataclass(frozen=True)
 class LinkProfile:
     """Rate (Mbit/s) and queue depth (packets) per tier of links."""

@@ -24,7 +24,7 @@ from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.collectives import COLLECTIVES
 from emulator.workloads.job import CONGESTION_CONTROL
 from emulator.workloads.schedule import algorithm_need
-from emulator.fabric.topology import LinkProfile, build
+from emulator.fabric.topology import MAX_RATE_MBPS, MIN_RATE_MBPS, LinkProfile, build
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +37,6 @@ class SpecError(ValueError):
 
 
 # Limits of what one run may ask for: a typo must not start a week-long run.
-MIN_RATE_MBPS, MAX_RATE_MBPS = 1.0, 100_000.0
 MAX_QUEUE_PACKETS = 100_000
 MAX_SIZE_BYTES = 1 << 32           # 4 GiB per call
 MAX_SIZES = 64

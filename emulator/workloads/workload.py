@@ -32,6 +32,7 @@ import dataclasses
 import os
 
 from emulator.fabric.mapping import MAPPINGS
+from emulator.fabric.topology import MAX_RATE_MBPS
 from emulator.inputs import parse_size, shorten, size_name
 from emulator.workloads.importers import import_job
 from emulator.workloads.algorithms import ALGORITHMS
@@ -89,14 +90,20 @@ JOB_KEYS = ("name", "ranks", "placement", "seed", "start_ms", "iterations", "dur
             "tp", "pp", "dp", "template", "params", "ops", "import", "tcp")
 
 
-def _job(table: dict, index: int, where: str) -> Job:
-    name = table.get("name", f"job{index + 1}")
-    label = f"{where}: job {name!r}" if isinstance(name, str) else f"{where}: job {index + 1}"
+def _named(table: dict, index: int, where: str, kind: str, default: str, keys: tuple) -> tuple[str, str]:
+    """(name, label for messages) of a [[job]] or [[background]] table, its name and keys checked."""
+    name = table.get("name", f"{default}{index + 1}")
+    label = f"{where}: {kind} {name!r}" if isinstance(name, str) else f"{where}: {kind} {index + 1}"
     if not isinstance(name, str) or not name.strip() or len(name) > 40 or "," in name:
         raise WorkloadError(f"{label}: name must be a short text without commas")
-    extra = sorted(set(table) - set(JOB_KEYS))
+    extra = sorted(set(table) - set(keys))
     if extra:
-        raise WorkloadError(f"{label}: unknown key(s) {', '.join(extra)}; job keys: {', '.join(JOB_KEYS)}")
+        raise WorkloadError(f"{label}: unknown key(s) {', '.join(extra)}; {kind} keys: {', '.join(keys)}")
+    return name, label
+
+
+def _job(table: dict, index: int, where: str) -> Job:
+    name, label = _named(table, index, where, "job", "job", JOB_KEYS)
     if "import" in table:
         return _imported(table, name, label, where)
     ranks = _int(table.get("ranks", 0), f"{label}: ranks", 0, MAX_RANKS)   # 0: the run's ranks
@@ -232,19 +239,12 @@ def _timing(table: dict, label: str) -> dict:
 
 BACKGROUND_KEYS = ("name", "from", "to", "rate_mbps", "burst", "every_ms", "on_ms", "off_ms", "start_ms",
                    "duration_ms")
-MAX_RATE_MBPS = 100_000   # 100 Gbit/s: beyond every link an emulation has
 
 
 def _background(table: dict, index: int, where: str) -> Job:
     """A [[background]] table: a flow between two hosts at a steady rate or
     in bursts, on and off if asked, as a paced two-rank job (job.background_job)."""
-    name = table.get("name", f"bg{index + 1}")
-    label = f"{where}: background {name!r}" if isinstance(name, str) else f"{where}: background {index + 1}"
-    if not isinstance(name, str) or not name.strip() or len(name) > 40 or "," in name:
-        raise WorkloadError(f"{label}: name must be a short text without commas")
-    extra = sorted(set(table) - set(BACKGROUND_KEYS))
-    if extra:
-        raise WorkloadError(f"{label}: unknown key(s) {', '.join(extra)}; background keys: {', '.join(BACKGROUND_KEYS)}")
+    name, label = _named(table, index, where, "background", "bg", BACKGROUND_KEYS)
     src, dst = (_host_name(table.get(key), f"{label}: {key}") for key in ("from", "to"))
     if src == dst:
         raise WorkloadError(f"{label}: from and to are the same host {src!r}: the flow would cross no link")
@@ -289,7 +289,7 @@ def _pattern(table: dict, label: str) -> tuple[int, float, str]:
     period = _number(table["every_ms"], f"{label}: every_ms", 1, 1e8) / 1e3
     asked = f"burst = {size_name(chunk)} every_ms = {period * 1e3:g}"
     if chunk * 8 / period / 1e6 > MAX_RATE_MBPS:
-        raise WorkloadError(f"{label}: {asked} is {chunk * 8 / period / 1e6:.0f} Mbit/s; at most {MAX_RATE_MBPS}")
+        raise WorkloadError(f"{label}: {asked} is {chunk * 8 / period / 1e6:.0f} Mbit/s; at most {MAX_RATE_MBPS:g}")
     return chunk, period, asked
 
 
