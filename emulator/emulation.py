@@ -73,14 +73,14 @@ class Emulation:
         self.dataplane = detect(self.spec.datapath, self.spec.offload)
         self.log(f"# dataplane: {self.dataplane.describe()}")
         self.controller = self._controller()
-        self.controller.start()
+        self.controller.launch()
         self.network = EmulatedFabric(self.fabric, self.dataplane, self.controller.port, self.spec.mtu,
                                       self.servers, self.spec.tcp, DISCIPLINES[self.spec.queue_discipline],
                                       self.spec.ecn_threshold_packets)
         self.allowed_tcp = congestion.allowed(self.spec.tcp)   # until teardown
         self.allowed_tcp.__enter__()
         with self._ovs_socket_buffers():
-            self.network.start()
+            self.network.start(before_switches=self.controller.wait_listening)
             try:
                 ready = self.controller.wait_routes()
             except RuntimeError as e:   # say which side failed: OVS's connection or the controller
@@ -134,13 +134,23 @@ class Emulation:
     def _verify(self, confirmed: dict[str, int]) -> None:
         """Before any traffic is measured: OVS holds exactly the rules the
         policy computed, every host reaches every other, and probe packets
-        cross exactly the switches the routes say, one probe per route shape."""
+        cross exactly the switches the routes say, one probe per route shape.
+        The rules are read after the pings (the pings make OVS create its
+        send socket), and each reading's counters are the next round's start."""
+        failed = self._ping_all()
         installed = self.installed_rules()
         problems = verification.rule_differences(self.fabric, self.plan.table, installed)
         if problems:
             raise EmulationError(f"switches do not hold the computed rules: {'; '.join(problems[:4])}")
         if {s: len(r) for s, r in installed.items()} != confirmed:
             raise EmulationError(f"rule counts differ from what the controller confirmed: {confirmed}")
+        if failed:
+            raise EmulationError(f"{len(failed)} host pairs cannot reach each other, e.g. {failed[:5]}")
+        for pairs in verification.probe_rounds(self.fabric, self.plan.table):
+            installed = self._probe(pairs, installed)
+
+    def _ping_all(self) -> list[tuple[str, str]]:
+        """The host pairs that cannot reach each other."""
         failed = self.network.ping_all()
         for timeout_s in PING_AGAIN_S:
             if not failed:
@@ -151,23 +161,22 @@ class Emulation:
             self.log(f"# {len(failed)} host pairs did not answer at once, e.g. {failed[:3]}; "
                      f"pinging them again ({timeout_s} s to answer)")
             failed = self.network.ping(failed, timeout_s)
-        if failed:
-            raise EmulationError(f"{len(failed)} host pairs cannot reach each other, e.g. {failed[:5]}")
-        for pairs in verification.probe_rounds(verification.probe_pairs(self.fabric, self.plan.table)):
-            self._probe(pairs)
+        return failed
 
     def installed_rules(self) -> dict:
         """Every switch's rules as OVS reports them, with packet counters."""
         return {s: verification.parse_flows(text) for s, text in self.network.dump_flows().items()}
 
-    def _probe(self, pairs, count: int = PROBES) -> None:
-        before = self.installed_rules()
+    def _probe(self, pairs, before: dict, count: int = PROBES) -> dict:
+        """Probe `pairs` from the counters `before`; the counters after."""
         lost = self.network.probe(pairs, count)
         if lost:
             raise EmulationError(f"probe packets were lost between {lost[:5]}")
-        wrong = self._probe_mismatches(pairs, before, self.installed_rules(), count)
+        after = self.installed_rules()
+        wrong = self._probe_mismatches(pairs, before, after, count)
         if wrong:
             raise EmulationError(f"packets did not follow their routes: {'; '.join(wrong[:3])}")
+        return after
 
     def _probe_mismatches(self, pairs, before, after, count: int) -> list[str]:
         wrong = []

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from mininet.cli import CLI
 from mininet.log import setLogLevel
 from mininet.net import Mininet
-from mininet.node import OVSSwitch, RemoteController
+from mininet.node import Host, OVSSwitch, RemoteController
 from mininet.link import Link
 
 from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN, Fabric
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 
 TSQ_FRAMES = 2
+LINK_GROUP = 47806   # the interface group of every veth a fabric on this machine has in the root namespace
 ROOT = "@"   # a script's key for a server's root namespace: ROOT + server ("" for this machine)
 QUIET = "error"   # Mininet's log level while it builds and stops: no bring-up chatter
 
@@ -38,6 +39,34 @@ class LoopbackController(RemoteController):
     telnet and only warns; the emulator checks the controller itself."""
 
     def checkListening(self):
+        pass
+
+
+class ScriptedHost(Host):
+    """A host Mininet leaves unconfigured: its address and loopback come in
+    its configuration script with everything else (_interface_scripts);
+    Mininet's three commands a host, one shell round trip each, took 9 ms."""
+
+    def config(self, ip=None, **_params):
+        intf = self.defaultIntf()
+        if intf and ip:   # Mininet's own view of it (its CLI reads it)
+            intf.ip, intf.prefixLen = ip.split("/")[0], int(ip.split("/")[1])
+        return {}
+
+
+class BatchedLink(Link):
+    """A veth pair made later, with every other, in one `ip -batch`
+    (_make_links); Mininet's `ip link add` through a node's shell took 3 ms
+    a link. Its ends come up in the configuration scripts. Every pair is
+    deleted at once, as one group (EmulatedFabric.stop): the kernel took
+    20 ms for each pair deleted alone."""
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None, node2=None,
+                     deleteIntfs=True):
+        self.pair = [(name, node.pid, addr) for name, node, addr in
+                     ((intfname1, node1, addr1), (intfname2, node2, addr2))]
+
+    def stop(self):
         pass
 
 
@@ -55,12 +84,17 @@ class EmulatedFabric:
         self.net: Mininet | None = None
 
     # --- bring-up ----------------------------------------------------------
-    def start(self) -> None:
+    def start(self, before_switches=lambda: None) -> None:
+        """Build and start the fabric; `before_switches` is called once the
+        nodes and links exist and before the switches start (and connect to
+        the controller)."""
         setLogLevel(QUIET)
+        # on one machine, links and hosts are made in batches; over several
+        # servers, Mininet's cluster edition makes and configures them
         where = self.servers.node_options if self.servers else (lambda node: {})
         self.net = self.servers.mininet() if self.servers else Mininet(
-            topo=None, build=False, controller=None, link=Link, ipBase=f"{ADDRESS_BASE}/{PREFIX_LEN}",
-            autoSetMacs=False)
+            topo=None, build=False, controller=None, link=BatchedLink, host=ScriptedHost,
+            ipBase=f"{ADDRESS_BASE}/{PREFIX_LEN}", autoSetMacs=False)
         Mininet.addController(self.net, "c0", controller=LoopbackController, port=self.controller_port,
                               ip=self.servers.controller_ip if self.servers else "127.0.0.1")
         for s in self.fabric.switches:
@@ -69,19 +103,43 @@ class EmulatedFabric:
         for h in self.fabric.hosts:
             self.net.addHost(h.name, ip=f"{h.ip}/{PREFIX_LEN}", mac=h.mac, **where(h.name))
         for link in self.fabric.links:
-            self.net.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port)
+            # a batched link: a host's end made with its MAC, every end set up by a script
+            batched = {"up": None, **{f"addr{i}": None if self.fabric.is_switch(n) else self.fabric.host(n).mac
+                                      for i, n in ((1, link.a), (2, link.b))}}
+            self.net.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port,
+                             **({} if self.servers else batched))
+        if not self.servers:
+            self._make_links()
         self.net.build()
         # Mininet's node shells (a host's shell holds its namespace); a remote node's pid is the server's
         processes.record(*(node.pid for node in self.net.hosts + self.net.switches + self.net.controllers
                            if not self.remote(node.name)))
+        hosts, switch_ports = self._interface_scripts()
+        self._run_scripts(hosts)   # before the switches start: the controller sees every port up at once
+        before_switches()
         self.net.start()
-        self._configure_interfaces()
+        self._run_scripts(switch_ports)   # once Open vSwitch holds its ports, as it did before batching
 
-    def _configure_interfaces(self) -> None:
-        """MTU and shaping on both ends of every link (each end shapes the
-        direction it sends); host offloads as the dataplane wants them; then
-        each host's ARP table and TCP settings. One script per namespace, all
-        at once: command by command through Mininet's shells took seconds."""
+    def _make_links(self) -> None:
+        """Every veth pair of the fabric, each end made in its node's
+        namespace; a switch's end (here, in the root namespace) set up at
+        once, a host's by the host's script."""
+        lines = [" ".join(f"{'link add' if i == 0 else 'type veth peer'} name {name} netns {pid} group {LINK_GROUP}"
+                          + (f" address {addr}" if addr else "") for i, (name, pid, addr) in enumerate(l.pair))
+                 for l in self.net.links]
+        lines += [f"link set dev {intf.name} up" for s in self.net.switches for intf in s.intfList()
+                  if intf.name != "lo"]
+        done = subprocess.run(["ip", "-batch", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"making the fabric's links failed: {done.stderr.strip()[-500:]}")
+
+    def _interface_scripts(self) -> tuple[dict, dict]:
+        """Shell scripts for the hosts' namespaces and for each server's root
+        namespace (its switch ports): MTU and shaping on both ends of every
+        link (each end shapes the direction it sends); host offloads as the
+        dataplane wants them; each host's address, ARP table and TCP
+        settings. One script per namespace, run all at once: command by
+        command through Mininet's shells took seconds."""
         segment = segment_bytes(min(link.rate_mbps for link in self.fabric.links), self.mtu)
         ip_lines, tc_lines, switch_ports = {}, {}, []
         for link in self.fabric.links:
@@ -90,20 +148,20 @@ class EmulatedFabric:
                 on_switch = self.fabric.is_switch(node)
                 switch_ports += [intf] if on_switch else []
                 gso = f" gso_max_size {segment}" if self.dataplane.tso and not on_switch else ""
-                ip_lines.setdefault(node, []).append(f"link set dev {intf} mtu {self.mtu}{gso}")
+                ip_lines.setdefault(node, []).append(f"link set dev {intf} mtu {self.mtu}{gso} up")
                 queue = (self.discipline, self.ecn_threshold) if on_switch else ()   # a host's NIC: a FIFO
                 tc_lines.setdefault(node, []).extend(tc_batch(tc_commands(
                     intf, link.rate_mbps, link.queue_packets, self.mtu, link.delay_ms, 0.0,   # loss: start_loss
                     self.dataplane.tso, *queue)))
-        scripts = {}
+        roots = {}
         for server, switches in self._switches_by_server().items():   # switch ports: each server's root namespace
-            scripts[ROOT + server] = (_batch("ip", [line for n in switches for line in ip_lines.get(n, [])])
+            roots[ROOT + server] = (_batch("ip", [line for n in switches for line in ip_lines.get(n, [])])
                                       + _batch("tc", [line for n in switches for line in tc_lines.get(n, [])])
                                       + _no_ipv6([p for p in switch_ports if p.split("-")[0] in switches]))
-        for h in self.fabric.hosts:
-            scripts[h.name] = (_batch("ip", ip_lines[h.name]) + self._offload_lines(h.name)
-                               + _batch("tc", tc_lines[h.name]) + self._host_lines(h.name, segment))
-        self._run_scripts(scripts)
+        settings = self._tcp_settings(segment)
+        hosts = {h.name: _batch("ip", ip_lines[h.name] + self._host_lines(h.name)) + self._offload_lines(h.name)
+                 + _batch("tc", tc_lines[h.name]) + settings for h in self.fabric.hosts}
+        return hosts, roots
 
     def start_loss(self) -> None:
         """netem loss on the links that have it, after the verification,
@@ -125,32 +183,34 @@ class EmulatedFabric:
         # this, ping works and TCP moves nothing.
         return f"ethtool -K {self.net[name].intfs[0].name} tx off tso off gso off\n"
 
-    def _host_lines(self, name: str, segment: int) -> str:
-        """Static ARP for every other host (BiGraph has loops: nothing may
-        be flooded), the TCP settings the emulation needs, and a check that
-        the host has its address."""
+    def _host_lines(self, name: str) -> list[str]:
+        """`ip` lines: the host's address and static ARP for every other
+        host (BiGraph has loops: nothing may be flooded)."""
         intf = self.net[name].intfs[0].name
-        arp = [f"neigh replace {o.ip} lladdr {o.mac} dev {intf} nud permanent"
-               for o in self.fabric.hosts if o.name != name]
+        return [f"addr replace {self.fabric.host(name).ip}/{PREFIX_LEN} dev {intf}", "link set dev lo up"] + \
+            [f"neigh replace {o.ip} lladdr {o.mac} dev {intf} nud permanent"
+             for o in self.fabric.hosts if o.name != name]
+
+    def _tcp_settings(self, segment: int) -> str:
+        """Shell lines with the TCP settings the emulation needs, written to
+        /proc/sys by the shell itself (a `sysctl` process each took a tenth
+        of the bring-up's scripts)."""
         # TCP small queues: a socket may by default park 4 MB in the host's
         # shaped queue, and the ACKs of the flow this host receives wait
         # behind it (a second at 6 Mbit/s): the peer's sending stalls. A NIC
         # holds a few frames (or TSO segments).
         tsq = TSQ_FRAMES * (segment if self.dataplane.tso else self.mtu + 14)
-        settings = (("net.ipv6.conf.all.disable_ipv6", 1), ("net.ipv6.conf.default.disable_ipv6", 1),
+        settings = (("ipv6/conf/all/disable_ipv6", 1), ("ipv6/conf/default/disable_ipv6", 1),
                     # Collectives pause between steps: keep cwnd open.
-                    ("net.ipv4.tcp_slow_start_after_idle", 0),
+                    ("ipv4/tcp_slow_start_after_idle", 0),
                     # Every run starts afresh: no ssthresh or RTT cached
                     # from the congestion of an earlier run on this fabric.
-                    ("net.ipv4.tcp_no_metrics_save", 1),
-                    ("net.ipv4.tcp_limit_output_bytes", tsq),
-                    ("net.ipv4.tcp_congestion_control", self.tcp),
+                    ("ipv4/tcp_no_metrics_save", 1),
+                    ("ipv4/tcp_limit_output_bytes", tsq),
+                    ("ipv4/tcp_congestion_control", self.tcp),
                     # ask for ECN where switches mark; otherwise Linux's default: answer it only
-                    ("net.ipv4.tcp_ecn", 1 if self.discipline.marks else 2))
-        ip = self.fabric.host(name).ip
-        address = (f"ip -4 -o addr show dev {intf} | grep -qF ' {ip}/' "
-                   f"|| {{ echo '{name} did not get its address {ip}'; exit 1; }}\n")
-        return _batch("ip", arp) + "".join(f"sysctl -q -w {key}={value}\n" for key, value in settings) + address
+                    ("ipv4/tcp_ecn", 1 if self.discipline.marks else 2))
+        return "".join(f"echo {value} > /proc/sys/net/{key}\n" for key, value in settings)
 
     def _run_scripts(self, scripts: dict[str, str]) -> None:
         """Run each shell script in its node's network namespace (ROOT +
@@ -337,6 +397,8 @@ class EmulatedFabric:
             for node in net.hosts + net.switches + net.controllers:
                 _settle(node)
             try:
+                if not self.servers:   # every pair has an end here: deleting it deletes both
+                    subprocess.run(["ip", "link", "delete", "group", str(LINK_GROUP)], capture_output=True)
                 net.stop()
             finally:
                 for node in net.hosts + net.switches + net.controllers:   # RemoteController.stop leaves its shell

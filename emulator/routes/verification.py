@@ -49,27 +49,6 @@ def rule_differences(fabric: Fabric, table: ForwardingTable, installed: dict[str
     return problems
 
 
-def probe_pairs(fabric: Fabric, table: ForwardingTable) -> list[tuple[str, str]]:
-    """Few probe pairs whose routes together cross every directed
-    switch-switch link some route uses (the rules themselves are all read
-    back; probes check that packets follow them). Candidates come as
-    permutations (every host to the host `offset` further), so the chosen
-    pairs spread over the hosts and pack into few rounds; a pair is taken
-    when its route crosses a link not yet covered."""
-    hosts = fabric.hosts
-    covered, pairs = set(), []
-    for offset in range(1, len(hosts)):
-        for i, src in enumerate(hosts):
-            dst = hosts[(i + offset) % len(hosts)]
-            if src.switch == dst.switch:
-                continue
-            hops = path(fabric, table, src.name, dst.name)[1:-1]   # the switch-switch hops
-            if not set(hops) <= covered:
-                covered.update(hops)
-                pairs.append((src.name, dst.name))
-    return pairs
-
-
 def _matches(rule: FlowRule, src_ip: str, dst_ip: str) -> bool:
     return rule.ipv4_dst == dst_ip and rule.ipv4_src in (None, src_ip)
 
@@ -97,16 +76,33 @@ def path_mismatch(fabric: Fabric, table: ForwardingTable, src: str, dst: str, cr
     return f"{src}->{dst}: probes crossed {sorted(crossed)}, the routes say {want}"
 
 
-def probe_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
-    """Group probe pairs into rounds in which no host appears twice, so one
-    dump of the counters before and after a round tells the pairs apart
-    (destination rules count every source, and echo replies travel back)."""
-    rounds: list[tuple[set, list]] = []   # (hosts used, pairs)
-    for src, dst in pairs:
-        free = next((r for r in rounds if src not in r[0] and dst not in r[0]), None)
-        if free is None:
-            free = (set(), [])
-            rounds.append(free)
-        free[0].update((src, dst))
-        free[1].append((src, dst))
-    return [members for _, members in rounds]
+def probe_rounds(fabric: Fabric, table: ForwardingTable) -> list[list[tuple[str, str]]]:
+    """Rounds of probe pairs whose routes together cross every directed
+    switch-switch link some route uses (the rules themselves are all read
+    back; probes check that packets follow them). No host appears twice in a
+    round, so one reading of the counters before and after a round tells its
+    pairs apart (destination rules count every source, and echo replies
+    travel back). Each round is filled from candidates that come as
+    permutations (every host to the host `offset` further), taking a pair
+    whose hosts are still free in the round and whose route crosses a link
+    not yet covered: few rounds, and each round costs a counter reading."""
+    hosts = fabric.hosts
+    candidates = [(src, hosts[(i + offset) % len(hosts)]) for offset in range(1, len(hosts))
+                  for i, src in enumerate(hosts)]
+    candidates = [(src.name, dst.name) for src, dst in candidates if src.switch != dst.switch]
+    hops: dict[tuple[str, str], set] = {}
+    covered, rounds = set(), []
+    while True:
+        busy, pairs = set(), []
+        for src, dst in candidates:
+            if src in busy or dst in busy:
+                continue
+            if (src, dst) not in hops:
+                hops[(src, dst)] = set(path(fabric, table, src, dst)[1:-1])   # the switch-switch hops
+            if not hops[(src, dst)] <= covered:
+                covered |= hops[(src, dst)]
+                busy.update((src, dst))
+                pairs.append((src, dst))
+        if not pairs:
+            return rounds
+        rounds.append(pairs)
