@@ -153,10 +153,11 @@ def cmd_plan(args) -> int:
         raise SpecError(f"--server-cores/--server-hosts: {e}") from None
     if cores < 1 or max_hosts < 1:
         raise SpecError("--server-cores and --server-hosts must be at least 1")
+    from emulator.net.dataplane import resolve_offload
     spec = _experiment(args, check_kernel=False).runs[0]
     datapath = "user" if spec.datapath == "auto" else spec.datapath
     try:
-        mbps, basis = capacity.per_core(capacity.load(), datapath, spec.mtu, spec.offload)
+        mbps, basis = capacity.per_core(capacity.load(), datapath, spec.mtu, resolve_offload(datapath, spec.offload))
     except (LookupError, ValueError) as e:
         raise SpecError(str(e)) from None
     budget = servers.Server("server", mbps * cores, max_hosts)
@@ -323,9 +324,12 @@ def cmd_calibrate(args) -> int:
     import socket
     from emulator import calibration
     from emulator.plan import capacity
+    from emulator.net.dataplane import resolve_offload
     mtus, offloads = _int_list("--mtu", args.mtu, 576, 9000), args.offload.split(",")
+    if args.offload == "auto":
+        offloads = [resolve_offload("auto", "auto")]
     if any(o not in OFFLOADS for o in offloads):
-        raise SpecError(f"--offload: {args.offload!r}: give off, tso or off,tso")
+        raise SpecError(f"--offload: {args.offload!r}: give off, tso, off,tso or auto")
     if not 1 <= args.steps <= 10:
         raise SpecError(f"--steps: must be 1 to 10, got {args.steps}")
     path = args.file or capacity.calibration_path()

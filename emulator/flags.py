@@ -35,8 +35,9 @@ FLAGS = [
     (("--switch-queue",), "switch_queue_packets", "switch link queue depth, packets"),
     (("--mtu",), "mtu", "interface MTU, bytes (576..9000)"),
     (("--datapath",), "datapath", "auto, kernel or user"),
-    (("--offload",), "offload", "off (hosts send frames) or tso (segments up to the HTB burst; the userspace "
-                                "datapath needs `vm/provision.sh --userspace-tso on`)"),
+    (("--offload",), "offload", "off (hosts send frames), tso (segments up to the HTB burst; the userspace "
+                                "datapath needs Open vSwitch's userspace TSO, which `vm/provision.sh` turns on) "
+                                "or auto (default: tso on the userspace datapath where it is on, else off)"),
     (("--connections",), "connections", "TCP connections per peer pair, 1..16 (default 1)"),
     (("--delay",), "link_delay_ms", "netem delay on every link, ms (needs sch_netem)"),
     (("--loss",), "link_loss_pct", "netem loss on every link, percent (needs sch_netem)"),
@@ -312,8 +313,9 @@ def parser() -> argparse.ArgumentParser:
                                    "warns before it starts if it asks for more; --bw auto picks rates from it. "
                                    "About 2 minutes per setting; the machine must be otherwise idle.")
     sp.add_argument("--mtu", default="1500,9000", help="MTUs to measure (default 1500,9000)")
-    sp.add_argument("--offload", default="off", help="off, tso or off,tso (tso on the userspace datapath "
-                                                     "needs `vm/provision.sh --userspace-tso on`)")
+    sp.add_argument("--offload", default="auto", help="off, tso or off,tso (tso on the userspace datapath "
+                                                      "needs Open vSwitch's userspace TSO); default: what runs "
+                                                      "take (offload auto)")
     sp.add_argument("--steps", default=5, help="bisection steps per setting (default 5: within 3%%)")
     sp.add_argument("--quick", action="store_true", help="one counted call per rate instead of two")
     sp.add_argument("--file", help=f"where to keep the figures (default {CALIBRATION_HELP})")

@@ -74,7 +74,9 @@ def announce_duration(plans, yes: bool) -> None:
 
 def plan_emulated(spec: RunSpec):
     """The plan of a run to emulate; too large a fabric is refused before planning."""
+    from emulator.net.dataplane import resolve_offload
     from emulator.plan.run_plan import plan_run
+    spec = dataclasses.replace(spec, offload=resolve_offload(spec.datapath, spec.offload))
     fabric = spec.fabric()
     fits_the_servers(fabric, len(spec.servers) or 1)
     offers_congestion_control(spec.tcp)
@@ -123,8 +125,9 @@ def capacity_checks(plans) -> list:
     from emulator.net.dataplane import detect
     try:
         calibration = capacity.load()
-        return [capacity.assess(plan, calibration, detect(plan.spec.datapath, plan.spec.offload).datapath)
-                for plan in plans]
+        planes = [detect(plan.spec.datapath, plan.spec.offload) for plan in plans]
+        return [capacity.assess(plan, calibration, plane.datapath, "tso" if plane.tso else "off")
+                for plan, plane in zip(plans, planes)]
     except (ValueError, RuntimeError) as e:
         raise SpecError(str(e)) from None
 

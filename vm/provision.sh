@@ -4,9 +4,10 @@
 # Idempotent; run as root on Debian 12 or Ubuntu 22.04/24.04.
 #   vm/provision.sh            set up everything
 #   vm/provision.sh --userspace-tso on|off
-#                              also switch Open vSwitch's userspace TSO (the
-#                              userspace datapath's `offload = "tso"` needs it;
-#                              Open vSwitch restarts when no bridge is in use)
+#                              Open vSwitch's userspace TSO (default on: the
+#                              userspace datapath's `offload = "tso"` needs it, and
+#                              "auto" takes it; Open vSwitch restarts when the
+#                              setting changes and no bridge is in use)
 #   vm/provision.sh --no-services
 #                              packages and virtual environment only, no
 #                              service started (building a VM image in a chroot)
@@ -36,7 +37,8 @@ fi
 
 say() { echo "provision: $*"; }
 
-USERSPACE_TSO=""
+USERSPACE_TSO=true
+TSO_ASKED=no
 SERVICES=yes
 CLIENTS=no
 DASK=no
@@ -49,8 +51,8 @@ while [ $# -gt 0 ]; do
         --cluster) CLUSTER=yes ;;
         --userspace-tso)
             case "${2:-}" in
-                on) USERSPACE_TSO=true ;;
-                off) USERSPACE_TSO=false ;;
+                on) USERSPACE_TSO=true; TSO_ASKED=yes ;;
+                off) USERSPACE_TSO=false; TSO_ASKED=yes ;;
                 *) echo "provision: --userspace-tso takes on or off, got '${2:-}'" >&2; exit 2 ;;
             esac
             shift ;;
@@ -133,7 +135,6 @@ restart_ovs_if_needed() {
 
 # other_config:userspace-tso-enable takes effect when ovs-vswitchd starts.
 set_userspace_tso() {
-    [ -n "$USERSPACE_TSO" ] || return 0
     now=$(ovs-vsctl --timeout=5 get Open_vSwitch . other_config:userspace-tso-enable 2>/dev/null | tr -d '"' || true)
     if [ "$now" = "$USERSPACE_TSO" ] || { [ "$USERSPACE_TSO" = false ] && [ -z "$now" ]; }; then
         say "userspace TSO is already $USERSPACE_TSO"
@@ -141,6 +142,7 @@ set_userspace_tso() {
     fi
     if [ -n "$(ovs-vsctl list-br)" ]; then
         echo "provision: bridges are in use; not changing userspace TSO (run again when no emulation runs)" >&2
+        [ "$TSO_ASKED" = no ] && return 0   # the default: runs meanwhile send frames (offload auto)
         exit 1
     fi
     say "userspace TSO $USERSPACE_TSO; restarting Open vSwitch"

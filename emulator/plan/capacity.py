@@ -223,13 +223,14 @@ class Assessment:
                 "basis": self.basis}
 
 
-def assess(plan, calibration: Calibration, datapath: str) -> Assessment:
+def assess(plan, calibration: Calibration, datapath: str, offload: str) -> Assessment:
     """The run's peak load (the model's, at the plan's rates) against the
-    faithful load of its datapath, MTU and offload on this machine."""
+    faithful load of its datapath, MTU and offload (as the dataplane picked
+    them) on this machine."""
     spec = plan.spec
     peak = max((p.peak_switch_mbps for p in plan.predictions.values()), default=0.0)
     try:
-        faithful, basis = lookup(calibration, datapath, spec.mtu, spec.offload)
+        faithful, basis = lookup(calibration, datapath, spec.mtu, offload)
     except LookupError as e:
         return Assessment(peak, None, str(e))
     return Assessment(peak, faithful, basis)

@@ -122,8 +122,9 @@ class RunSpec:
     switch_queue_packets: int = LinkProfile.switch_queue_packets
     mtu: int = 9000                    # jumbo frames: 6x less per-packet work for OVS
     datapath: str = "auto"             # auto, kernel or user
-    offload: str = "off"               # off: hosts send frames; tso: TSO segments up to the HTB burst
-                                       # (userspace datapath: needs Open vSwitch's userspace TSO)
+    offload: str = "auto"              # off: hosts send frames; tso: TSO segments up to the HTB burst
+                                       # (userspace datapath: needs Open vSwitch's userspace TSO);
+                                       # auto: tso where it is on, else off (emulator.net.dataplane)
     connections: int = 1               # TCP connections per peer pair (1..16), NCCL-like:
                                        # a step's bytes split over them, so ECMP can hash several flows
     link_delay_ms: float = 0.0         # netem delay on every link, each direction (0..1000 ms)
@@ -181,12 +182,12 @@ class RunSpec:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
-OFFLOADS = ("off", "tso")
+OFFLOADS = ("off", "tso")   # segmentation offload on the emulated hosts' interfaces (emulator.net.dataplane)
 PLACEMENTS = ("switch-bin", "traffic")   # how a fabric is spread over servers (emulator.plan.servers)
-SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")   # segmentation offload on the emulated hosts' interfaces (emulator.net.dataplane)
+SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
             "policy": POLICIES, "datapath": ("auto", "kernel", "user"),
-            "offload": OFFLOADS, "placement": PLACEMENTS, "queue_discipline": DISCIPLINES}
+            "offload": ("auto", *OFFLOADS), "placement": PLACEMENTS, "queue_discipline": DISCIPLINES}
 # key -> (lowest, highest) allowed, both inclusive; None: no upper limit
 _RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
            "host_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS), "switch_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS),

@@ -34,7 +34,7 @@ def test_a_run_asking_more_than_the_calibration_warns_first_and_records_it(tmp_p
     monkeypatch.setenv(capacity.ENV_FILE, capacity.save(tiny, str(tmp_path / "calibration.json")))
     out = str(tmp_path / "out")
     assert cli.main(["run", "-t", "bigraph:m=2,n=4", "-b", "1M", "-n", "1", "-w", "0", "--bw", "20",
-                     "--out", out]) in pipeline.FINISHED   # asked more than the machine can: the verdict may fail
+                     "--offload", "off", "--out", out]) in pipeline.FINISHED   # asked more than the machine can: the verdict may fail
     printed = capsys.readouterr().out
     assert printed.index("# WARNING: that is more than this machine can emulate") < printed.index("# dataplane")
     assert "about 7.1 Mbit/s" in printed     # 20 * 100 / 280

@@ -136,7 +136,7 @@ def test_a_point_with_a_figure_that_is_no_figure_is_refused(tmp_path, changes):
 def test_a_faithful_figure_of_zero_loads_and_every_run_is_told_it_does_not_fit(tmp_path):
     """A calibration that found no faithful load is a result, not a file error."""
     zero = capacity.load(point_file(tmp_path, faithful_mbps=0))
-    check = capacity.assess(plan_run(make_run({"sizes": ["1M"]})), zero, "user")
+    check = capacity.assess(plan_run(make_run({"sizes": ["1M"]})), zero, "user", "off")
     assert check.fits is False and check.fraction == float("inf")
     assert "WARNING" in check.describe(50) and check.to_dict()["fraction"] is None
 
@@ -150,14 +150,14 @@ def test_environment_names_another_file(tmp_path, monkeypatch):
 
 def test_a_run_that_fits_says_so_without_warning():
     plan = plan_run(make_run({"sizes": ["1M"], "host_rate_mbps": 50, "switch_rate_mbps": 50}))
-    check = capacity.assess(plan, CAL, "user")
+    check = capacity.assess(plan, CAL, "user", "off")
     assert check.peak_mbps == pytest.approx(700) and check.fits
     assert "WARNING" not in check.describe(50) and "29%" in check.describe(50)
 
 
 def test_a_run_that_asks_too_much_warns_and_says_what_would_fit():
     plan = plan_run(make_run({"sizes": ["1M"], "host_rate_mbps": 400, "switch_rate_mbps": 400}))
-    check = capacity.assess(plan, CAL, "user")
+    check = capacity.assess(plan, CAL, "user", "off")
     assert not check.fits and check.fraction == pytest.approx(5600 / 2400)
     text = check.describe(400)
     assert "WARNING" in text and "about 170 Mbit/s" in text   # 400 * 2400/5600 = 171 -> 170
@@ -165,7 +165,7 @@ def test_a_run_that_asks_too_much_warns_and_says_what_would_fit():
 
 def test_uncalibrated_setting_is_not_checked_but_said():
     plan = plan_run(make_run({"sizes": ["1M"], "mtu": 9000, "offload": "tso"}))
-    check = capacity.assess(plan, Calibration("m", "d", CAL.points[:2], "f"), "user")
+    check = capacity.assess(plan, Calibration("m", "d", CAL.points[:2], "f"), "user", "tso")
     assert check.fits is None and check.fraction is None
     assert "not checked" in check.describe(50) and check.to_dict()["faithful_link_mbps"] is None
 
@@ -223,7 +223,7 @@ def test_bw_auto_scales_both_rates_to_the_calibration(tmp_path, monkeypatch, cap
     from emulator import cli
     monkeypatch.setenv(capacity.ENV_FILE, capacity.save(CAL, str(tmp_path / "c.json")))
     # 14 switch traversals at rate R: 0.8 * 2400 / 14 = 137 -> 130 Mbit/s
-    assert cli.main(["model", "-t", "bigraph:m=2,n=4", "-b", "1M", "--bw", "auto"]) == 0
+    assert cli.main(["model", "-t", "bigraph:m=2,n=4", "-b", "1M", "--bw", "auto", "--offload", "off"]) == 0
     assert "links 130 Mbit/s host / 130 Mbit/s switch" in capsys.readouterr().out
 
 

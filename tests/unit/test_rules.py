@@ -229,6 +229,15 @@ def test_tso_on_userspace_needs_open_vswitchs_userspace_tso(no_modules, monkeypa
     assert dataplane.detect("user", "tso").tso is True
 
 
+def test_auto_offload_takes_tso_only_on_the_userspace_datapath_where_it_is_on(no_modules, ovs_module, monkeypatch):
+    for enabled in (True, False):
+        monkeypatch.setattr(dataplane, "userspace_tso_enabled", lambda enabled=enabled: enabled)
+        assert dataplane.detect("user", "auto").tso is enabled
+        assert dataplane.resolve_offload("user", "auto") == ("tso" if enabled else "off")
+        assert dataplane.detect("auto", "auto").tso is False   # the module is there: kernel datapath, frames
+        assert dataplane.resolve_offload("user", "off") == "off"
+
+
 def test_tso_on_kernel_datapath_needs_nothing_more(ovs_module, monkeypatch):
     monkeypatch.setattr(dataplane, "userspace_tso_enabled", lambda: False)
     d = dataplane.detect("auto", "tso")

@@ -168,7 +168,7 @@ def test_per_core_budget_is_the_calibration_over_its_cores():
 def test_plan_command_prints_both_placements(capsys, monkeypatch):
     monkeypatch.setenv(capacity.ENV_FILE, "/nonexistent/calibration.json")   # the reference figures
     code = cli.main(["plan", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-m", "hdrm", "-b", "4M",
-                     "--servers", "head,lab2", "--server-cores", "1"])
+                     "--servers", "head,lab2", "--server-cores", "1", "--offload", "off"])
     out = capsys.readouterr().out
     assert code == 0
     assert "switch-bin (Mininet's SwitchBinPlacer)" in out and "by traffic" in out
@@ -179,7 +179,7 @@ def test_plan_command_prints_both_placements(capsys, monkeypatch):
 def test_plan_command_without_servers_says_how_many(capsys, monkeypatch):
     monkeypatch.setenv(capacity.ENV_FILE, "/nonexistent/calibration.json")
     code = cli.main(["plan", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-m", "hdrm", "-b", "4M",
-                     "--server-cores", "1"])
+                     "--server-cores", "1", "--offload", "off"])
     assert code == 0 and "# needs 2 servers" in capsys.readouterr().out
 
 
