@@ -140,7 +140,8 @@ class EmulatedFabric:
         dataplane wants them; each host's address, ARP table and TCP
         settings. One script per namespace, run all at once: command by
         command through Mininet's shells took seconds."""
-        segment = segment_bytes(min(link.rate_mbps for link in self.fabric.links), self.mtu)
+        segment = segment_bytes(min(link.rate_mbps for link in self.fabric.links), self.mtu,
+                                min(link.queue_packets for link in self.fabric.links))
         ip_lines, tc_lines, switch_ports = {}, {}, []
         for link in self.fabric.links:
             for node, port in link.ends():

@@ -65,14 +65,16 @@ class Calibration:
         return Calibration(newer.machine, newer.measured, sorted(points, key=Point.key), newer.source)
 
 
-# Measured with `bigraph-emu calibrate` on the reference machine (2 cores,
-# Debian 12, userspace datapath, Open vSwitch 3.1, HTB burst 10 ms). Used,
-# and said to be used, on a machine that has not been calibrated.
-REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-11-30", [
-    Point("user", 1500, "off", 1322.0, 826.0, 59.0),
-    Point("user", 1500, "tso", 13562.0, 11019.0, 787.1),
-    Point("user", 9000, "off", 5229.0, 4575.0, 326.8),
-    Point("user", 9000, "tso", 12304.0, 11920.0, 851.4),
+# Measured with `bigraph-emu calibrate --quick` on the reference machine (2
+# cores, Debian 12, userspace datapath, Open vSwitch 3.1, HTB burst 10 ms,
+# TSO segments at most an eighth of a queue; experiments/measured/
+# capacity-2026-12-03). Used, and said to be used, on a machine that has not
+# been calibrated.
+REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-12-03", [
+    Point("user", 1500, "off", 1177.0, 1030.0, 73.6),
+    Point("user", 1500, "tso", 8305.0, 3374.0, 241.0),
+    Point("user", 9000, "off", 3325.0, 3118.0, 222.7),
+    Point("user", 9000, "tso", 8821.0, 7994.0, 571.0),
 ], "reference")
 
 

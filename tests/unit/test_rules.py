@@ -152,9 +152,11 @@ def test_burst_hand_values():
 
 
 def test_tso_segments_are_a_burst_at_most_and_never_above_gso():
-    assert shaping.segment_bytes(1, 9000) == 18028      # two frames
-    assert shaping.segment_bytes(40, 1500) == 50000     # 10 ms at 40 Mbit/s
-    assert shaping.segment_bytes(1000, 1500) == 65536   # GSO's limit
+    assert shaping.segment_bytes(1, 9000, 100) == 18028      # two frames
+    assert shaping.segment_bytes(40, 9000, 100) == 50000     # 10 ms at 40 Mbit/s
+    assert shaping.segment_bytes(1000, 9000, 100) == 65536   # GSO's limit
+    assert shaping.segment_bytes(1000, 1500, 100) == 18750   # an eighth of the queue
+    assert shaping.segment_bytes(1000, 1500, 2) == 1500      # at least a frame
 
 
 # --- dataplane detection -----------------------------------------------------------

@@ -173,14 +173,14 @@ def test_plan_command_prints_both_placements(capsys, monkeypatch):
     assert code == 0
     assert "switch-bin (Mininet's SwitchBinPlacer)" in out and "by traffic" in out
     assert "head (head): 4 switches, 16/256 hosts" in out
-    assert "1 cores x 2288 link-Mbit/s per core" in out
+    assert "1 cores x 1559 link-Mbit/s per core" in out
 
 
 def test_plan_command_without_servers_says_how_many(capsys, monkeypatch):
     monkeypatch.setenv(capacity.ENV_FILE, "/nonexistent/calibration.json")
     code = cli.main(["plan", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-m", "hdrm", "-b", "4M",
                      "--server-cores", "1", "--offload", "off"])
-    assert code == 0 and "# needs 2 servers" in capsys.readouterr().out
+    assert code == 0 and "# needs 3 servers" in capsys.readouterr().out   # 3200 link-Mbit/s, 1559 a server
 
 
 @pytest.mark.parametrize("flags, what", [(["--servers", "a,a"], "twice"), (["--server-cores", "0"], "at least 1"),
