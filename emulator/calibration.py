@@ -20,10 +20,10 @@ import shutil
 import tempfile
 import time
 
-from emulator.plan.capacity import Calibration, Point
+from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point
 from emulator.results.metrics import payload_efficiency
 
-TOPOLOGY = "bigraph:m=2,n=4"
+TOPOLOGY = PROBE_TOPOLOGY
 CALL_SECONDS = 1.5          # each counted call lasts about this long
 SATURATED_MIN = 0.95        # saturated links must send at >= 95% of their rate
 # Every probe flow has its path to itself, so the model runs it at the link

@@ -21,6 +21,7 @@ import sys
 import time
 
 from emulator.results.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
+from emulator.results.verdict import NETWORK, trusted
 from emulator.inputs import size_name
 from emulator.spec.experiment import Experiment, RunSpec, SpecError
 
@@ -236,7 +237,12 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     print(f"# results: {out}/ {tables} steps.csv, links.csv, machine.csv, summary.txt, "
           f"{'busbw.png, ' if 'collectives' in tables else ''}heatmap.png, fabric.png, timeline.png, "
           f"link_loads.csv, fabric.json{captured}")
-    failed = sum(v != "ok" for v in verdicts)
+    failed = sum(not trusted(v) for v in verdicts)
+    network = sum(v.startswith(NETWORK) for v in verdicts)
+    if network:
+        print(f"# {network} of {len(verdicts)} counted calls were slower than max-min sharing for the network's own "
+              "reasons (TCP recovering from drops at shared queues, the machine keeping up): trusted, and their "
+              "fidelity column says so")
     if not ok:
         return EXIT_FAILED
     if failed:
@@ -300,7 +306,7 @@ def _replay(emu, plan, out: str, progress: "Progress", verdicts: list[str], page
             wrong.append(call.index)
         if plan.is_workload:
             rows.extend(written or [])
-            verdicts = sorted({r["fidelity"] for r in written or []}, key=lambda v: v != "ok")
+            verdicts = sorted({r["fidelity"] for r in written or []}, key=lambda v: not trusted(v))
             model = plan.predictions[call.size_bytes].time_s
             verdict = f" {call_time(record.steps):.2f} s (model {model:.2f} s)" + (f", {verdicts[-1]}" if verdicts else "")
         else:

@@ -49,6 +49,10 @@ class Prediction:
                                                    # switch each flow crosses: the forwarding work asked of OVS
     approximation: str = ""                        # what the prediction approximates ("": exact)
 
+    @property
+    def most_flows_on_a_link(self) -> int:
+        return max(self.link_max_flows.values(), default=0)
+
     def step_index_end_s(self) -> list[float]:
         """When the last rank ended its k-th step, for every k."""
         if isinstance(self.step_end_s, _EveryRank):

@@ -27,7 +27,8 @@ class Dataplane:
     reason: str
 
     def describe(self) -> str:
-        offload = "host TSO on, segments capped at the HTB burst" if self.tso else "host tx/TSO/GSO offload off"
+        offload = ("host TSO on, segments capped at the HTB burst and an eighth of a queue" if self.tso
+                   else "host tx/TSO/GSO offload off")
         return f"OVS {self.datapath}space datapath, {offload} ({self.reason})".replace("kernelspace", "kernel")
 
 

@@ -83,7 +83,7 @@ def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
         "algbw_mbps": algbw_mbps(call.size_bytes, t),
         "busbw_mbps": busbw_mbps(s.collective, plan.ranks, call.size_bytes, t),
         "model_time_s": model, "time_over_model": t / model if model else "",
-        "fidelity": fidelity(t / model if model else 1.0, rec.counters),
+        "fidelity": fidelity(t / model if model else 1.0, rec.counters, plan.predictions[call.size_bytes].most_flows_on_a_link),
         "bytes_ok": bytes_ok(plan, call.size_bytes, rec.steps),
         **{key: _blank_none(rec.counters.get(key)) for key in COUNTER_COLUMNS},
         "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,

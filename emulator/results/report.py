@@ -14,6 +14,7 @@ from emulator.results.captures import FLOW_COLUMNS, flow_rows, read_segments
 from emulator.results.metrics import busbw_mbps
 from emulator.model.simulation import link_loads_per_step
 from emulator.results.calls import SERIES_KEYS, SPEC_KEYS
+from emulator.results.verdict import trusted
 from emulator.spec.experiment import RunSpec
 from emulator.results.plots import (RUN_COLUMNS, call_name, call_use, capture_plot, fabric_drawing, fabric_story, heatmap_extent,
                             job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
@@ -45,7 +46,7 @@ def summarise(d: pd.DataFrame) -> pd.DataFrame:
     for column, how in (("max_link_util", "median"), ("mean_link_util", "median"),
                         ("queue_drops", "sum"), ("queue_marks", "sum"), ("tcp_retrans", "sum")):
         out[column] = g[column].agg(how).to_numpy() if column in d else float("nan")
-    out["fidelity_ok"] = (g["fidelity"].agg(lambda v: int((v == "ok").sum())).to_numpy()
+    out["fidelity_ok"] = (g["fidelity"].agg(lambda v: int(v.map(trusted).sum())).to_numpy()
                           if "fidelity" in d else -1)
     out["busbw_mbps"] = [busbw_mbps(r.collective, r.ranks, r.size_bytes, r.time_s) for r in out.itertuples()]
     out["model_busbw_mbps"] = [busbw_mbps(r.collective, r.ranks, r.size_bytes, r.model_time_s)
@@ -375,7 +376,7 @@ def job_summary(d: pd.DataFrame) -> pd.DataFrame:
     out = g.agg(time_s=("time_s", "median"), compute_s=("compute_s", "median"), comm_s=("comm_s", "median"),
                 model_time_s=("model_time_s", "median"), model_comm_s=("model_comm_s", "median"),
                 alone_model_s=("alone_model_s", "median"), iterations=("time_s", "size"),
-                ok=("fidelity", lambda v: int((v == "ok").sum()))).reset_index()
+                ok=("fidelity", lambda v: int(v.map(trusted).sum()))).reset_index()
     out["meas_over_model"] = out.time_s / out.model_time_s
     out["slowdown"] = out.time_s / out.alone_model_s   # over the model's time of the job alone
     crowd = _sharing(out)

@@ -12,6 +12,7 @@ import statistics
 from emulator.inputs import MAX_TABLE_BYTES, InputError, read_text, to_float, to_int
 from emulator.spec.experiment import SpecError
 from emulator.spec.sweep import factor_text
+from emulator.results.verdict import trusted
 
 # One row per point and message size (a workload's point: one row, no size).
 COLUMNS = ("point", "key", "topology", "policy", "mapping", "algorithm", "collective", "ranks", "seed",
@@ -198,7 +199,7 @@ def emulated_rows(point, run_folder: str) -> list[dict]:
             calls[int(row["size_bytes"])].append(row)
     rows = []
     for size, group in calls.items():
-        failed = sum(r["fidelity"] != "ok" or r["bytes_ok"] != "True" for r in group)
+        failed = sum(not trusted(r["fidelity"]) or r["bytes_ok"] != "True" for r in group)
         time_s = statistics.median(float(r["time_s"]) for r in group)
         model_s = statistics.median(float(r["model_time_s"]) for r in group)
         rows.append({**spec_cells(point), "topology": group[0]["topology"], "ranks": group[0]["ranks"],

@@ -15,6 +15,7 @@ from emulator.results.linkstats import link_label
 from emulator.results.metrics import busbw_mbps
 from emulator.results.plots import layout
 from emulator.results.calls import call_time
+from emulator.results.verdict import trusted
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")   # what the page links to in the results folder
 
@@ -79,7 +80,7 @@ def call_message(plan, call, record, written, label: str) -> dict:
     t = call_time(record.steps)
     model = record.model_time_s or plan.predictions[call.size_bytes].time_s
     rows = written if isinstance(written, list) else [written] if written else []
-    verdicts = sorted({r["fidelity"] for r in rows}, key=lambda v: v != "ok")
+    verdicts = sorted({r["fidelity"] for r in rows}, key=lambda v: not trusted(v))
     verdict = verdicts[-1] if verdicts else "warm-up (not counted)"
     if plan.is_workload:
         measured, modelled = f"{t:.2f} s", f"{model:.2f} s"

@@ -331,6 +331,24 @@ def test_fidelity_passes_a_faithful_call_and_names_every_reason_to_doubt_one():
 
 
 
+def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_and_says_why():
+    from emulator.results.verdict import NETWORK, trusted
+    lossy = {"cpu_busy": 0.2, "ovs_cpu": 0.2, "queue_drops": 120, "tcp_retrans": 150, "tcp_spurious": 10,
+             "saturated_util": 0.97}
+    verdict = fidelity(3.6, lossy, shared_flows=15)
+    assert verdict == (f"{NETWORK}3.60x max-min sharing: TCP recovered from 120 queue drops with up to 15 flows "
+                       "on a link; the machine kept up")
+    assert trusted(verdict) and trusted("ok") and not trusted("FAIL: 1.30x the model")
+    # an artefact, not the network: every one of these fails
+    assert fidelity(3.6, lossy).startswith("FAIL")                                  # no link shared in the model
+    assert fidelity(3.6, {**lossy, "queue_drops": 0}, 15).startswith("FAIL")         # losses nowhere in a queue
+    assert fidelity(3.6, {**lossy, "ovs_cpu": 0.9}, 15).startswith("FAIL")           # switches CPU-bound
+    assert fidelity(3.6, {**lossy, "tcp_spurious": 100}, 15).startswith("FAIL")      # RTT jumps, not losses
+    assert fidelity(3.6, {**lossy, "cpu_busy": 0.95}, 15).startswith("FAIL")         # machine busy
+    assert fidelity(3.6, {**lossy, "saturated_util": 0.7}, 15).startswith("FAIL")    # links below their rate
+    assert fidelity(0.5, lossy, 15).startswith("FAIL")                               # faster than the model
+
+
 def test_retransmissions_the_receivers_saw_twice_are_not_called_losses():
     from emulator.results.verdict import fidelity
     assert fidelity(1.3, {"tcp_retrans": 5, "tcp_spurious": 5}).endswith("(spurious retransmissions: RTT jumps or reordering)")

@@ -255,7 +255,7 @@ def test_describe():
     assert dataplane.Dataplane("user", False, "why").describe() == \
         "OVS userspace datapath, host tx/TSO/GSO offload off (why)"
     assert Dataplane("kernel", True, "module").describe() == \
-        "OVS kernel datapath, host TSO on, segments capped at the HTB burst (module)"
+        "OVS kernel datapath, host TSO on, segments capped at the HTB burst and an eighth of a queue (module)"
 
 
 def test_build_used_by_rules_matches_named_fabric():
