@@ -157,8 +157,8 @@ class EmulatedFabric:
         roots = {}
         for server, switches in self._switches_by_server().items():   # switch ports: each server's root namespace
             roots[ROOT + server] = (_batch("ip", [line for n in switches for line in ip_lines.get(n, [])])
-                                      + _batch("tc", [line for n in switches for line in tc_lines.get(n, [])])
-                                      + _no_ipv6([p for p in switch_ports if p.split("-")[0] in switches]))
+                                    + _batch("tc", [line for n in switches for line in tc_lines.get(n, [])])
+                                    + _no_ipv6([p for p in switch_ports if p.split("-")[0] in switches]))
         settings = self._tcp_settings(segment)
         hosts = {h.name: _batch("ip", ip_lines[h.name] + self._host_lines(h.name)) + self._offload_lines(h.name)
                  + _batch("tc", tc_lines[h.name]) + settings for h in self.fabric.hosts}
