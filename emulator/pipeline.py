@@ -205,7 +205,8 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
         os.rmdir(out)   # empty (checked before): the finished folder takes its place
     copies = keep_workloads(experiment.runs, work)
     with open(os.path.join(work, "spec.json"), "w") as f:
-        json.dump({"name": experiment.name, "runs": [dataclasses.asdict(s) for s in experiment.runs],
+        # each run as planned: offload "auto" resolved to what this machine gives it
+        json.dump({"name": experiment.name, "runs": [dataclasses.asdict(p.spec) for p in plans],
                    "workload_copies": copies}, f, indent=1)
     with open(os.path.join(work, "capacity.json"), "w") as f:
         json.dump([c.to_dict() for c in capacity_checks(plans)], f, indent=1)
