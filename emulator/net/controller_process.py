@@ -11,7 +11,7 @@ import sys
 import time
 
 from emulator.results.linkstats import CONTROLLER_PORTS, PORT_READING_COLUMNS
-from emulator.net import processes
+from emulator.net import interrupts, processes
 
 
 def free_port() -> int:
@@ -45,12 +45,13 @@ class ControllerProcess:
         if os.path.exists(self.ready_file):
             os.remove(self.ready_file)
         log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "controller", "--fabric", self.fabric_json, "--policy", self.policy,
-             "--ready-file", self.ready_file, "--port", str(self.port), "--listen", self.listen, *self.extra],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with interrupts.deferred():   # a Ctrl-C now would leave a process that nobody stops
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "controller", "--fabric", self.fabric_json, "--policy", self.policy,
+                 "--ready-file", self.ready_file, "--port", str(self.port), "--listen", self.listen, *self.extra],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            processes.record(self.proc.pid)
         log.close()
-        processes.record(self.proc.pid)
 
     def wait_listening(self, timeout_s: float = 60.0) -> None:
         """Return once the controller listens. Python and os-ken load slowly

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import signal
+import threading
 
 TEARDOWN_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_CODE = 130   # as a shell reports a job ended by Ctrl-C
@@ -80,7 +81,12 @@ def _isatty(fd: int) -> bool:
 
 @contextlib.contextmanager
 def deferred():
-    """Signals wait until the block is done (teardown), then interrupt."""
+    """Signals wait until the block is done (teardown), then interrupt.
+    Off the main thread there is nothing to defer: Python interrupts only
+    the main thread (and only it may set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     caught: list[int] = []
     old: dict = {}
 

@@ -72,16 +72,18 @@ SOCKET_DEFAULTS = ["/proc/sys/net/core/wmem_default", "/proc/sys/net/core/rmem_d
 
 
 def agents() -> list[int]:
-    """Host agents alive, recorded or not (one started through sudo, as on
-    a server, is not the process the emulator recorded)."""
+    """Host agents and controllers alive, recorded or not (an agent started
+    through sudo, as on a server, is not the process the emulator recorded;
+    a controller interrupted as it started was never recorded)."""
     alive = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"emulator.net.agent" in f.read().split(b"\0"):
-                    alive.append(int(pid))
+                argv = f.read().split(b"\0")
         except OSError:
-            pass
+            continue
+        if b"emulator.net.agent" in argv or argv[1:4] == [b"-m", b"controller", b"--fabric"]:
+            alive.append(int(pid))
     return alive
 
 
