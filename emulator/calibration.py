@@ -23,7 +23,6 @@ import time
 from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point
 from emulator.results.metrics import payload_efficiency
 
-TOPOLOGY = PROBE_TOPOLOGY
 CALL_SECONDS = 1.5          # each counted call lasts about this long
 SATURATED_MIN = 0.95        # saturated links must send at >= 95% of their rate
 # Every probe flow has its path to itself, so the model runs it at the link
@@ -43,7 +42,7 @@ def size_for(rate_mbps: float, mtu: int, ranks: int = 8) -> int:
 
 def probe_spec(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int):
     from emulator.spec.experiment import RunSpec
-    return RunSpec(topology=TOPOLOGY, collective="allreduce", algorithm="ring", mapping="naive",
+    return RunSpec(topology=PROBE_TOPOLOGY, collective="allreduce", algorithm="ring", mapping="naive",
                    policy="shortest", datapath=datapath, mtu=mtu, offload=offload,
                    host_rate_mbps=rate_mbps, switch_rate_mbps=rate_mbps, sizes=(size_for(rate_mbps, mtu),),
                    repetitions=reps, warmup=1, label="calibration")

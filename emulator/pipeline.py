@@ -127,8 +127,7 @@ def capacity_checks(plans) -> list:
     try:
         calibration = capacity.load()
         planes = [detect(plan.spec.datapath, plan.spec.offload) for plan in plans]
-        return [capacity.assess(plan, calibration, plane.datapath, "tso" if plane.tso else "off")
-                for plan, plane in zip(plans, planes)]
+        return [capacity.assess(plan, calibration, plane.datapath, plane.offload) for plan, plane in zip(plans, planes)]
     except (ValueError, RuntimeError) as e:
         raise SpecError(str(e)) from None
 

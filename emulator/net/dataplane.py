@@ -26,6 +26,11 @@ class Dataplane:
     tso: bool              # hosts send TSO segments (capped at the HTB burst) instead of frames
     reason: str
 
+    @property
+    def offload(self) -> str:
+        """What the hosts send: "tso" segments or "off" (frames)."""
+        return "tso" if self.tso else "off"
+
     def describe(self) -> str:
         offload = ("host TSO on, segments capped at the HTB burst and an eighth of a queue" if self.tso
                    else "host tx/TSO/GSO offload off")
@@ -56,7 +61,7 @@ def resolve_offload(datapath: str, offload: str) -> str:
     if offload != "auto":
         return offload
     try:
-        return "tso" if detect(datapath, offload).tso else "off"
+        return detect(datapath, offload).offload
     except RuntimeError:   # no kernel datapath where one is asked for: bring-up says so
         return "off"
 
