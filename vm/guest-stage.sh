@@ -36,7 +36,7 @@ ON_THE_HOST_ONLY="SIGTERM or SIGHUP or ctrl-c or halving-doubling-naive or halvi
 emulation_tests() {
     # --basetemp: a failed test's folder (controller.log, results) comes back out;
     # xunit1: junit.xml keeps the recorded timings (record_property)
-    cd /root && BIGRAPH_REQUIRE_EMULATION=1 "$PY" -m pytest -p no:cacheprovider -q -rs --durations=0 \
+    cd /root && BIGRAPH_REQUIRE_EMULATION=1 "$PY" -m pytest -p no:cacheprovider -q -rfEs --durations=0 \
         -o junit_family=xunit1 --basetemp="$OUT/pytest" --junitxml="$OUT/junit.xml" "$@"
 }
 

@@ -447,7 +447,19 @@ def _outcome(status: str | int, out: str, elapsed: float, timeout_s: float) -> i
         return 1
     rc = int(open(rc_file).read().strip() or 1)
     say(f"the stage in the VM exited with {rc} after {elapsed:.0f} s; its output is in {out}")
+    if rc != 0:
+        _print_tail(os.path.join(out, "stage.log"))
     return rc
+
+
+def _print_tail(path: str, lines: int = 120) -> None:
+    """A failed stage's last lines (its failures' summary) where CI shows
+    them: a CI machine's results folder is gone after the run."""
+    if os.path.exists(path):
+        with open(path, errors="replace") as f:
+            tail = f.readlines()[-lines:]
+        say(f"the last {len(tail)} lines of {path}:")
+        sys.stderr.write("".join(tail))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -79,7 +79,13 @@ def test_the_outcome_names_what_went_wrong(tmp_path, capsys):
     assert stage._outcome(0, str(tmp_path), 30, 2700) == 1
     assert "without running the stage" in capsys.readouterr().err
     (tmp_path / "rc").write_text("3\n")
+    (tmp_path / "stage.log").write_text("".join(f"line {i}\n" for i in range(500)) + "FAILED test_x - boom\n")
     assert stage._outcome(0, str(tmp_path), 30, 2700) == 3
+    err = capsys.readouterr().err   # a failed stage's end is shown: CI keeps no results folder
+    assert "FAILED test_x - boom" in err and "line 499" in err and "line 100\n" not in err
+    (tmp_path / "rc").write_text("0\n")
+    assert stage._outcome(0, str(tmp_path), 30, 2700) == 0
+    assert "FAILED" not in capsys.readouterr().err
 
 
 def test_the_cluster_vms_reach_only_each_other_through_the_hosts_loopback():
