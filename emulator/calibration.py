@@ -17,9 +17,11 @@ Per setting, two figures, measured in the same session:
 from __future__ import annotations
 
 import shutil
+import statistics
 import tempfile
 import time
 
+from emulator.model.sharing import SharingPoint
 from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point
 from emulator.results.metrics import payload_efficiency
 
@@ -30,6 +32,11 @@ SATURATED_MIN = 0.95        # saturated links must send at >= 95% of their rate
 # 5% of the model did.
 TIME_OVER_MODEL_MAX = 1 / SATURATED_MIN
 IPERF_SECONDS = 5
+# TCP's sharing of a queue: N senders into one host, all through one switch
+SHARING_MOST_FLOWS = 16
+SHARING_TOPOLOGY = f"leafspine:leaves=1,spines=1,hosts={SHARING_MOST_FLOWS + 1}"
+SHARING_RATE_MBPS = 50.0
+SHARING_CALL_SECONDS = 2.0
 
 
 # --- pure: what a rate is tried with, and whether it passed --------------------------
@@ -133,6 +140,57 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
     best = round(bisect(passes, raw / traversals, steps), 1)
     return Point(dataplane.datapath, mtu, offload, round(raw, 1), round(load_at.get(best, 0.0), 1), best,
                  probe_spec(best or 1.0, mtu, offload, dataplane.datapath, 1).tcp)
+
+
+def sharing_spec(flows: int, mtu: int, queue: int, tcp: str, reps: int):
+    """An incast of `flows` senders into one host's queue on one switch,
+    each call about SHARING_CALL_SECONDS at max-min's fair shares."""
+    from emulator.spec.experiment import RunSpec
+    per_sender = SHARING_CALL_SECONDS * SHARING_RATE_MBPS * 1e6 * payload_efficiency(mtu) / 8 / flows
+    size = max(1, round(per_sender / (64 << 10))) * (64 << 10)
+    return RunSpec(topology=SHARING_TOPOLOGY, collective="incast", mapping="naive", ranks=flows + 1, mtu=mtu,
+                   host_rate_mbps=SHARING_RATE_MBPS, switch_rate_mbps=SHARING_RATE_MBPS, host_queue_packets=queue,
+                   switch_queue_packets=queue, tcp=tcp, sizes=(size,), repetitions=reps, warmup=1,
+                   sharing="max-min", label="tcp-sharing")
+
+
+def sharing_point(flows: int, rows: list[dict], spec) -> SharingPoint:
+    """The measured point of one incast's counted calls (pure): the median
+    time over max-min, the mean drops per call."""
+    ratios = sorted(float(r["time_over_model"]) for r in rows)
+    drops = [float(r["queue_drops"] or 0) for r in rows]
+    return SharingPoint(spec.tcp, spec.mtu, spec.host_queue_packets, flows, round(statistics.median(ratios), 3),
+                        round(sum(drops) / len(drops), 1), spec.host_rate_mbps)
+
+
+def measure_sharing(flows_list: list[int], mtu: int, queue: int, tcp: str, reps: int, log=print) -> list[SharingPoint]:
+    """TCP's sharing of one queue by N flows, for each N, in one emulated
+    network; calls the verdict does not trust for the machine's reasons are
+    left out (they measure the machine, not TCP)."""
+    from emulator.emulation import Emulation
+    from emulator.plan.run_plan import plan_run
+    from emulator.results.calls import collective_rows
+    plans = [plan_run(sharing_spec(n, mtu, queue, tcp, reps)) for n in flows_list]
+    points, work = [], tempfile.mkdtemp(prefix="bigraph-calibrate-")
+    try:
+        with Emulation(plans[-1], work, log=lambda line: log(line) if "WARNING" in line else None) as emu:
+            for n, plan in zip(flows_list, plans):
+                rows = collective_rows(plan, emu.replay(plan), emu.dataplane.datapath)
+                kept = [r for r in rows if not _machine_failed(r["fidelity"])]
+                for r in rows:
+                    log(f"#   {n:2} flows into one {queue}-packet queue ({tcp}, MTU {mtu}): "
+                        f"{float(r['time_over_model']):.2f}x max-min, {r['queue_drops']} drops, {r['fidelity']}")
+                if kept:
+                    points.append(sharing_point(n, kept, plan.spec))
+                else:
+                    log(f"# {n} flows: no call the machine kept up with; not kept")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return points
+
+
+def _machine_failed(verdict: str) -> bool:
+    return any(cause in verdict for cause in ("machine busy", "saturated links ran", "switches CPU-bound"))
 
 
 def calibrate(datapath: str, mtus: list[int], offloads: list[str], steps: int, reps: int,

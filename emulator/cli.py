@@ -340,8 +340,11 @@ def cmd_calibrate(args) -> int:
         capacity.load(path)   # what it holds is merged with the new figures: readable, before minutes of measuring
     except ValueError as e:
         raise SpecError(str(e)) from None
+    sharing = _sharing_request(args) if args.tcp_sharing else None
     _needs_root(args.command)
     machine = f"{socket.gethostname()}, {os.cpu_count()} CPUs"
+    if sharing:
+        return _calibrate_sharing(sharing, mtus, 1 if args.quick else 3, machine, path)
     result = calibration.calibrate("auto", mtus, offloads, args.steps, 1 if args.quick else 2, machine,
                                    lambda line: print(line, flush=True))
     saved = capacity.save(result, path)
@@ -350,6 +353,29 @@ def cmd_calibrate(args) -> int:
         print(f"  {p.datapath:8} {p.mtu:5} {p.offload:7} {p.raw_mbps:16.0f} {p.faithful_mbps:21.0f} "
               f"{p.faithful_mbps / p.raw_mbps:12.0%} {p.link_rate_mbps:10g} Mbit/s")
     print(f"# saved in {saved}: every run now checks itself against it")
+    return 0
+
+
+def _sharing_request(args) -> tuple[list[int], int, str]:
+    """(flow counts, queue packets, congestion control) of calibrate --tcp-sharing, checked."""
+    from emulator import calibration
+    flows = _int_list("--tcp-sharing", args.tcp_sharing, 2, calibration.SHARING_MOST_FLOWS)
+    spec = make_run({"tcp": args.tcp, "host_queue_packets": args.queue, "switch_queue_packets": args.queue})
+    return sorted(set(flows)), spec.host_queue_packets, spec.tcp
+
+
+def _calibrate_sharing(request: tuple[list[int], int, str], mtus: list[int], reps: int, machine: str, path: str) -> int:
+    from emulator import calibration
+    from emulator.plan import capacity
+    flows, queue, tcp = request
+    points = [p for mtu in mtus for p in calibration.measure_sharing(flows, mtu, queue, tcp, reps,
+                                                                     lambda line: print(line, flush=True))]
+    saved = capacity.save(capacity.Calibration(machine, time.strftime("%Y-%m-%d"), [], "", points), path)
+    print("# tcp    MTU  queue  flows  time over max-min  drops per call")
+    for p in points:
+        print(f"  {p.tcp:6} {p.mtu:4} {p.queue_packets:6} {p.flows:6} {p.over_max_min:18.2f} {p.drops_per_call:15.1f}")
+    print(f"# saved in {saved}: runs with sharing tcp ({tcp}, these MTUs, a {queue}-packet queue) now stretch "
+          "congested steps by it")
     return 0
 
 

@@ -52,6 +52,9 @@ FLAGS = [
                                 "HOST (its own link), e.g. bgs0-bgs2,bgh3; needs tcpdump"),
     (("--monitor-interval",), "monitor_interval_ms", "link sampling period, ms (10..1000, default 100)"),
     (("--alpha-us",), "model_alpha_us", "per-message latency of the model, microseconds"),
+    (("--sharing",), "sharing", "the model's congested links: tcp (each step stretched by what TCP flows "
+                                "sharing one queue measured on this machine, `calibrate --tcp-sharing`; "
+                                "max-min where not measured) or max-min"),
     (("--label",), "label", "free text copied into the results"),
     (("--tcp",), "tcp", "TCP congestion control of every emulated host, as the kernel names it: cubic, reno, "
                         "bbr, dctcp (a module the kernel must offer)"),
@@ -74,7 +77,7 @@ FLAGS = [
 
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
-            "link_events": "T:A-B:down|up", "servers": "HOST,...", "placement": "HOW", "tcp": "NAME", "queue_discipline": "NAME", "ecn_threshold_packets": "PACKETS", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "ranks": "N",
+            "link_events": "T:A-B:down|up", "servers": "HOST,...", "placement": "HOW", "tcp": "NAME", "queue_discipline": "NAME", "ecn_threshold_packets": "PACKETS", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "sharing": "MODEL", "ranks": "N",
             "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE"}
 
 
@@ -319,6 +322,12 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--steps", default=5, help="bisection steps per setting (default 5: within 3%%)")
     sp.add_argument("--quick", action="store_true", help="one counted call per rate instead of two")
     sp.add_argument("--file", help=f"where to keep the figures (default {CALIBRATION_HELP})")
+    sp.add_argument("--tcp-sharing", metavar="FLOWS",
+                    help="measure TCP's sharing of one queue instead: an incast of N flows (e.g. 2,4,8,16, "
+                         "at most 16) into one host at 50 Mbit/s, its time over max-min's, per MTU; runs "
+                         "stretch congested steps by it (spec key sharing)")
+    sp.add_argument("--tcp", default="cubic", help="with --tcp-sharing: the hosts' congestion control (default cubic)")
+    sp.add_argument("--queue", default="100", help="with --tcp-sharing: the queue's depth, packets (default 100)")
     sp = _command(sub, "sweep", help="many runs from a sweep file: the model on a pool, emulations where asked",
                        description="Expand a sweep file ([defaults], [grid] of values, [[points]], [confirm]) "
                                    "into points, check them all, and run them on a Dask pool: this machine's "

@@ -53,7 +53,33 @@ def prepare(experiment: Experiment, out: str | None):
             print("# capacity: checked per server, with the placement, before anything is built")
         else:
             print(check.describe(plan.spec.host_rate_mbps))
+    plans = with_sharing(plans)
     return plans, folder
+
+
+def with_sharing(plans) -> list:
+    """Each plan with the TCP sharing its model stretches congested steps
+    by (spec key sharing "tcp", where measured), and says which model runs."""
+    from emulator.plan import capacity
+    try:
+        calibration = capacity.load()
+    except ValueError as e:
+        raise SpecError(str(e)) from None
+    shared = []
+    for plan in plans:
+        s = plan.spec
+        if s.sharing == "tcp":
+            found, basis = capacity.sharing_for(calibration, s.tcp, s.mtu, queue_of(s))
+        else:
+            found, basis = None, "asked for"
+        print(f"# model: {basis}" if found else f"# model: max-min sharing ({basis})")
+        shared.append(dataclasses.replace(plan, sharing=found))
+    return shared
+
+
+def queue_of(spec) -> int:
+    """The queue depth TCP's sharing is looked up for: the shallower tier's."""
+    return min(spec.host_queue_packets, spec.switch_queue_packets)
 
 
 def predicted_calls(plans) -> list[float]:

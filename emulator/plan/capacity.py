@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from emulator.fabric.topology import build
 from emulator.inputs import read_text
-from emulator.spec.experiment import check_key
+from emulator.model.sharing import Sharing, SharingPoint, for_setting
+from emulator.spec.experiment import CONGESTION_CONTROL, check_key
 
 CALIBRATION_FILE = "/var/lib/bigraph-emu/calibration.json"
 ENV_FILE = "BIGRAPH_EMU_CALIBRATION"   # another calibration file (tests, several machines)
@@ -52,6 +53,7 @@ class Calibration:
     measured: str            # date of the newest point
     points: list[Point] = field(default_factory=list)
     source: str = ""         # the file it came from, or "reference"
+    sharing: list[SharingPoint] = field(default_factory=list)   # TCP's sharing of a queue (calibrate --tcp-sharing)
 
     @property
     def cpus(self) -> int:
@@ -64,7 +66,10 @@ class Calibration:
         """These points, with those `newer` measured again replaced."""
         keys = {p.key() for p in newer.points}
         points = [p for p in self.points if p.key() not in keys] + newer.points
-        return Calibration(newer.machine, newer.measured, sorted(points, key=Point.key), newer.source)
+        shared = {p.key() for p in newer.sharing}
+        sharing = [p for p in self.sharing if p.key() not in shared] + newer.sharing
+        return Calibration(newer.machine, newer.measured, sorted(points, key=Point.key), newer.source,
+                           sorted(sharing, key=SharingPoint.key))
 
 
 # Measured with `bigraph-emu calibrate --quick` on the reference machine (2
@@ -112,7 +117,8 @@ def load(path: str | None = None) -> Calibration:
     try:
         doc = json.loads(read_text(path))
         points = [_point(p) for p in doc["points"]]
-        return Calibration(str(doc["machine"]), str(doc["measured"]), points, path)
+        sharing = [_sharing_point(p) for p in doc.get("sharing", [])]
+        return Calibration(str(doc["machine"]), str(doc["measured"]), points, path, sharing)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ValueError(f"calibration file {path} is unreadable ({e}); run `bigraph-emu calibrate` again "
                          f"or remove it") from None
@@ -138,6 +144,36 @@ def _point(record: dict) -> Point:
     return point
 
 
+def _sharing_point(record: dict) -> SharingPoint:
+    """A SharingPoint from its JSON record; ValueError naming a bad figure."""
+    point = SharingPoint(**record)
+    for name in ("mtu", "queue_packets", "flows"):
+        value = getattr(point, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"sharing: {name} must be a whole number >= 1, got {value!r}")
+    for name in ("over_max_min", "rate_mbps", "drops_per_call"):
+        value = getattr(point, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf \
+                or (value == 0 and name != "drops_per_call"):
+            raise ValueError(f"sharing: {name} of {point.flows} flows must be a finite number > 0, got {value!r}")
+    if not isinstance(point.tcp, str) or not CONGESTION_CONTROL.match(point.tcp):
+        raise ValueError(f"sharing: tcp must be a congestion control's name, got {point.tcp!r}")
+    check_key("mtu", point.mtu)
+    return point
+
+
+def sharing_for(calibration: Calibration, tcp: str, mtu: int, queue_packets: int) -> tuple[Sharing | None, str]:
+    """This machine's measured TCP sharing for a setting, else the reference
+    machine's; (None, why) where neither measured it."""
+    for source in (calibration, REFERENCE):
+        found = for_setting(source.sharing, tcp, mtu, queue_packets)
+        if found:
+            where = "the reference machine" if source.source == "reference" else source.source
+            return found, f"{found.describe()} (on {where})"
+    return None, (f"no TCP-sharing calibration for {tcp}, MTU {mtu}, a {queue_packets}-packet queue "
+                  f"(`bigraph-emu calibrate --tcp-sharing 2,4,8,16 --tcp {tcp} --mtu {mtu}`)")
+
+
 def save(calibration: Calibration, path: str | None = None) -> str:
     """Write `calibration` merged into what `path` already holds; returns the path."""
     path = path or calibration_path()
@@ -145,7 +181,8 @@ def save(calibration: Calibration, path: str | None = None) -> str:
     merged = old.merged(calibration) if old.source == path else calibration
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     doc = {"machine": merged.machine, "measured": merged.measured,
-           "points": [dataclasses.asdict(p) for p in merged.points]}
+           "points": [dataclasses.asdict(p) for p in merged.points],
+           "sharing": [dataclasses.asdict(p) for p in merged.sharing]}
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1)
@@ -157,7 +194,7 @@ def lookup(calibration: Calibration, datapath: str, mtu: int, offload: str) -> t
     """(faithful link-Mbit/s, how it was found) for a dataplane setting.
     Per-packet work dominates, so between calibrated MTUs the figure is
     interpolated, and below the smallest it shrinks with the MTU."""
-    if calibration.source == "reference":
+    if calibration.source == "reference" or not calibration.points:   # a file may hold TCP sharing alone
         calibration = reference_for(datapath, offload)
     same = sorted((p for p in calibration.points if (p.datapath, p.offload) == (datapath, offload)),
                   key=lambda p: p.mtu)
@@ -258,7 +295,7 @@ def per_core(calibration: Calibration, datapath: str, mtu: int, offload: str) ->
     every core, so a server of c cores is taken to give c times this: an
     assumption, until servers of that size are calibrated."""
     faithful, basis = lookup(calibration, datapath, mtu, offload)
-    if calibration.source == "reference":
+    if calibration.source == "reference" or not calibration.points:   # a file may hold TCP sharing alone
         calibration = reference_for(datapath, offload)
     if not calibration.cpus:
         raise LookupError(f"the calibration does not say how many cores it was measured on ({calibration.machine!r})")

@@ -18,6 +18,7 @@ from emulator.fabric.mapping import hosts_for_ranks
 from emulator.results.metrics import payload_efficiency
 from emulator.results.jobs import iteration_rows, model_rows
 from emulator.model.lockstep import NotLockstep, predict_jobs
+from emulator.model.sharing import Sharing
 from emulator.model.simulation import EXACT_FLOWS, METHODS, Prediction, predict, predict_collective
 from emulator.workloads.flat import flatten, ranks_alone
 from emulator.workloads.program import Compiled, JobLayout, compile_workload, place_jobs
@@ -52,6 +53,7 @@ class RunPlan:
     programs: dict[int, Compiled] = field(default_factory=dict)   # the jobs behind each schedule
     alone: list[Prediction] = field(default_factory=list)   # a workload's jobs, each by itself
     run: int = 0                          # its place in the experiment: the `run` column of every table
+    sharing: Sharing | None = None        # TCP's measured sharing the model stretches steps by (None: max-min)
 
     @property
     def ranks(self) -> int:

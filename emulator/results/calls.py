@@ -11,6 +11,7 @@ from emulator.results.captures import CAPTURE_COLUMNS
 from emulator.results.linkstats import LINK_COLUMNS, MACHINE_COLUMNS, PORT_COLUMNS
 from emulator.results.metrics import algbw_mbps, busbw_mbps
 from emulator.results.verdict import COUNTER_COLUMNS, fidelity
+from emulator.model.sharing import stretched_time
 from emulator.workloads.schedule import chosen_algorithm
 
 
@@ -32,7 +33,7 @@ SPEC_KEYS = ["connections", "seed", "host_queue_packets", "switch_queue_packets"
              "tcp", "queue_discipline", "ecn_threshold_packets"]
 COLLECTIVE_COLUMNS = ["run", "topology", "policy", "collective", "algorithm", "algorithm_used", "mapping", "ranks",
                       "size_bytes", "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s", "time_over_model",
-                      "fidelity", "bytes_ok", *COUNTER_COLUMNS, "host_rate_mbps", "switch_rate_mbps", "mtu",
+                      "model", "max_min_time_s", "fidelity", "bytes_ok", *COUNTER_COLUMNS, "host_rate_mbps", "switch_rate_mbps", "mtu",
                       "datapath", "offload", *SPEC_KEYS, "label"]
 STEP_COLUMNS = ["run", "topology", "policy", "algorithm", "mapping", "label", "size_bytes", "repetition", "rank",
                 "host", "step", "phase", "start_s", "end_s", "bytes_sent", "bytes_received", "model_end_s"]
@@ -74,7 +75,11 @@ def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
     t = call_time(rec.steps)
     if t <= 0:
         raise RuntimeError(f"call {call.index} has no step records; the agents reported nothing")
-    model = rec.model_time_s or plan.predictions[call.size_bytes].time_s
+    prediction = plan.predictions[call.size_bytes]
+    max_min = rec.model_time_s or prediction.time_s
+    # steps stretched by TCP's measured sharing (not on rerouted calls: their steps were not predicted)
+    stretched = plan.sharing is not None and not rec.model_time_s
+    model = stretched_time(prediction, plan.sharing) if stretched else max_min
     row = {
         **_run_keys(plan), "collective": s.collective, "ranks": plan.ranks,
         # what ran: the algorithm asked for, or the one auto picked for this size
@@ -83,7 +88,9 @@ def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
         "algbw_mbps": algbw_mbps(call.size_bytes, t),
         "busbw_mbps": busbw_mbps(s.collective, plan.ranks, call.size_bytes, t),
         "model_time_s": model, "time_over_model": t / model if model else "",
-        "fidelity": fidelity(t / model if model else 1.0, rec.counters, plan.predictions[call.size_bytes].most_flows_on_a_link),
+        "model": "tcp" if stretched else "max-min", "max_min_time_s": max_min,
+        "fidelity": fidelity(t / model if model else 1.0, rec.counters, prediction.most_flows_on_a_link,
+                             "measured TCP sharing" if stretched else "max-min sharing"),
         "bytes_ok": bytes_ok(plan, call.size_bytes, rec.steps),
         **{key: _blank_none(rec.counters.get(key)) for key in COUNTER_COLUMNS},
         "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,

@@ -2,13 +2,15 @@
 its time against the model and what the machine's and the links' counters
 say about it; and the likely cause when it cannot.
 
-A call slower than max-min sharing is the network's own doing, not an
-artefact, when the model put several flows on a link, queues dropped
-packets, TCP's retransmissions repaired real losses (not spurious ones),
-and the machine kept up (its CPU, Open vSwitch's thread and the saturated
-links): TCP's loss recovery and incast on a drop-tail queue are what a real
-fabric does, and the max-min model leaves them out. Such a verdict starts
-with NETWORK and counts as trusted."""
+The model is max-min sharing, or max-min with congested steps stretched
+by TCP's sharing as measured on this machine (emulator.model.sharing). A
+call slower than the model is the network's own doing, not an artefact,
+when the model put several flows on a link, queues dropped packets, TCP's
+retransmissions repaired real losses (not spurious ones), and the machine
+kept up (its CPU, Open vSwitch's thread and the saturated links): TCP's
+loss recovery and incast on a drop-tail queue are what a real fabric does,
+and max-min leaves them out. Such a verdict starts with NETWORK and counts
+as trusted."""
 from __future__ import annotations
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
@@ -29,10 +31,10 @@ def trusted(verdict: str) -> bool:
     return verdict == "ok" or verdict.startswith(NETWORK)
 
 
-def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1) -> str:
-    """"ok", NETWORK and why the call was slower than max-min, or "FAIL: "
+def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, model: str = "max-min sharing") -> str:
+    """"ok", NETWORK and why the call was slower than the model, or "FAIL: "
     and every reason not to trust the measurement. `shared_flows`: the most
-    flows the model put on one link at once."""
+    flows the model put on one link at once; `model`: how it shared links."""
     reasons = []
     if counters.get("cpu_busy", 0) > MAX_CPU_BUSY:
         reasons.append(f"machine busy (CPU idle {1 - counters['cpu_busy']:.0%})")
@@ -41,7 +43,7 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1) -> s
         reasons.append(f"saturated links ran at {saturated:.0%} of their rate")
     if abs(time_over_model - 1) > TOLERANCE:
         if not reasons and _tcp_losses(time_over_model, counters, shared_flows):
-            return (f"{NETWORK}{time_over_model:.2f}x max-min sharing: TCP recovered from "
+            return (f"{NETWORK}{time_over_model:.2f}x {model}: TCP recovered from "
                     f"{counters['queue_drops']} queue drops with up to {shared_flows} flows on a link; "
                     "the machine kept up")
         reasons.append(f"{time_over_model:.2f}x the model" + _likely_cause(time_over_model, counters))

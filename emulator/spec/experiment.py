@@ -18,6 +18,7 @@ from emulator.fabric.captured import captured_links
 from emulator.fabric.graph import Fabric
 from emulator.inputs import InputError, as_name, is_name, read_text, shorten, to_float, to_int
 from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks
+from emulator.model.sharing import MODELS as SHARING_MODELS
 from emulator.inputs import parse_size, size_sweep
 from emulator.fabric.queues import DISCIPLINES, FIFO
 from emulator.workloads.algorithms import ALGORITHMS
@@ -139,6 +140,9 @@ class RunSpec:
     capture: tuple[str, ...] = ()      # links recorded (pcap, headers only) during every counted call:
                                        # "A-B" (two switches) or "HOST" (its own link); see emulator/fabric/captured.py
     model_alpha_us: float = 500.0      # per-message latency the model adds
+    sharing: str = "tcp"               # the model's congested links: tcp (TCP's sharing of a queue as
+                                       # `calibrate --tcp-sharing` measured it; max-min where not measured)
+                                       # or max-min (emulator.model.sharing)
     label: str = ""                    # free text carried into the results
     servers: tuple[str, ...] = ()      # a fabric over several servers: [user@]host names, the first the head
                                        # (this machine, which runs the controller); () for this machine alone
@@ -187,7 +191,8 @@ PLACEMENTS = ("switch-bin", "traffic")   # how a fabric is spread over servers (
 SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
             "policy": POLICIES, "datapath": ("auto", "kernel", "user"),
-            "offload": ("auto", *OFFLOADS), "placement": PLACEMENTS, "queue_discipline": DISCIPLINES}
+            "offload": ("auto", *OFFLOADS), "placement": PLACEMENTS, "queue_discipline": DISCIPLINES,
+            "sharing": SHARING_MODELS}
 # key -> (lowest, highest) allowed, both inclusive; None: no upper limit
 _RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
            "host_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS), "switch_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS),

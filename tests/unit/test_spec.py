@@ -66,6 +66,7 @@ FROM_STRINGS = {
     "link_events": ("1.5:bgs0-bgs2:down", (LinkEvent(1.5, "bgs0", "bgs2", "down"),)),
     "monitor_interval_ms": ("50", 50.0),
     "model_alpha_us": ("0", 0.0),
+    "sharing": ("max-min", "max-min"),
     "label": ("hello world", "hello world"),
     "workload": (TWO_TENANTS, TWO_TENANTS),
     "link_overrides": ("bgs0-bgs2:5", (LinkOverride("bgs0", "bgs2", 5.0),)),
