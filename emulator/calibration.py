@@ -21,7 +21,7 @@ import statistics
 import tempfile
 import time
 
-from emulator.model.sharing import SharingPoint
+from emulator.model.sharing import RTO_MIN_S, SharingPoint
 from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point
 from emulator.results.metrics import payload_efficiency
 
@@ -36,7 +36,7 @@ IPERF_SECONDS = 5
 SHARING_MOST_FLOWS = 16
 SHARING_TOPOLOGY = f"leafspine:leaves=1,spines=1,hosts={SHARING_MOST_FLOWS + 1}"
 SHARING_RATE_MBPS = 50.0
-SHARING_CALL_SECONDS = 2.0
+SHARING_CALL_SECONDS = 0.5   # about a collective step's length: a timeout shows
 
 
 # --- pure: what a rate is tried with, and whether it passed --------------------------
@@ -154,39 +154,49 @@ def sharing_spec(flows: int, mtu: int, queue: int, tcp: str, reps: int):
                    sharing="max-min", label="tcp-sharing")
 
 
-def sharing_point(flows: int, rows: list[dict], spec) -> SharingPoint:
+def sharing_point(flows: int, rows: list[dict], spec, alone: float = 1.0) -> SharingPoint:
     """The measured point of one incast's counted calls (pure): the median
-    time over max-min, the mean drops per call."""
-    ratios = sorted(float(r["time_over_model"]) for r in rows)
+    time over max-min, over that of one flow alone (`alone`: what the model
+    misses without any sharing), the mean drops per call, and the share of
+    calls slower than the median by most of a retransmission timeout."""
+    median = statistics.median(float(r["time_s"]) for r in rows)
+    timeouts = sum(float(r["time_s"]) - median >= 0.75 * RTO_MIN_S for r in rows)
     drops = [float(r["queue_drops"] or 0) for r in rows]
-    return SharingPoint(spec.tcp, spec.mtu, spec.host_queue_packets, flows, round(statistics.median(ratios), 3),
-                        round(sum(drops) / len(drops), 1), spec.host_rate_mbps)
+    return SharingPoint(spec.tcp, spec.mtu, spec.host_queue_packets, flows,
+                        round(_median_ratio(rows) / alone, 3), round(sum(drops) / len(drops), 1),
+                        spec.host_rate_mbps, round(timeouts / len(rows), 3))
+
+
+def _median_ratio(rows: list[dict]) -> float:
+    return statistics.median(float(r["time_over_model"]) for r in rows)
 
 
 def measure_sharing(flows_list: list[int], mtu: int, queue: int, tcp: str, reps: int, log=print) -> list[SharingPoint]:
     """TCP's sharing of one queue by N flows, for each N, in one emulated
-    network; calls the verdict does not trust for the machine's reasons are
-    left out (they measure the machine, not TCP)."""
+    network, against one flow alone through the same queue; calls the
+    verdict does not trust for the machine's reasons are left out (they
+    measure the machine, not TCP)."""
     from emulator.emulation import Emulation
     from emulator.plan.run_plan import plan_run
     from emulator.results.calls import collective_rows
-    plans = [plan_run(sharing_spec(n, mtu, queue, tcp, reps)) for n in flows_list]
-    points, work = [], tempfile.mkdtemp(prefix="bigraph-calibrate-")
+    counts = [1, *flows_list]
+    plans = [plan_run(sharing_spec(n, mtu, queue, tcp, reps)) for n in counts]
+    measured, work = {}, tempfile.mkdtemp(prefix="bigraph-calibrate-")
     try:
         with Emulation(plans[-1], work, log=lambda line: log(line) if "WARNING" in line else None) as emu:
-            for n, plan in zip(flows_list, plans):
+            for n, plan in zip(counts, plans):
                 rows = collective_rows(plan, emu.replay(plan), emu.dataplane.datapath)
-                kept = [r for r in rows if not _machine_failed(r["fidelity"])]
                 for r in rows:
                     log(f"#   {n:2} flows into one {queue}-packet queue ({tcp}, MTU {mtu}): "
                         f"{float(r['time_over_model']):.2f}x max-min, {r['queue_drops']} drops, {r['fidelity']}")
-                if kept:
-                    points.append(sharing_point(n, kept, plan.spec))
-                else:
-                    log(f"# {n} flows: no call the machine kept up with; not kept")
+                measured[n] = [r for r in rows if not _machine_failed(r["fidelity"])]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return points
+    if not measured[1]:
+        raise RuntimeError(f"one flow alone (MTU {mtu}): no call the machine kept up with; is it busy?")
+    alone = _median_ratio(measured[1])
+    log(f"# one flow alone: {alone:.3f}x max-min (the model without sharing; the factors below are over it)")
+    return [sharing_point(n, measured[n], plan.spec, alone) for n, plan in zip(counts[1:], plans[1:]) if measured[n]]
 
 
 def _machine_failed(verdict: str) -> bool:

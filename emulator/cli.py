@@ -344,7 +344,7 @@ def cmd_calibrate(args) -> int:
     _needs_root(args.command)
     machine = f"{socket.gethostname()}, {os.cpu_count()} CPUs"
     if sharing:
-        return _calibrate_sharing(sharing, mtus, 1 if args.quick else 3, machine, path)
+        return _calibrate_sharing(sharing, mtus, 5 if args.quick else 10, machine, path)
     result = calibration.calibrate("auto", mtus, offloads, args.steps, 1 if args.quick else 2, machine,
                                    lambda line: print(line, flush=True))
     saved = capacity.save(result, path)
@@ -371,9 +371,10 @@ def _calibrate_sharing(request: tuple[list[int], int, str], mtus: list[int], rep
     points = [p for mtu in mtus for p in calibration.measure_sharing(flows, mtu, queue, tcp, reps,
                                                                      lambda line: print(line, flush=True))]
     saved = capacity.save(capacity.Calibration(machine, time.strftime("%Y-%m-%d"), [], "", points), path)
-    print("# tcp    MTU  queue  flows  time over max-min  drops per call")
+    print("# tcp    MTU  queue  flows  time over max-min (median)  drops per call  calls with a timeout")
     for p in points:
-        print(f"  {p.tcp:6} {p.mtu:4} {p.queue_packets:6} {p.flows:6} {p.over_max_min:18.2f} {p.drops_per_call:15.1f}")
+        print(f"  {p.tcp:6} {p.mtu:4} {p.queue_packets:6} {p.flows:6} {p.over_max_min:27.2f} {p.drops_per_call:15.1f} "
+              f"{p.timeouts_per_call:21.0%}")
     print(f"# saved in {saved}: runs with sharing tcp ({tcp}, these MTUs, a {queue}-packet queue) now stretch "
           "congested steps by it")
     return 0

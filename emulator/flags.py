@@ -324,7 +324,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--file", help=f"where to keep the figures (default {CALIBRATION_HELP})")
     sp.add_argument("--tcp-sharing", metavar="FLOWS",
                     help="measure TCP's sharing of one queue instead: an incast of N flows (e.g. 2,4,8,16, "
-                         "at most 16) into one host at 50 Mbit/s, its time over max-min's, per MTU; runs "
+                         "at most 16) into one host at 50 Mbit/s, calls of about 0.5 s, 10 counted per N (5 with "
+                         "--quick): the median call's time over max-min and the calls that waited a "
+                         "retransmission timeout, per MTU; runs "
                          "stretch congested steps by it (spec key sharing)")
     sp.add_argument("--tcp", default="cubic", help="with --tcp-sharing: the hosts' congestion control (default cubic)")
     sp.add_argument("--queue", default="100", help="with --tcp-sharing: the queue's depth, packets (default 100)")

@@ -5,13 +5,16 @@ sharing says: the queue overflows, losses are recovered, shares are
 unequal for a while. `bigraph-emu calibrate --tcp-sharing` measures by how
 much on this machine (an incast of N flows into one host, per congestion
 control, MTU and queue depth); the model then stretches every step by the
-factor measured for the flows on its busiest link. One flow on a link is
-what max-min gets right, so uncongested steps are left as they are."""
+factor measured for the flows on its busiest link (the median call's: a
+call whose flow lost its last packets waits for a retransmission timeout,
+at least RTO_MIN_S, which is counted apart, not averaged in). One flow on a
+link is what max-min gets right, so uncongested steps are left as they are."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+RTO_MIN_S = 0.2   # Linux's least retransmission timeout
 MODELS = ("tcp", "max-min")   # the spec's `sharing`: measured TCP sharing where calibrated, or plain max-min
 
 
@@ -24,6 +27,7 @@ class SharingPoint:
     over_max_min: float      # the incast's time over max-min's (median of its calls)
     drops_per_call: float    # packets that queue dropped per call
     rate_mbps: float         # the link rate it was measured at
+    timeouts_per_call: float = 0.0   # share of calls that waited a retransmission timeout beyond the median
 
     def setting(self) -> tuple:
         return self.tcp, self.mtu, self.queue_packets
@@ -54,7 +58,8 @@ class Sharing:
 
     def describe(self) -> str:
         tcp, mtu, queue = self.points[0].setting()
-        measured = ", ".join(f"{p.flows} flows {p.over_max_min:.2f}x" for p in sorted(self.points, key=lambda p: p.flows))
+        measured = ", ".join(f"{p.flows} flows {p.over_max_min:.2f}x ({p.timeouts_per_call:.0%} of calls a timeout)"
+                             for p in sorted(self.points, key=lambda p: p.flows))
         return f"TCP sharing measured with {tcp}, MTU {mtu}, a {queue}-packet queue: {measured}"
 
 

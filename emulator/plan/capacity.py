@@ -82,7 +82,30 @@ REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-12-03",
     Point("user", 1500, "tso", 8305.0, 3374.0, 241.0),
     Point("user", 9000, "off", 3325.0, 3118.0, 222.7),
     Point("user", 9000, "tso", 8821.0, 7994.0, 571.0),
-], "reference")
+], "reference", [
+    # `calibrate --tcp-sharing 2,4,8,16` (experiments/measured/sharing-2026-12-03): congestion control, MTU,
+    # queue packets, flows, time over max-min (over one flow's), drops per call, link rate, timeouts per call
+    SharingPoint("bbr", 1500, 100, 2, 1.003, 31.8, 50.0, 0.0),
+    SharingPoint("bbr", 1500, 100, 4, 1.046, 50.8, 50.0, 0.2),
+    SharingPoint("bbr", 1500, 100, 8, 1.184, 70.6, 50.0, 0.2),
+    SharingPoint("bbr", 1500, 100, 16, 1.161, 107.4, 50.0, 0.1),
+    SharingPoint("bbr", 9000, 100, 2, 0.998, 0.0, 50.0, 0.0),
+    SharingPoint("bbr", 9000, 100, 4, 0.998, 2.6, 50.0, 0.1),
+    SharingPoint("bbr", 9000, 100, 8, 0.997, 13.3, 50.0, 0.0),
+    SharingPoint("bbr", 9000, 100, 16, 1.001, 30.8, 50.0, 0.0),
+    SharingPoint("cubic", 1500, 100, 2, 1.002, 2.5, 50.0, 0.0),
+    SharingPoint("cubic", 1500, 100, 4, 1.003, 8.4, 50.0, 0.0),
+    SharingPoint("cubic", 1500, 100, 8, 1.008, 18.9, 50.0, 0.0),
+    SharingPoint("cubic", 1500, 100, 16, 1.012, 40.9, 50.0, 0.1),
+    SharingPoint("cubic", 9000, 20, 2, 1.001, 8.4, 50.0, 0.0),
+    SharingPoint("cubic", 9000, 20, 4, 1.0, 23.1, 50.0, 0.0),
+    SharingPoint("cubic", 9000, 20, 8, 1.004, 33.3, 50.0, 0.4),
+    SharingPoint("cubic", 9000, 20, 16, 1.014, 43.1, 50.0, 0.1),
+    SharingPoint("cubic", 9000, 100, 2, 0.997, 0.5, 50.0, 0.0),
+    SharingPoint("cubic", 9000, 100, 4, 0.999, 2.1, 50.0, 0.0),
+    SharingPoint("cubic", 9000, 100, 8, 1.002, 9.1, 50.0, 0.0),
+    SharingPoint("cubic", 9000, 100, 16, 1.004, 14.4, 50.0, 0.0),
+])
 
 
 # Measured with `bigraph-emu calibrate` in the VM stage's Debian 12 VM

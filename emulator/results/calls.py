@@ -90,7 +90,7 @@ def collective_row(plan, call, rec: CallRecord, datapath: str) -> dict | None:
         "model_time_s": model, "time_over_model": t / model if model else "",
         "model": "tcp" if stretched else "max-min", "max_min_time_s": max_min,
         "fidelity": fidelity(t / model if model else 1.0, rec.counters, prediction.most_flows_on_a_link,
-                             "measured TCP sharing" if stretched else "max-min sharing"),
+                             "measured TCP sharing" if stretched else "max-min sharing", t - model),
         "bytes_ok": bytes_ok(plan, call.size_bytes, rec.steps),
         **{key: _blank_none(rec.counters.get(key)) for key in COUNTER_COLUMNS},
         "host_rate_mbps": s.host_rate_mbps, "switch_rate_mbps": s.switch_rate_mbps,

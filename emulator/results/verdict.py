@@ -13,6 +13,8 @@ and max-min leaves them out. Such a verdict starts with NETWORK and counts
 as trusted."""
 from __future__ import annotations
 
+from emulator.model.sharing import RTO_MIN_S
+
 # what the machine's and the links' counters say about a call (CallRecord.counters)
 COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "queue_marks", "most_drops_port", "tcp_retrans", "tcp_spurious",
                    "max_link_util", "mean_link_util", "saturated_util"]
@@ -31,10 +33,12 @@ def trusted(verdict: str) -> bool:
     return verdict == "ok" or verdict.startswith(NETWORK)
 
 
-def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, model: str = "max-min sharing") -> str:
+def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, model: str = "max-min sharing",
+             beyond_s: float = 0.0) -> str:
     """"ok", NETWORK and why the call was slower than the model, or "FAIL: "
     and every reason not to trust the measurement. `shared_flows`: the most
-    flows the model put on one link at once; `model`: how it shared links."""
+    flows the model put on one link at once; `model`: how it shared links;
+    `beyond_s`: seconds the call took beyond the model."""
     reasons = []
     if counters.get("cpu_busy", 0) > MAX_CPU_BUSY:
         reasons.append(f"machine busy (CPU idle {1 - counters['cpu_busy']:.0%})")
@@ -43,8 +47,10 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
         reasons.append(f"saturated links ran at {saturated:.0%} of their rate")
     if abs(time_over_model - 1) > TOLERANCE:
         if not reasons and _tcp_losses(time_over_model, counters, shared_flows):
+            timeout = (f" ({beyond_s:.2f} s beyond the model: a retransmission timeout takes at least "
+                       f"{RTO_MIN_S:g} s)" if beyond_s >= 0.75 * RTO_MIN_S else "")
             return (f"{NETWORK}{time_over_model:.2f}x {model}: TCP recovered from "
-                    f"{counters['queue_drops']} queue drops with up to {shared_flows} flows on a link; "
+                    f"{counters['queue_drops']} queue drops with up to {shared_flows} flows on a link{timeout}; "
                     "the machine kept up")
         reasons.append(f"{time_over_model:.2f}x the model" + _likely_cause(time_over_model, counters))
     return "FAIL: " + "; ".join(reasons) if reasons else "ok"

@@ -1,4 +1,5 @@
 """The calibration's measurements and the pre-run capacity check, for real."""
+import csv
 import json
 import os
 
@@ -48,3 +49,26 @@ def test_a_run_asking_more_than_the_calibration_warns_first_and_records_it(tmp_p
 def test_tso_probe_passes_at_a_rate_frames_alone_could_not_carry(clean_machine, timing):
     r = calibration.try_rate(400.0, 9000, "tso", "auto", 1, log=lambda *_: None)
     timing(r["verdict"] == "ok", r)
+
+
+def test_tcp_sharing_is_measured_into_one_queue_and_kept_for_runs(tmp_path, monkeypatch, capsys, clean_machine,
+                                                                   timing):
+    path = str(tmp_path / "calibration.json")
+    assert cli.main(["calibrate", "--tcp-sharing", "4", "--mtu", "9000", "--quick", "--file", path]) == 0
+    printed = capsys.readouterr().out
+    assert "# one flow alone:" in printed and printed.count(" 4 flows into one 100-packet queue (cubic, MTU 9000)") == 5
+    saved = capacity.load(path)
+    assert [(p.tcp, p.mtu, p.queue_packets, p.flows) for p in saved.sharing] == [("cubic", 9000, 100, 4)]
+    point = saved.sharing[0]
+    assert point.drops_per_call >= 0 and 0 <= point.timeouts_per_call <= 1
+    timing(0.9 < point.over_max_min < 1.2, point)   # one queue stays busy: near max-min (docs/capacity.md)
+    # a run that asks for it compares with it, and says so
+    monkeypatch.setenv(capacity.ENV_FILE, path)
+    out = str(tmp_path / "out")
+    assert cli.main(["run", "-t", "bigraph:m=2,n=4", "-a", "halving-doubling", "-m", "naive", "-b", "1M", "-n", "1",
+                     "-w", "0", "--out", out]) in pipeline.FINISHED
+    assert "# model: TCP sharing measured with cubic, MTU 9000, a 100-packet queue: 4 flows" in capsys.readouterr().out
+    with open(os.path.join(out, "collectives.csv")) as f:
+        row = next(csv.DictReader(f))
+    assert row["model"] == "tcp" and float(row["model_time_s"]) == pytest.approx(
+        float(row["max_min_time_s"]) * point.over_max_min, rel=0.05)

@@ -339,6 +339,10 @@ def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_and_
     assert verdict == (f"{NETWORK}3.60x max-min sharing: TCP recovered from 120 queue drops with up to 15 flows "
                        "on a link; the machine kept up")
     assert trusted(verdict) and trusted("ok") and not trusted("FAIL: 1.30x the model")
+    # against TCP's measured sharing, and a wait long enough for a retransmission timeout
+    assert fidelity(1.4, lossy, 4, "measured TCP sharing", beyond_s=0.31) == (
+        f"{NETWORK}1.40x measured TCP sharing: TCP recovered from 120 queue drops with up to 4 flows on a link "
+        "(0.31 s beyond the model: a retransmission timeout takes at least 0.2 s); the machine kept up")
     # an artefact, not the network: every one of these fails
     assert fidelity(3.6, lossy).startswith("FAIL")                                  # no link shared in the model
     assert fidelity(3.6, {**lossy, "queue_drops": 0}, 15).startswith("FAIL")         # losses nowhere in a queue
