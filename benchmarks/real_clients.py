@@ -8,17 +8,22 @@ in the same bring-up (as root):
 For every topology and mapping: one fabric comes up; the agents replay the
 sweep; then the real client (experiments/real-clients/) runs the same sizes
 on the same hosts in the same rank order; the model predicts both. Prints
-medians and ratios, and writes them to --out (CSV).
+medians and ratios, and writes them to --out (CSV); with --doc, the
+fidelity table of the docs (docs/fidelity.md), with the agents' calls that
+kept the verdict.
 
   python3 benchmarks/real_clients.py --topology bigraph:m=2,n=4 --mappings naive,hdrm
+  python3 benchmarks/real_clients.py --doc docs/fidelity.md      # regenerates the docs' table
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import os
+import platform
 import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -28,7 +33,8 @@ from emulator.plan import ranks as R
 from emulator.emulation import Emulation                      # noqa: E402
 from emulator.net.programs import Program                     # noqa: E402
 from emulator.pipeline import plan_emulated                   # noqa: E402
-from emulator.results.calls import call_time                        # noqa: E402
+from emulator.results.calls import call_time, collective_rows      # noqa: E402
+from emulator.results.verdict import trusted                        # noqa: E402
 from emulator.spec.experiment import make_run                            # noqa: E402
 
 CLIENTS_DIR = os.path.join(os.path.dirname(__file__), "..", "experiments", "real-clients")
@@ -40,7 +46,7 @@ CLIENTS = {
                "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}),
 }
 COLUMNS = ["client", "topology", "mapping", "ranks", "algorithm", "size_bytes", "real_s", "agents_s", "model_s",
-           "real_over_agents", "real_over_model", "agents_over_model", "real_reps", "agents_reps"]
+           "real_over_agents", "real_over_model", "agents_over_model", "real_reps", "agents_reps", "agents_trusted"]
 
 
 def main() -> int:
@@ -53,7 +59,11 @@ def main() -> int:
     p.add_argument("-n", type=int, default=5, help="counted repetitions per size")
     p.add_argument("--bw", type=float, default=20, help="host and switch link rate, Mbit/s")
     p.add_argument("--out", default="results/real-clients", help="folder for the CSV and every run's files")
+    p.add_argument("--doc", help="also write the fidelity table, as markdown, to this file (docs/fidelity.md)")
+    p.add_argument("--quick", action="store_true", help="hdrm only, 1 MiB, 2 counted repetitions")
     args = p.parse_args()
+    if args.quick:
+        args.mappings, args.b, args.e, args.n = "hdrm", "1M", "1M", 2
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for topology in args.topology or ["bigraph:m=2,n=4"]:
@@ -62,6 +72,9 @@ def main() -> int:
                 rows += measure(client, topology, mapping, args)
                 write(rows, os.path.join(args.out, "real_clients.csv"))
     print_table(rows)
+    if args.doc:
+        write_doc(rows, args.doc, " ".join(sys.argv[1:]))
+        print(f"# the fidelity table: {args.doc}")
     return 0
 
 
@@ -75,10 +88,13 @@ def measure(client: str, topology: str, mapping: str, args) -> list[dict]:
     os.makedirs(work, exist_ok=False)
     print(f"# {client} vs agents' {algorithm}, {topology}, mapping {mapping}: {work}", flush=True)
     with Emulation(plan, work) as emu:
-        agents = {}
-        for call, record in zip(plan.calls, emu.replay(plan)):
+        agents, kept = {}, {}
+        records = emu.replay(plan)
+        for call, record in zip(plan.calls, records):
             if call.repetition >= 0:
                 agents.setdefault(call.size_bytes, []).append(call_time(record.steps))
+        for row in collective_rows(plan, records, emu.dataplane.datapath):
+            kept[row["size_bytes"]] = kept.get(row["size_bytes"], 0) + trusted(row["fidelity"])
         real = run_client(emu, plan, work, script, mpi, env, args)
     out = []
     for size in spec.sizes:
@@ -86,7 +102,7 @@ def measure(client: str, topology: str, mapping: str, args) -> list[dict]:
         out.append({"client": client, "topology": topology, "mapping": mapping, "ranks": plan.ranks,
                     "algorithm": algorithm, "size_bytes": size, "real_s": r, "agents_s": a, "model_s": model,
                     "real_over_agents": r / a, "real_over_model": r / model, "agents_over_model": a / model,
-                    "real_reps": len(real[size]), "agents_reps": len(agents[size])})
+                    "real_reps": len(real[size]), "agents_reps": len(agents[size]), "agents_trusted": kept.get(size, 0)})
     return out
 
 
@@ -118,6 +134,28 @@ def write(rows: list[dict], path: str) -> None:
         w = csv.DictWriter(f, COLUMNS)
         w.writeheader()
         w.writerows(rows)
+
+
+def write_doc(rows: list[dict], path: str, flags: str) -> None:
+    """The docs' fidelity table: per case, the agents over the model with
+    their calls that kept the verdict, and the real library over the agents."""
+    lines = ["# Fidelity: the emulator against its model and real libraries", "",
+             "Regenerated by `python3 benchmarks/real_clients.py " + flags + "` (as root) on "
+             f"{platform.node()} ({os.cpu_count()} CPUs), {time.strftime('%Y-%m-%d')}. Per case, the median "
+             "call: our agents over the flow model (with the calls that kept the fidelity verdict) and the "
+             "real library on the same hosts, in the same rank order, over our agents. "
+             "[results.md](results.md) says what the verdict checks; [capacity.md](capacity.md#tcp-sharing) what the model knows "
+             "of TCP.", "",
+             "| library (our algorithm) | topology | mapping | ranks | size | agents / model | agents' calls trusted "
+             "| library / agents | library / model |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['client']} ({r['algorithm']}) | {r['topology']} | {r['mapping']} | {r['ranks']} "
+                     f"| {r['size_bytes'] >> 10} KiB | {r['agents_over_model']:.2f}x "
+                     f"| {r['agents_trusted']} of {r['agents_reps']} | {r['real_over_agents']:.2f}x "
+                     f"| {r['real_over_model']:.2f}x |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def print_table(rows: list[dict]) -> None:
