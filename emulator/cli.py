@@ -16,7 +16,7 @@ from emulator.flags import (EXIT_BAD_INPUT, EXIT_CODES, FLAG_KEYS, blame_flag, c
                             typed_flags, web_address)
 from emulator.inputs import shorten, to_int
 from emulator.net import capabilities, interrupts, processes
-from emulator.plan import predictions
+from emulator.plan import capacity, predictions
 from emulator.plan.describe import describe_fabric, describe_path, fabric_data, route_hops, routes_of
 from emulator.plan.folders import check_out_folder, folder_plans, folder_specs, is_program_folder
 from emulator.results.calls import write_model_steps
@@ -69,9 +69,10 @@ def cmd_model(args) -> int:
             runs.append({"run": pipeline.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
                          "jobs": got["jobs"], "approximation": got["approximation"]})
             continue
-        got = predictions.sweep_prediction(spec, args.method, args.jitter, _ModelProgress())
+        sharing, model = capacity.sharing_of(spec, pipeline.loaded_calibration())
+        got = predictions.sweep_prediction(spec, args.method, args.jitter, _ModelProgress(), sharing=sharing)
         if not args.json:
-            _print_sweep_prediction(spec, got, args.jitter)
+            _print_sweep_prediction(spec, got, args.jitter, model)
         runs.append({"run": pipeline.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
                      "sizes": got["sizes"]})
         steps += [{"run": index, **row} for row in got["steps"]]
@@ -83,8 +84,8 @@ def cmd_model(args) -> int:
     return 0
 
 
-def _print_sweep_prediction(spec, got: dict, jitter: float) -> None:
-    print(pipeline.describe(spec, got["ranks"]) + " (model)")
+def _print_sweep_prediction(spec, got: dict, jitter: float, model: str) -> None:
+    print(pipeline.describe(spec, got["ranks"]) + f" (model: {model})")
     print(MODEL_HEADER)
     for row in got["sizes"]:
         size = row["size_bytes"]
@@ -140,7 +141,7 @@ def cmd_topo(args) -> int:
 
 def cmd_plan(args) -> int:
     """Both placements over --servers, or the servers the run needs."""
-    from emulator.plan import capacity, servers
+    from emulator.plan import servers
     from emulator.plan.run_plan import plan_run
     try:
         names = servers.parse_servers(args.servers) if args.servers is not None else None
@@ -323,7 +324,6 @@ def cmd_calibrate(args) -> int:
     """Measure what this machine emulates faithfully; keep it for every run's check."""
     import socket
     from emulator import calibration
-    from emulator.plan import capacity
     from emulator.net.dataplane import resolve_offload
     mtus, offloads = _int_list("--mtu", args.mtu, 576, 9000), args.offload.split(",")
     if args.offload == "auto":
@@ -366,7 +366,6 @@ def _sharing_request(args) -> tuple[list[int], int, str]:
 
 def _calibrate_sharing(request: tuple[list[int], int, str], mtus: list[int], reps: int, machine: str, path: str) -> int:
     from emulator import calibration
-    from emulator.plan import capacity
     flows, queue, tcp = request
     points = [p for mtu in mtus for p in calibration.measure_sharing(flows, mtu, queue, tcp, reps,
                                                                      lambda line: print(line, flush=True))]

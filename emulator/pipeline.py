@@ -25,6 +25,7 @@ from emulator.results.verdict import NETWORK, trusted
 from emulator.inputs import size_name
 from emulator.spec.experiment import Experiment, RunSpec, SpecError
 
+from emulator.plan import capacity
 from emulator.plan.folders import PARTIAL, check_out_folder   # a run writes OUT.partial/, renamed when done
 from emulator.plan.capacity import MAX_EMULATED_HOSTS, MAX_EMULATED_SWITCHES  # noqa: E402 - one place, re-exported
 MAX_UNASKED_S = 3600   # a run the model predicts to be longer needs --yes
@@ -60,26 +61,21 @@ def prepare(experiment: Experiment, out: str | None):
 def with_sharing(plans) -> list:
     """Each plan with the TCP sharing its model stretches congested steps
     by (spec key sharing "tcp", where measured), and says which model runs."""
-    from emulator.plan import capacity
-    try:
-        calibration = capacity.load()
-    except ValueError as e:
-        raise SpecError(str(e)) from None
+    calibration = loaded_calibration()
     shared = []
     for plan in plans:
-        s = plan.spec
-        if s.sharing == "tcp":
-            found, basis = capacity.sharing_for(calibration, s.tcp, s.mtu, queue_of(s))
-        else:
-            found, basis = None, "asked for"
-        print(f"# model: {basis}" if found else f"# model: max-min sharing ({basis})")
+        found, model = capacity.sharing_of(plan.spec, calibration)
+        print(f"# model: {model}")
         shared.append(dataclasses.replace(plan, sharing=found))
     return shared
 
 
-def queue_of(spec) -> int:
-    """The queue depth TCP's sharing is looked up for: the shallower tier's."""
-    return min(spec.host_queue_packets, spec.switch_queue_packets)
+def loaded_calibration():
+    """This machine's calibration (capacity.load); an unreadable file is bad input."""
+    try:
+        return capacity.load()
+    except ValueError as e:
+        raise SpecError(str(e)) from None
 
 
 def predicted_calls(plans) -> list[float]:

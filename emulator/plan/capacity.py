@@ -197,6 +197,16 @@ def sharing_for(calibration: Calibration, tcp: str, mtu: int, queue_packets: int
                   f"(`bigraph-emu calibrate --tcp-sharing 2,4,8,16 --tcp {tcp} --mtu {mtu}`)")
 
 
+def sharing_of(spec, calibration: Calibration) -> tuple[Sharing | None, str]:
+    """The TCP sharing a run's model stretches congested steps by (None:
+    plain max-min), and which model runs, said. TCP's sharing is looked up
+    for the shallower tier's queue."""
+    if spec.sharing == "max-min":
+        return None, "max-min sharing (asked for)"
+    found, basis = sharing_for(calibration, spec.tcp, spec.mtu, min(spec.host_queue_packets, spec.switch_queue_packets))
+    return found, basis if found else f"max-min sharing ({basis})"
+
+
 def save(calibration: Calibration, path: str | None = None) -> str:
     """Write `calibration` merged into what `path` already holds; returns the path."""
     path = path or calibration_path()

@@ -8,6 +8,7 @@ import functools
 import hashlib
 import os
 
+from emulator.model.sharing import Sharing, stretched_time
 from emulator.model.simulation import predict
 from emulator.plan.run_plan import SharedRoutes, model_sweep, model_workload, plan_run
 from emulator.results.metrics import algbw_mbps, busbw_mbps, payload_efficiency
@@ -18,10 +19,11 @@ MAX_JITTER = 10   # of a flow's time
 
 
 def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, progress=None,
-                     shared: SharedRoutes | None = None, steps: bool = True) -> dict:
+                     shared: SharedRoutes | None = None, steps: bool = True, sharing: Sharing | None = None) -> dict:
     """{"ranks", "sizes": [one row per size], "steps": [every step's end and
     busiest link], unless not asked for}. `shared`: routes kept from earlier
-    specs (run_plan.SharedRoutes)."""
+    specs (run_plan.SharedRoutes); `sharing`: TCP's measured sharing, which
+    stretches congested steps (None: max-min)."""
     if not 0 <= jitter <= MAX_JITTER:
         raise SpecError(f"--jitter: must be between 0 and {MAX_JITTER} (a fraction of each flow), got {jitter}")
     if jitter:   # step objects: flows to jitter
@@ -32,8 +34,9 @@ def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, p
     sizes, step_rows = [], []
     for size in spec.sizes:
         pred = predictions[size]
-        t = pred.time_s
-        row = {"size_bytes": size, "time_s": t, "algbw_mbps": algbw_mbps(size, t),
+        t = stretched_time(pred, sharing) if sharing else pred.time_s
+        row = {"size_bytes": size, "time_s": t, "max_min_time_s": pred.time_s,
+               "model": "tcp" if sharing else "max-min", "algbw_mbps": algbw_mbps(size, t),
                "busbw_mbps": busbw_mbps(spec.collective, len(hosts), size, t),
                "approximation": pred.approximation,
                "max_flows_per_step": dict(sorted(collections.Counter(pred.max_flows_per_step).items()))}

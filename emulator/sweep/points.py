@@ -12,7 +12,7 @@ import sys
 import time
 
 from emulator.net import processes
-from emulator.plan import predictions
+from emulator.plan import capacity, predictions
 from emulator.plan.run_plan import SharedRoutes
 from emulator.results import sweeps
 from emulator.spec.experiment import RunSpec, experiment_toml
@@ -26,8 +26,10 @@ def model_point(point, stamp: dict) -> list[dict]:
     t0 = time.time()
     try:
         spec = point.spec
+        # the model the point's emulation compares with: this machine's measured TCP sharing
         got = (predictions.workload_prediction(spec) if spec.workload
-               else predictions.sweep_prediction(spec, shared=ROUTES, steps=False))
+               else predictions.sweep_prediction(spec, shared=ROUTES, steps=False,
+                                                 sharing=capacity.sharing_of(spec, capacity.load())[0]))
         rows = sweeps.model_rows(point, got)
     except Exception as e:   # recorded, and the sweep goes on
         rows = sweeps.error_rows(point, f"{type(e).__name__}: {e}")

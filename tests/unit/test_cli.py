@@ -57,7 +57,7 @@ def table_rows(out: str) -> list[list[str]]:
 
 
 def headers(out: str) -> list[str]:
-    return [line for line in out.splitlines() if line.startswith("# ") and line.endswith("(model)")]
+    return [line for line in out.splitlines() if line.startswith("# ") and " (model: " in line]
 
 
 # --- model ---------------------------------------------------------------------------
@@ -70,6 +70,7 @@ def test_model_hd_hdrm_table(capsys):
     assert len(hs) == 1
     assert "allreduce halving-doubling" in hs[0] and "mapping hdrm" in hs[0]
     assert "bigraph:m=4,n=8 (32 ranks)" in hs[0]
+    assert "(model: TCP sharing measured with cubic, MTU 9000, a 100-packet queue: 2 flows" in hs[0]   # which model ran
     lines = out.splitlines()
     assert lines[1].split()[1:] == ["size", "time", "algbw", "busbw", "max", "flows", "on", "a", "link,", "per", "step"]
     assert lines[2].split() == ["#", "(B)", "(ms)", "(Mb/s)", "(Mb/s)"]          # nccl-tests' units row

@@ -142,3 +142,14 @@ def test_a_point_is_taken_over_one_flow_alone():
     spec = calibration.sharing_spec(2, 9000, 100, "cubic", 3)
     rows = [{"time_over_model": 0.98, "time_s": 0.49, "queue_drops": 0}] * 3
     assert calibration.sharing_point(2, rows, spec, alone=0.98).over_max_min == pytest.approx(1.0)
+
+
+def test_the_model_command_and_sweeps_predict_with_the_same_stretch():
+    from emulator.plan.predictions import sweep_prediction
+    spec = make_run({"topology": "bigraph:m=2,n=4", "collective": "all-to-all", "sizes": ["2M"]})
+    plain = sweep_prediction(spec, steps=False)["sizes"][0]
+    stretched = sweep_prediction(spec, steps=False, sharing=MEASURED)["sizes"][0]
+    assert plain["model"] == "max-min" and stretched["model"] == "tcp"
+    assert stretched["max_min_time_s"] == plain["time_s"]
+    assert stretched["time_s"] == pytest.approx(stretched_time(plan_run(spec).predictions[2 << 20], MEASURED))
+    assert stretched["time_s"] > 1.5 * plain["time_s"]   # 12 flows on a link: between 4 (1.3x) and 16 (2.0x)
