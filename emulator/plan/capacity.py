@@ -179,6 +179,9 @@ def _sharing_point(record: dict) -> SharingPoint:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf \
                 or (value == 0 and name != "drops_per_call"):
             raise ValueError(f"sharing: {name} of {point.flows} flows must be a finite number > 0, got {value!r}")
+    share = point.timeouts_per_call
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise ValueError(f"sharing: timeouts_per_call of {point.flows} flows must be a share from 0 to 1, got {share!r}")
     if not isinstance(point.tcp, str) or not CONGESTION_CONTROL.match(point.tcp):
         raise ValueError(f"sharing: tcp must be a congestion control's name, got {point.tcp!r}")
     check_key("mtu", point.mtu)

@@ -114,7 +114,8 @@ def test_where_nothing_was_measured_the_model_says_so():
 
 
 @pytest.mark.parametrize("field, value", [("flows", 0), ("over_max_min", -1), ("over_max_min", float("inf")),
-                                          ("mtu", "9000"), ("tcp", "no such!"), ("rate_mbps", True)])
+                                          ("mtu", "9000"), ("tcp", "no such!"), ("rate_mbps", True),
+                                          ("timeouts_per_call", 1.5)])
 def test_a_bad_sharing_record_names_the_file_and_figure(tmp_path, field, value):
     record = {**point(2, 1.1).__dict__, field: value}
     path = tmp_path / "calibration.json"
