@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import queue
 import sys
 import threading
 import time
@@ -21,15 +22,18 @@ import time
 from emulator.results.linkstats import DirectedLink, Sample
 from emulator.net import counters
 
+FRESH_TIMEOUT_S = 10.0   # a server's sampler answers a request for a reading within this
 
-def sample(links: list[DirectedLink], remotes=()) -> Sample:
+
+def sample(links: list[DirectedLink], remotes=(), fresh: bool = False) -> Sample:
     """This machine's counters of `links` (the receive counters of those
-    whose dev is here), with the latest of every RemoteSampler's."""
+    whose dev is here), with the latest of every RemoteSampler's, or (fresh)
+    one each takes when asked now."""
     busy, total = counters.cpu_jiffies()
     s = Sample(time.monotonic(), counters.switch_queues(), cpu_busy=busy, cpu_total=total,
                ovs_ticks=counters.ovs_ticks())
     for remote in remotes:
-        sent, received = remote.latest()
+        sent, received = remote.fresh() if fresh else remote.latest()
         s.sent.update(sent)
         s.received.update(received)
     for link in links:
@@ -48,6 +52,7 @@ class RemoteSampler:
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._latest: tuple[dict, dict] | None = None
         self._ready = threading.Event()
+        self._answered = threading.Event()
         threading.Thread(target=self._read, name=f"sampler-{remote.name}", daemon=True).start()
         if not self._ready.wait(60):
             self.stop()
@@ -58,12 +63,29 @@ class RemoteSampler:
             got = json.loads(line)
             self._latest = ({d: tuple(v) for d, v in got["sent"].items()},
                             {d: tuple(v) for d, v in got["received"].items()})
+            if got.get("asked"):
+                self._answered.set()
             self._ready.set()
 
     def latest(self) -> tuple[dict, dict]:
         if self.proc.poll() is not None:
             raise RuntimeError(f"server {self.name}: its link sampler stopped (connection lost?)")
         return self._latest
+
+    def fresh(self, timeout_s: float = FRESH_TIMEOUT_S) -> tuple[dict, dict]:
+        """A reading taken after this moment (a call's start or end): the
+        latest may be a period old, and would miss a call's last bytes on
+        this server's links."""
+        self.latest()   # still running
+        self._answered.clear()
+        try:
+            self.proc.stdin.write("now\n")
+            self.proc.stdin.flush()
+        except OSError:
+            raise RuntimeError(f"server {self.name}: its link sampler stopped (connection lost?)") from None
+        if not self._answered.wait(timeout_s):
+            raise RuntimeError(f"server {self.name}: its link sampler did not answer within {timeout_s:.0f} s")
+        return self.latest()
 
     def stop(self) -> None:
         try:
@@ -78,13 +100,28 @@ class RemoteSampler:
 
 def serve(devs: list[str], interval_s: float) -> None:
     """The sampler of one server: a JSON line of its switch queues and the
-    receive counters of `devs` every `interval_s`, until stdin closes."""
-    stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
-    while not stop.is_set():
-        print(json.dumps({"sent": counters.switch_queues(),
+    receive counters of `devs` every `interval_s`, and at once for each line
+    read from stdin (marked "asked": read after the request came), until
+    stdin closes."""
+    requests: queue.Queue = queue.Queue()
+
+    def listen():
+        for _ in sys.stdin:
+            requests.put(True)
+        requests.put(None)
+    threading.Thread(target=listen, daemon=True).start()
+    asked = False
+    while True:
+        print(json.dumps({"sent": counters.switch_queues(), "asked": asked,
                           "received": {dev: counters.received(dev) for dev in devs}}), flush=True)
-        stop.wait(interval_s)
+        try:
+            request = requests.get(timeout=interval_s)
+        except queue.Empty:
+            asked = False
+            continue
+        if request is None:
+            return
+        asked = True
 
 
 class LinkMonitor:
@@ -100,14 +137,15 @@ class LinkMonitor:
         self._thread = threading.Thread(target=self._run, name="link-monitor", daemon=True)
 
     def __enter__(self) -> "LinkMonitor":
-        self.samples.append(sample(self.links, self.remotes))
+        self.samples.append(sample(self.links, self.remotes, fresh=True))
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.samples.append(sample(self.links, self.remotes))
+        # after a failure (a server lost) the latest readings, without waiting on them
+        self.samples.append(sample(self.links, self.remotes, fresh=exc[0] is None))
 
     def _run(self) -> None:
         next_at = time.monotonic() + self.interval_s
