@@ -24,6 +24,7 @@ import time
 from emulator.model.sharing import RTO_MIN_S, SharingPoint
 from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point
 from emulator.results.metrics import payload_efficiency
+from emulator.results.verdict import machine_failed
 
 CALL_SECONDS = 1.5          # each counted call lasts about this long
 SATURATED_MIN = 0.95        # saturated links must send at >= 95% of their rate
@@ -189,7 +190,7 @@ def measure_sharing(flows_list: list[int], mtu: int, queue: int, tcp: str, reps:
                 for r in rows:
                     log(f"#   {n:2} flows into one {queue}-packet queue ({tcp}, MTU {mtu}): "
                         f"{float(r['time_over_model']):.2f}x max-min, {r['queue_drops']} drops, {r['fidelity']}")
-                measured[n] = [r for r in rows if not _machine_failed(r["fidelity"])]
+                measured[n] = [r for r in rows if not machine_failed(r["fidelity"])]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not measured[1]:
@@ -197,10 +198,6 @@ def measure_sharing(flows_list: list[int], mtu: int, queue: int, tcp: str, reps:
     alone = _median_ratio(measured[1])
     log(f"# one flow alone: {alone:.3f}x max-min (the model without sharing; the factors below are over it)")
     return [sharing_point(n, measured[n], plan.spec, alone) for n, plan in zip(counts[1:], plans[1:]) if measured[n]]
-
-
-def _machine_failed(verdict: str) -> bool:
-    return any(cause in verdict for cause in ("machine busy", "saturated links ran", "switches CPU-bound"))
 
 
 def calibrate(datapath: str, mtus: list[int], offloads: list[str], steps: int, reps: int,

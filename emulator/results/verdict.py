@@ -26,6 +26,8 @@ MAX_CPU_BUSY = 0.90    # the machine kept at least 10% idle
 MIN_LINK_RATE = 0.90   # saturated links sent at least 90% of their rate
 BUSY_SWITCHES = 0.85   # ovs-vswitchd's share of its one core: a likely cause
 NETWORK = "network: "  # a trusted verdict of a call slower than max-min for the network's own reasons
+# the reasons that blame the machine, not the network
+BUSY, SLOW_LINKS, CPU_BOUND = "machine busy", "saturated links ran", "switches CPU-bound"
 
 
 def trusted(verdict: str) -> bool:
@@ -41,10 +43,10 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
     `beyond_s`: seconds the call took beyond the model."""
     reasons = []
     if counters.get("cpu_busy", 0) > MAX_CPU_BUSY:
-        reasons.append(f"machine busy (CPU idle {1 - counters['cpu_busy']:.0%})")
+        reasons.append(f"{BUSY} (CPU idle {1 - counters['cpu_busy']:.0%})")
     saturated = counters.get("saturated_util")
     if saturated is not None and saturated != "" and saturated < MIN_LINK_RATE:
-        reasons.append(f"saturated links ran at {saturated:.0%} of their rate")
+        reasons.append(f"{SLOW_LINKS} at {saturated:.0%} of their rate")
     if abs(time_over_model - 1) > TOLERANCE:
         if not reasons and _tcp_losses(time_over_model, counters, shared_flows):
             timeout = (f" ({beyond_s:.2f} s beyond the model: a retransmission timeout takes at least "
@@ -54,6 +56,11 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
                     "the machine kept up")
         reasons.append(f"{time_over_model:.2f}x the model" + _likely_cause(time_over_model, counters))
     return "FAIL: " + "; ".join(reasons) if reasons else "ok"
+
+
+def machine_failed(verdict: str) -> bool:
+    """Whether a verdict blames the machine (its measurement says nothing of the network)."""
+    return any(cause in verdict for cause in (BUSY, SLOW_LINKS, CPU_BOUND))
 
 
 def _tcp_losses(time_over_model: float, counters: dict, shared_flows: int) -> bool:
@@ -69,7 +76,7 @@ def _likely_cause(time_over_model: float, counters: dict) -> str:
         return ""
     causes = []
     if counters.get("ovs_cpu", 0) >= BUSY_SWITCHES:
-        causes.append("switches CPU-bound")
+        causes.append(CPU_BOUND)
     spurious = counters.get("tcp_spurious") or 0
     if counters.get("queue_drops", 0) or counters.get("tcp_retrans", 0) > spurious:
         causes.append("packet losses")
