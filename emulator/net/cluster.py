@@ -242,11 +242,12 @@ def clock_samples(remote: Remote, enough_s: float, exchanges: int = 1000,
     20, or `exchanges` or `seconds` are spent: on a busy server a quick
     trip is rare, and one is all the offset needs."""
     proc = remote.popen(role("clock"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-    samples, best, until = [], float("inf"), time.monotonic() + seconds
+    samples, best = [], float("inf")
     try:
         port = proc.stdout.readline().strip()
         if not port.isdigit():
             raise ClusterError(f"server {remote.name}: its clock did not start")
+        until = time.monotonic() + seconds   # from its start: starting Python over ssh took over 10 s in a VM
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.settimeout(1.0)
             address = (resolve(remote.host), int(port))
