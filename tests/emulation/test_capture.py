@@ -33,7 +33,7 @@ def captured(tmp_path_factory):
     return out, proc
 
 
-def test_a_run_records_the_links_it_names_during_the_counted_call(captured, clean_machine, timing):
+def test_a_run_records_the_links_it_names_during_the_counted_call(captured, clean_machine):
     out, proc = captured
     assert proc.returncode in pipeline.FINISHED, proc.stdout + proc.stderr
     assert "capturing bgs0-bgs2 bgh0" in proc.stdout
@@ -41,7 +41,8 @@ def test_a_run_records_the_links_it_names_during_the_counted_call(captured, clea
     assert list(captures.link) == ["bgs0-bgs2", "bgh0"]            # the counted call only, not the warm-up
     assert set(captures.repetition) == {0} and captures.call.nunique() == 1
     assert list(captures.interface)[1] == "bgs0-eth1"              # bgh0 is port 1 of bgs0
-    timing((captures.dropped == 0).all(), f"tcpdump dropped no packet: {captures.to_dict('records')}")
+    # asserted in the VM stage too: the capture waits for tcpdump to catch up (0 dropped in 4 of 4 stages)
+    assert (captures.dropped == 0).all(), f"tcpdump dropped packets: {captures.to_dict('records')}"
     from scapy.utils import RawPcapReader
     for capture in captures.itertuples():
         path = out / capture.file
@@ -53,7 +54,7 @@ def test_a_run_records_the_links_it_names_during_the_counted_call(captured, clea
         assert capture.packets >= len(read_segments(str(path), capture.start_unix_s)) > 0
 
 
-def test_the_pcap_of_a_link_holds_what_the_monitor_counted_on_it(captured, clean_machine, timing):
+def test_the_pcap_of_a_link_holds_what_the_monitor_counted_on_it(captured, clean_machine):
     out, _ = captured
     captures = pd.read_csv(out / "captures.csv")
     call = int(captures.call.iloc[0])
@@ -64,7 +65,7 @@ def test_the_pcap_of_a_link_holds_what_the_monitor_counted_on_it(captured, clean
     flows = pd.read_csv(out / "capture_flows.csv")
     on_link = flows[flows.link == "bgs0-bgs2"]
     assert counted > 1 << 20 and on_link.bytes.sum() <= 1.05 * counted   # a capture sees no bytes that did not cross
-    timing(on_link.bytes.sum() >= 0.95 * counted, (on_link.bytes.sum(), counted))
+    assert on_link.bytes.sum() >= 0.95 * counted, (on_link.bytes.sum(), counted)   # every byte, in the VM stage too
     data = on_link[on_link.payload_bytes > 0]
     assert {("bgh0", "bgh4"), ("bgh1", "bgh5")} <= set(zip(data.src, data.dst)) | set(zip(data.dst, data.src))
     host = flows[flows.link == "bgh0"]
