@@ -56,6 +56,16 @@ def test_mpiexec_runs_one_block_per_rank_on_its_host_in_rank_order():
         assert block.endswith(f"/v/python -m emulator.net.rank --dir /r/ranks/{slot.rank} -- prog -x")
 
 
+def test_mpich_ranks_yield_unless_the_user_chose(monkeypatch):
+    """Polling ranks share the machine's cores; yielding is the default, a user's own setting wins."""
+    slot = eight()[0]
+    assert R.mpi_env(slot, environ={})[R.YIELD] == "1"
+    assert R.YIELD not in R.mpi_env(slot, environ={R.YIELD: "0"})
+    monkeypatch.setenv(R.YIELD, "0")   # inherited by mpiexec and its ranks, not overridden by -env
+    argv = R.mpiexec_argv("/v/mpiexec", "/r/launcher.sh", [slot], "/v/python", "/r", "/r/hostfile", ["prog"])
+    assert R.YIELD not in argv
+
+
 def test_the_launcher_enters_the_host_named_like_ssh(tmp_path):
     """hydra calls it as rsh (or ssh, with options): the host, then the command."""
     fake = tmp_path / "mnexec"
