@@ -145,7 +145,8 @@ def write_doc(rows: list[dict], path: str, flags: str) -> None:
              "call: our agents over the flow model (with the calls that kept the fidelity verdict) and the "
              "real library on the same hosts, in the same rank order, over our agents. "
              "[results.md](results.md) says what the verdict checks; [capacity.md](capacity.md#tcp-sharing) what the model knows "
-             "of TCP.", "",
+             "of TCP; [exec.md](exec.md) why MPICH's ranks yield rather than poll (its gap to our agents, measured "
+             "in experiments/measured/mpich-progress-2026-12-03/).", "",
              "| library (our algorithm) | topology | mapping | ranks | size | agents / model | agents' calls trusted "
              "| library / agents | library / model |",
              "|---|---|---|---|---|---|---|---|---|"]
