@@ -72,23 +72,20 @@ def wrapped(python: str, folder: str, command: list[str]) -> list[str]:
 
 # --- MPI ---------------------------------------------------------------------------------
 
-# MPICH from PyPI: ch4 over libfabric's tcp provider, told the host's one
-# interface, and no shared memory between ranks (the hosts share one kernel,
-# hostname and /dev/shm); see experiments/real-clients/README.md
-def mpi_env(slot: Slot, environ=os.environ) -> dict[str, str]:
-    return {**_yielding(environ), "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": slot.interface,
-            "MPIR_CVAR_NOLOCAL": "1"}
-
-
 # MPICH's ranks poll for progress: 8 of them took 90% of a 2-core machine
 # that a real cluster gives each rank a core of, and ran 1.18x our agents;
-# yielding halved their CPU and the gap (docs/fidelity.md). A user's own
+# yielding halved their CPU and the gap (docs/exec.md). A user's own
 # setting of the variable wins.
 YIELD = "MPIR_CVAR_ENABLE_HEAVY_YIELD"
 
 
-def _yielding(environ) -> dict[str, str]:
-    return {} if YIELD in environ else {YIELD: "1"}
+# MPICH from PyPI: ch4 over libfabric's tcp provider, told the host's one
+# interface, and no shared memory between ranks (the hosts share one kernel,
+# hostname and /dev/shm); see experiments/real-clients/README.md
+def mpi_env(slot: Slot, environ=os.environ) -> dict[str, str]:
+    yielding = {} if YIELD in environ else {YIELD: "1"}
+    return {**yielding, "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": slot.interface,
+            "MPIR_CVAR_NOLOCAL": "1"}
 
 
 def mpiexec_argv(mpiexec: str, launcher: str, ranks: list[Slot], python: str, out: str, hostfile: str,
