@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from emulator.model.buckets import Buckets, Burst
 from emulator.routes.routing import ForwardingTable, HopTable, path
 from emulator.fabric.graph import HOST_PORT, Fabric
 from emulator.workloads.flat import Flat, flatten
@@ -538,11 +539,13 @@ class _FewSending(_Sending):
 class _Simulation:
     """One run of the event loop over a `_Flows`; step_end holds the result."""
 
-    def __init__(self, flows: _Flows, deps: "_Dependencies", alpha_s: float, efficiency: float):
+    def __init__(self, flows: _Flows, deps: "_Dependencies", alpha_s: float, efficiency: float,
+                 burst: Burst | None = None, level: np.ndarray | None = None):
         self.f = flows
         self.deps = deps
         self.alpha = alpha_s
         self.capacity = flows.capacity_mbps * 1e6 / 8 * efficiency   # bytes/s
+        self.buckets = burst and Buckets(self.capacity, burst, efficiency, level)
         nsteps = len(flows.first) - 1
         self.step_rank = np.repeat(np.arange(len(flows.step_base) - 1), np.diff(flows.step_base))
         # a step ends when it has started and nothing is pending: its transfers and its compute
@@ -599,11 +602,14 @@ class _Simulation:
         near = self.sending.candidates()
         drain = self.sending.left[near] / self.sending.rates[near]
         t_drain = self.t + drain.min() if drain.size else math.inf
-        t_next = min(t_drain, self.events[0][0] if self.events else math.inf)
+        t_next = min(t_drain, self.events[0][0] if self.events else math.inf,
+                     self.t + self.buckets.empty_in() if self.buckets else math.inf)
         if math.isinf(t_next):
             raise RuntimeError("flows are stuck at zero rate")
         tol = REL_TOL * t_next
         self.sending.elapse(t_next - self.t)
+        if self.buckets and self.buckets.elapse(t_next - self.t, tol):
+            self.stale = True   # links out of tokens: every rate again
         self.t = t_next
         if drain.size:
             done = self.sending.left[near] <= self.sending.rates[near] * tol
@@ -636,25 +642,47 @@ class _Simulation:
         self._deliver(gone)
 
     def _rerate(self) -> None:
+        if self.buckets:
+            self._rerate_buckets()
+            return
         if not self.fresh and self.sending.all_slower_than(self.drained_rate * (1 - 1e-9)):
             # Only flows at least as fast as every one left have drained: no rate changes
             # (_rerate_after_drains), and a subset of the flows at the same rates neither
             # raises a link's most flows nor the load in flight. Nothing to do.
             self.drained_rate, self.stale = math.inf, False
             return
-        active, left, rates = self.sending.still_sending()
-        new = np.concatenate(self.fresh) if self.fresh else active[:0]
-        active, left = np.concatenate((active, new)), np.concatenate((left, self.f.nbytes[new]))
-        every = len(active) == len(self.f.route) and _increasing(active)   # every flow, in order
-        route = self.f.route if every else self.f.route[active]
+        active, left, rates, route, new = self._active()
         if new.size:
             rates = max_min_rates(route, self.capacity)
         else:
             rates = _rerate_after_drains(route, rates, self.capacity, self.drained_rate)
+        self._rated(active, left, rates, route, rates)
+
+    def _rerate_buckets(self) -> None:
+        """Every rate again, on the links' rates now (their peak while they
+        spend tokens): a link's bucket changes rates without a flow coming
+        or going. The load in flight counts each flow at most at its rate."""
+        self.buckets.resume()
+        active, left, _, route, _ = self._active()
+        rates = max_min_rates(route, self.buckets.capacity())
+        self.buckets.carry(route, rates)
+        self._rated(active, left, rates, route, np.minimum(rates, self.capacity[route].min(axis=1)))
+
+    def _active(self):
+        """The flows sending and the ones that start now: ids, bytes left,
+        rates (of those sending), routes, and the ids that start."""
+        active, left, rates = self.sending.still_sending()
+        new = np.concatenate(self.fresh) if self.fresh else active[:0]
+        active, left = np.concatenate((active, new)), np.concatenate((left, self.f.nbytes[new]))
+        every = len(active) == len(self.f.route) and _increasing(active)   # every flow, in order
+        return active, left, rates, self.f.route if every else self.f.route[active], new
+
+    def _rated(self, active, left, rates, route, shaped) -> None:
+        """The flows `active` send at `rates` from now (`shaped`: within their links' rates)."""
         self.fresh, self.drained_rate = [], math.inf
         self.sending = _sending(self.t, active, left, rates)
         np.maximum(self.max_flows, np.bincount(route.ravel(), minlength=len(self.capacity)), out=self.max_flows)
-        load = float(rates @ self.switch_hops[active]) * self.wire_mbps
+        load = float(shaped @ self.switch_hops[active]) * self.wire_mbps
         self.peak_switch_mbps = max(self.peak_switch_mbps, load)
         self.stale = False
 
@@ -756,14 +784,15 @@ def as_flat(schedule: Schedule | Flat) -> Flat:
 
 
 def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, hosts,
-            alpha_s: float = 0.0, efficiency: float = 1.0, progress=None) -> Prediction:
+            alpha_s: float = 0.0, efficiency: float = 1.0, progress=None, burst: Burst | None = None) -> Prediction:
     """Predict every step's end time of `schedule` with rank r on host hosts[r].
 
     alpha_s: per-message latency (s). efficiency: payload fraction of every
     link's wire rate (0 < efficiency <= 1). progress: called now and then
-    with the fraction of steps started."""
+    with the fraction of steps started. burst: the links' token buckets
+    (emulator.model.buckets; None: every link at its rate)."""
     _check_model(alpha_s, efficiency)
-    return _predict(_Router(fabric, table), as_flat(schedule), hosts, alpha_s, efficiency, progress)
+    return _predict(_Router(fabric, table), as_flat(schedule), hosts, alpha_s, efficiency, progress, burst)
 
 
 def _check_model(alpha_s: float, efficiency: float) -> None:
@@ -773,8 +802,9 @@ def _check_model(alpha_s: float, efficiency: float) -> None:
         raise ValueError(f"alpha_s must be >= 0, got {alpha_s}")
 
 
-def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress) -> Prediction:
-    flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, progress)
+def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress,
+             burst: Burst | None) -> Prediction:
+    flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, progress, burst)
     ends = sim.step_end.tolist()
     base = flows.step_base.tolist()
     return Prediction(
@@ -785,9 +815,10 @@ def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: flo
         peak_switch_mbps=sim.peak_switch_mbps)
 
 
-def _simulate(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress):
+def _simulate(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress,
+              burst: Burst | None = None, level: np.ndarray | None = None):
     flows = _flows(router, flat, hosts)
-    sim = _Simulation(flows, _dependencies(flat), alpha_s, efficiency)
+    sim = _Simulation(flows, _dependencies(flat), alpha_s, efficiency, burst, level)
     sim.run(progress)
     if np.isnan(sim.step_end).any():
         stuck = int(sim.step_rank[np.flatnonzero(np.isnan(sim.step_end))[0]])
@@ -814,33 +845,38 @@ class _EveryRank(tuple):
 
 
 def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
-                     alpha_s: float = 0.0, efficiency: float = 1.0, note: str = "", progress=None) -> Prediction:
+                     alpha_s: float = 0.0, efficiency: float = 1.0, note: str = "", progress=None,
+                     burst: Burst | None = None) -> Prediction:
     """Predict a collective given as lock-step rounds (flat.lockstep_rounds):
     each distinct round is simulated exactly once, by itself, and rounds
     follow each other. Ranks that drift apart in the exact simulation are
     held together here; where they stay together (uncongested, symmetric)
-    this is the exact prediction at the cost of one round per pattern."""
+    this is the exact prediction at the cost of one round per pattern.
+    With a burst, every round starts with the tokens the one before left
+    (so repeated rounds are simulated until their buckets repeat)."""
     _check_model(alpha_s, efficiency)
     router = _Router(fabric, table)   # shared: rounds often reuse pairs (halving, then doubling)
     t, ends, per_step, peak = 0.0, [], [], 0.0
     link_max = np.zeros(len(router.capacity), dtype=np.int64)
     # A round equal to an earlier one (halving-doubling's doubling round k sends what halving round k
     # received, to the same partner) is the same simulation: its figures are taken, not simulated again.
-    done: dict[bytes, tuple] = {}
+    done: dict[tuple, tuple] = {}
+    level = None   # with a burst: every bucket's bytes, carried from round to round (None: full)
     for i, (flat, repeats) in enumerate(rounds):
         if progress:
             progress(i / len(rounds))
-        key = _round_key(flat)
-        if key not in done:
-            flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, None)
-            done[key] = (float(sim.step_end.max(initial=0.0)), _max_per_step(flows, 1), sim.max_flows,
-                         sim.peak_switch_mbps)
-        took, busiest, max_flows, round_peak = done[key]
-        ends += [t + took * (k + 1) for k in range(repeats)]
-        t = ends[-1]
-        per_step += busiest * repeats
-        np.maximum(link_max, max_flows, out=link_max)
-        peak = max(peak, round_peak)
+        for times in ([1] * repeats if burst else [repeats]):
+            key = (_round_key(flat), None if level is None else level.tobytes())
+            if key not in done:
+                flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, None, burst, level)
+                done[key] = (float(sim.step_end.max(initial=0.0)), _max_per_step(flows, 1), sim.max_flows,
+                             sim.peak_switch_mbps, sim.buckets and sim.buckets.level)
+            took, busiest, max_flows, round_peak, level = done[key]
+            ends += [t + took * (k + 1) for k in range(times)]
+            t = ends[-1]
+            per_step += busiest * times
+            np.maximum(link_max, max_flows, out=link_max)
+            peak = max(peak, round_peak)
     return Prediction(time_s=t, step_end_s=_EveryRank(tuple(ends), len(hosts)),
                       link_max_flows=_link_max_flows(router, link_max), max_flows_per_step=per_step,
                       peak_switch_mbps=peak,
@@ -864,7 +900,7 @@ METHODS = ("auto", "exact", "lockstep")
 
 def predict_collective(fabric: Fabric, table: ForwardingTable, collective: str, algorithm: str, hosts,
                        size_bytes: int, alpha_s: float = 0.0, efficiency: float = 1.0, method: str = "auto",
-                       progress=None) -> Prediction:
+                       progress=None, burst: Burst | None = None) -> Prediction:
     """One collective call, built as arrays. method "exact": the event
     simulation; "lockstep": round by round (predict_lockstep) where the
     collective has rounds (ring, power-of-two halving-doubling), else exact;
@@ -873,6 +909,6 @@ def predict_collective(fabric: Fabric, table: ForwardingTable, collective: str, 
         raise ValueError(f"unknown model method {method!r}; choose one of: {', '.join(METHODS)}")
     rounds = None if method == "exact" else lockstep_rounds(collective, algorithm, len(hosts), size_bytes)
     if rounds and (method == "lockstep" or sum(r.sends.peer.size * n for r, n in rounds[0]) > EXACT_FLOWS):
-        return predict_lockstep(fabric, table, rounds[0], hosts, alpha_s, efficiency, rounds[1], progress)
+        return predict_lockstep(fabric, table, rounds[0], hosts, alpha_s, efficiency, rounds[1], progress, burst)
     return predict(fabric, table, flat_schedule(collective, algorithm, len(hosts), size_bytes), hosts,
-                   alpha_s, efficiency, progress)
+                   alpha_s, efficiency, progress, burst)

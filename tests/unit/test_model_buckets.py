@@ -1,0 +1,82 @@
+"""The flow model with the links' token buckets (the emulator's HTB burst),
+checked against times worked out by hand."""
+import pytest
+
+from emulator.fabric.mapping import hosts_for_ranks
+from emulator.fabric.topology import build
+from emulator.model.buckets import Burst
+from emulator.model.simulation import predict, predict_collective
+from emulator.routes.routing import forwarding_table
+
+from test_model import ALPHA, bytes_per_s, schedule, two_switches
+
+R = 40.0       # Mbit/s, every link
+PEAK = 400.0   # Mbit/s while a bucket holds tokens
+BURST = Burst(seconds=0.010, peak_mbps=PEAK)
+TOKENS = bytes_per_s(R) * BURST.seconds   # 50 KB
+
+
+def one_flow(nbytes, steps=1, burst=BURST):
+    fabric, table, hosts = two_switches(m=1, host_mbps=R, switch_mbps=R)
+    sched = schedule([([(1, nbytes)], [])] * steps, [([], [(0, nbytes)])] * steps)
+    return predict(fabric, table, sched, hosts, alpha_s=ALPHA, burst=burst)
+
+
+def spent_after():
+    """Seconds a full bucket lasts at the peak, and the bytes sent by then."""
+    seconds = TOKENS / (bytes_per_s(PEAK) - bytes_per_s(R))
+    return seconds, bytes_per_s(PEAK) * seconds
+
+
+def test_a_flow_within_its_links_burst_runs_at_the_peak():
+    nbytes = 20_000
+    assert one_flow(nbytes).time_s == pytest.approx(nbytes / bytes_per_s(PEAK) + ALPHA, rel=1e-9)
+
+
+def test_a_longer_flow_spends_the_burst_then_runs_at_the_rate():
+    nbytes = 1_000_000
+    seconds, sent = spent_after()
+    expected = seconds + (nbytes - sent) / bytes_per_s(R) + ALPHA
+    assert one_flow(nbytes).time_s == pytest.approx(expected, rel=1e-9)
+    assert one_flow(nbytes, burst=None).time_s == pytest.approx(nbytes / bytes_per_s(R) + ALPHA, rel=1e-9)
+
+
+def test_a_bucket_refills_only_for_the_time_its_link_waited():
+    nbytes = 1_000_000   # empties the bucket; the next step finds alpha's worth of tokens
+    first = one_flow(nbytes).time_s
+    refilled = bytes_per_s(R) * ALPHA
+    seconds = refilled / (bytes_per_s(PEAK) - bytes_per_s(R))
+    second = seconds + (nbytes - bytes_per_s(PEAK) * seconds) / bytes_per_s(R) + ALPHA
+    assert one_flow(nbytes, steps=2).time_s == pytest.approx(first + second, rel=1e-9)
+
+
+def test_two_flows_share_the_peak_and_then_the_rate():
+    fabric, table, hosts = two_switches(m=2, host_mbps=1000.0, switch_mbps=R)   # the switch link shapes
+    nbytes = 500_000
+    sched = schedule([([(2, nbytes)], [])], [([(3, nbytes)], [])], [([], [(0, nbytes)])], [([], [(1, nbytes)])])
+    seconds, sent = spent_after()   # both together drain the one bucket as one flow would
+    expected = seconds + (2 * nbytes - sent) / bytes_per_s(R) + ALPHA
+    assert predict(fabric, table, sched, hosts, alpha_s=ALPHA, burst=BURST).time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_burst_counts_the_load_in_flight_at_the_links_rates_only():
+    with_burst, without = one_flow(20_000), one_flow(20_000, burst=None)
+    assert with_burst.peak_switch_mbps == pytest.approx(without.peak_switch_mbps)
+
+
+@pytest.mark.parametrize("algorithm, mapping", [("ring", "naive"), ("halving-doubling", "hdrm"), ("ring", "hdrm")])
+def test_lockstep_with_a_burst_carries_the_tokens_as_the_exact_simulation(algorithm, mapping):
+    fabric = build("bigraph:m=2,n=4")
+    table = forwarding_table(fabric, "shortest")
+    hosts = hosts_for_ranks(fabric, mapping)
+    for size in (64 << 10, 1 << 20):
+        exact, lockstep = (predict_collective(fabric, table, "allreduce", algorithm, hosts, size, ALPHA, 1.0, method,
+                                              burst=BURST).time_s for method in ("exact", "lockstep"))
+        plain = predict_collective(fabric, table, "allreduce", algorithm, hosts, size, ALPHA, 1.0, "exact").time_s
+        assert exact < plain   # waiting links saved tokens
+        assert lockstep == pytest.approx(exact, rel=1e-9)
+
+
+def test_a_burst_needs_a_peak():
+    with pytest.raises(ValueError, match="peak"):
+        Burst(0.01, 0.0)
