@@ -16,13 +16,15 @@ Per setting, two figures, measured in the same session:
 """
 from __future__ import annotations
 
+import math
 import shutil
 import statistics
 import tempfile
 import time
 
+from emulator.model.buckets import Burst, EmulatedLinks
 from emulator.model.sharing import RTO_MIN_S, SharingPoint
-from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point
+from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point, link_burst
 from emulator.results.metrics import payload_efficiency
 from emulator.results.verdict import machine_failed
 
@@ -38,6 +40,11 @@ SHARING_MOST_FLOWS = 16
 SHARING_TOPOLOGY = f"leafspine:leaves=1,spines=1,hosts={SHARING_MOST_FLOWS + 1}"
 SHARING_RATE_MBPS = 50.0
 SHARING_CALL_SECONDS = 0.5   # about a collective step's length: a timeout shows
+# A step's latency: halving-doubling with HDRM (no link shared) of calls whose steps
+# last a few ms, where the latency is most of a step, at a rate every machine keeps up with
+LATENCY_SIZES = tuple(k << 10 for k in (64, 128, 256, 512))
+LATENCY_RATE_MBPS = 50.0
+LATENCY_GRID_S = [i * 5e-5 for i in range(201)]   # 0 to 10 ms
 
 
 # --- pure: what a rate is tried with, and whether it passed --------------------------
@@ -54,6 +61,31 @@ def probe_spec(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: in
                    policy="shortest", datapath=datapath, mtu=mtu, offload=offload,
                    host_rate_mbps=rate_mbps, switch_rate_mbps=rate_mbps, sizes=(size_for(rate_mbps, mtu),),
                    repetitions=reps, warmup=1, label="calibration")
+
+
+def latency_spec(mtu: int, offload: str, datapath: str, reps: int):
+    from emulator.spec.experiment import RunSpec
+    return RunSpec(topology=PROBE_TOPOLOGY, collective="allreduce", algorithm="halving-doubling", mapping="hdrm",
+                   policy="shortest", datapath=datapath, mtu=mtu, offload=offload, host_rate_mbps=LATENCY_RATE_MBPS,
+                   switch_rate_mbps=LATENCY_RATE_MBPS, sizes=LATENCY_SIZES, repetitions=reps, warmup=1,
+                   model_alpha_us=0.0, label="step-latency")
+
+
+def fit_step_latency(plan, burst: Burst, times: dict[int, list[float]]) -> tuple[float, dict[int, float]]:
+    """The step latency (s) at which the model, with the links' burst, comes
+    nearest the measured calls of every size (the least worst |log(measured
+    median / model)| over the sizes, on LATENCY_GRID_S), and each size's
+    measured median over the model there."""
+    from emulator.plan.run_plan import model_for
+    medians = {size: statistics.median(v) for size, v in times.items() if v}
+    if not medians:
+        raise ValueError("no measured call to fit a step latency to")
+
+    def over_model(latency_s: float) -> dict[int, float]:
+        model = model_for(plan.fabric, plan.table, plan.spec, EmulatedLinks(burst, latency_s, ""))
+        return {size: t / model(plan.schedules[size], plan.hosts).time_s for size, t in medians.items()}
+    best = min(LATENCY_GRID_S, key=lambda s: max(abs(math.log(r)) for r in over_model(s).values()))
+    return best, over_model(best)
 
 
 def judge(rows: list[dict]) -> str:
@@ -139,8 +171,32 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
     unit = plan_run(probe_spec(1.0, mtu, offload, datapath, reps))
     traversals = unit.predictions[unit.spec.sizes[0]].peak_switch_mbps
     best = round(bisect(passes, raw / traversals, steps), 1)
+    latency = measure_step_latency(raw, mtu, offload, datapath, reps, log)
     return Point(dataplane.datapath, mtu, offload, round(raw, 1), round(load_at.get(best, 0.0), 1), best,
-                 probe_spec(best or 1.0, mtu, offload, dataplane.datapath, 1).tcp)
+                 probe_spec(best or 1.0, mtu, offload, dataplane.datapath, 1).tcp, round(latency * 1e6))
+
+
+def measure_step_latency(raw_mbps: float, mtu: int, offload: str, datapath: str, reps: int, log=print) -> float:
+    """A step's latency on this machine (s): small uncongested calls, fitted
+    by the model with the links' burst (fit_step_latency)."""
+    from emulator.emulation import Emulation
+    from emulator.plan.run_plan import plan_run
+    from emulator.results.calls import collective_rows
+    plan = plan_run(latency_spec(mtu, offload, datapath, reps))
+    work = tempfile.mkdtemp(prefix="bigraph-calibrate-")
+    try:
+        with Emulation(plan, work, log=lambda line: log(line) if "WARNING" in line else None) as emu:
+            rows = collective_rows(plan, emu.replay(plan), emu.dataplane.datapath)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    times = {size: [] for size in plan.spec.sizes}
+    for r in rows:
+        if r["bytes_ok"]:
+            times[int(r["size_bytes"])].append(float(r["time_s"]))
+    latency, ratios = fit_step_latency(plan, link_burst(raw_mbps, len(plan.hosts)), times)
+    log(f"#   step latency {latency * 1e3:.2f} ms: halving-doubling at {LATENCY_RATE_MBPS:g} Mbit/s, fitted with "
+        f"the links' burst; measured/model " + ", ".join(f"{s >> 10} KiB {r:.2f}x" for s, r in ratios.items()))
+    return latency
 
 
 def sharing_spec(flows: int, mtu: int, queue: int, tcp: str, reps: int):

@@ -18,8 +18,6 @@ from emulator.routes import verification
 from emulator.results.captures import capture_file, capture_rows
 from emulator.fabric.captured import captured_links
 from emulator.fabric.queues import DISCIPLINES
-from emulator.results.metrics import payload_efficiency
-from emulator.model.simulation import predict
 from emulator.net import congestion, counters, interrupts, ovs_buffers, processes
 from emulator.net.agents import START_DELAY_S, AgentFleet
 from emulator.net.capture import LinkCapture
@@ -28,7 +26,7 @@ from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
 from emulator.net.monitor import LinkMonitor
 from emulator.net.network import EmulatedFabric
-from emulator.plan.run_plan import RunPlan, route_demands
+from emulator.plan.run_plan import RunPlan, model_for, route_demands
 from emulator.results.calls import CallRecord, append_csv, call_time
 
 
@@ -294,8 +292,7 @@ class Emulation:
 
     def _model_on_installed_routes(self, plan: RunPlan, size: int, paths: dict) -> float:
         table = table_from_switch_paths(self.fabric, paths)
-        return predict(self.fabric, table, plan.schedules[size], plan.hosts, plan.spec.model_alpha_us * 1e-6,
-                       payload_efficiency(plan.spec.mtu)).time_s
+        return model_for(self.fabric, table, plan.spec, plan.links)(plan.schedules[size], plan.hosts).time_s
 
     # --- faults --------------------------------------------------------------
     def _link_event(self, event, t0: float) -> None:

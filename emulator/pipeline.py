@@ -66,6 +66,8 @@ def with_sharing(plans) -> list:
     for plan in plans:
         found, model = capacity.sharing_of(plan.spec, calibration)
         print(f"# model: {model}")
+        if plan.links:
+            print(f"# model's links: {plan.links.basis}")
         shared.append(dataclasses.replace(plan, sharing=found))
     return shared
 
@@ -104,10 +106,21 @@ def plan_emulated(spec: RunSpec):
     fits_the_servers(fabric, len(spec.servers) or 1)
     offers_congestion_control(spec.tcp)
     offers_queue_discipline(spec.queue_discipline)
-    plan = plan_run(spec, fabric)
+    plan = plan_run(spec, fabric, emulated_links(spec, fabric))
     for name in sorted(set(plan.congestion_controls()) - {""}):
         offers_congestion_control(name, f"workload {spec.workload}: a job's tcp")
     return plan
+
+
+def emulated_links(spec: RunSpec, fabric):
+    """What the run's model adds for links emulated on this machine
+    (capacity.emulated_links), for the datapath the run will get."""
+    from emulator.net.dataplane import detect
+    try:
+        datapath = detect(spec.datapath, spec.offload).datapath
+    except RuntimeError:   # none of that kind here: bring-up says so
+        datapath = "user" if spec.datapath == "auto" else spec.datapath
+    return capacity.emulated_links(loaded_calibration(), datapath, spec.mtu, spec.offload, len(fabric.hosts))
 
 
 def offers_congestion_control(name: str, where: str = "tcp") -> None:

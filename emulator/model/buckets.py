@@ -76,3 +76,17 @@ class Buckets:
         self.level[spent] = 0.0
         self.spending &= ~spent
         return bool(spent.any())
+
+
+@dataclass(frozen=True)
+class EmulatedLinks:
+    """What the model of a run adds for links emulated on a machine: the
+    links' token buckets, and a step latency the agents and software
+    switches take whatever the network's alpha (the run's alpha is the
+    larger of the two). `basis` says where both come from."""
+    burst: Burst | None      # None: every link at its rate
+    step_latency_s: float
+    basis: str
+
+    def alpha_s(self, network_alpha_s: float) -> float:
+        return max(network_alpha_s, self.step_latency_s)

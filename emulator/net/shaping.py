@@ -6,14 +6,8 @@ HTB is used rather than TCLink's defaults because TCLink caps rates at
 """
 from __future__ import annotations
 
-from emulator.fabric.queues import FIFO, Discipline, default_threshold
+from emulator.fabric.queues import BURST_MS, FIFO, Discipline, default_threshold
 
-# The burst HTB may send at line speed: at least two full frames, and 10 ms
-# of traffic at the link rate. On a loaded 2-core machine HTB's timer fires
-# late: with a 1 ms burst, saturated links lost the time it was late and ran
-# at 82-86% of their rate at 191 Mbit/s (MTU 9000), 91% at 12.9 Mbit/s (MTU
-# 1500); with 10 ms they ran at 99-100% (bigraph-emu calibrate measures it).
-BURST_MS = 10.0
 # With TSO, hosts send segments of at most a burst, and no more than GSO allows.
 GSO_MAX_BYTES = 65536
 # ...and at most this share of the smallest queue: a queue of 100 frames at

@@ -18,8 +18,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from emulator.fabric.queues import BURST_MS
 from emulator.fabric.topology import build
 from emulator.inputs import read_text
+from emulator.model.buckets import Burst, EmulatedLinks
 from emulator.model.sharing import Sharing, SharingPoint, for_setting
 from emulator.spec.experiment import CONGESTION_CONTROL, check_key
 
@@ -42,6 +44,7 @@ class Point:
     faithful_mbps: float     # largest link-Mbit/s load that kept saturated links within 5% of their rate
     link_rate_mbps: float    # the link rate that load was measured at
     tcp: str = ""            # the hosts' congestion control it was measured with ("": not recorded then)
+    step_latency_us: float = 0.0   # a step's latency the model's alpha stands for on this machine (0: not measured)
 
     def key(self) -> tuple:
         return self.datapath, self.mtu, self.offload
@@ -81,7 +84,9 @@ REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-12-03",
     Point("user", 1500, "off", 1177.0, 1030.0, 73.6),
     Point("user", 1500, "tso", 8305.0, 3374.0, 241.0),
     Point("user", 9000, "off", 3325.0, 3118.0, 222.7),
-    Point("user", 9000, "tso", 8821.0, 7994.0, 571.0),
+    # step latency: fitted to halving-doubling with HDRM, 32 KiB to 8 MiB at 50 Mbit/s, with the links'
+    # bursts (experiments/measured/uncongested-sizes-2026-12-03)
+    Point("user", 9000, "tso", 8821.0, 7994.0, 571.0, step_latency_us=2300.0),
 ], "reference", [
     # `calibrate --tcp-sharing 2,4,8,16` (experiments/measured/sharing-2026-12-03): congestion control, MTU,
     # queue packets, flows, time over max-min (over one flow's), drops per call, link rate, timeouts per call
@@ -152,8 +157,8 @@ def _point(record: dict) -> Point:
     finite number > 0 (faithful_mbps >= 0: a calibration may find no
     load it emulates faithfully)."""
     point = Point(**record)
-    for name in ("raw_mbps", "faithful_mbps", "link_rate_mbps"):
-        value, zero_ok = getattr(point, name), name == "faithful_mbps"
+    for name in ("raw_mbps", "faithful_mbps", "link_rate_mbps", "step_latency_us"):
+        value, zero_ok = getattr(point, name), name in ("faithful_mbps", "step_latency_us")
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
         if not number or (value == 0 and not zero_ok):
             raise ValueError(f"{name} of the {point.datapath} MTU {point.mtu} point must be a finite number "
@@ -298,6 +303,40 @@ class Assessment:
                 "fraction": None if rounded is None or math.isinf(self.fraction) else round(self.fraction, 3),
                 "fits": self.fits,
                 "basis": self.basis}
+
+
+def emulated_links(calibration: Calibration, datapath: str, mtu: int, offload: str, hosts: int) -> EmulatedLinks:
+    """The links a run's model adds on this machine: HTB's burst (BURST_MS
+    of every link's rate) spent at the raw capacity shared by the hosts, and
+    the calibrated step latency of the setting (of the nearest MTU where this
+    one was not calibrated; none where nothing was)."""
+    point, where = _nearest_point(calibration, datapath, mtu, offload)
+    if point is None:
+        return EmulatedLinks(None, 0.0, f"links at their rates (their burst's peak unknown), no step latency: {where}")
+    latency = (f"step latency {point.step_latency_us / 1e3:g} ms" if point.step_latency_us else
+               "step latency not measured (`bigraph-emu calibrate` measures it)")
+    burst = link_burst(point.raw_mbps, hosts)
+    return EmulatedLinks(burst, point.step_latency_us * 1e-6,
+                         f"links burst {BURST_MS:g} ms of their rate at up to {burst.peak_mbps:.0f} Mbit/s (the raw "
+                         f"{point.raw_mbps:.0f} over {hosts} hosts), {latency}: {where}")
+
+
+def link_burst(raw_mbps: float, hosts: int) -> Burst:
+    """HTB's burst on every link, spent at what one switch forwards (raw)
+    shared by the hosts, which burst at once in a collective's step."""
+    return Burst(BURST_MS / 1e3, raw_mbps / max(hosts, 1))
+
+
+def _nearest_point(calibration: Calibration, datapath: str, mtu: int, offload: str) -> tuple[Point | None, str]:
+    """This machine's point of the setting nearest in MTU (else the reference's), and where it is from."""
+    for source in (calibration, reference_for(datapath, offload)):
+        same = [p for p in source.points if (p.datapath, p.offload) == (datapath, offload)]
+        if same:
+            point = min(same, key=lambda p: (abs(p.mtu - mtu), -p.step_latency_us))
+            mtu_said = "" if point.mtu == mtu else f" at MTU {point.mtu}"
+            name = "the reference machine" if source.source == "reference" else source.source
+            return point, f"measured{mtu_said} on {name}"
+    return None, f"not calibrated for the {datapath} datapath with offload {offload}"
 
 
 def switch_ports(fabric) -> int:

@@ -17,6 +17,7 @@ from emulator.fabric.graph import Fabric
 from emulator.fabric.mapping import hosts_for_ranks
 from emulator.results.metrics import payload_efficiency
 from emulator.results.jobs import iteration_rows, model_rows
+from emulator.model.buckets import EmulatedLinks
 from emulator.model.lockstep import NotLockstep, predict_jobs
 from emulator.model.sharing import Sharing
 from emulator.model.simulation import EXACT_FLOWS, METHODS, Prediction, predict, predict_collective
@@ -54,6 +55,7 @@ class RunPlan:
     alone: list[Prediction] = field(default_factory=list)   # a workload's jobs, each by itself
     run: int = 0                          # its place in the experiment: the `run` column of every table
     sharing: Sharing | None = None        # TCP's measured sharing the model stretches steps by (None: max-min)
+    links: EmulatedLinks | None = None    # what the model adds for links emulated on this machine (None: the network alone)
 
     @property
     def ranks(self) -> int:
@@ -73,7 +75,8 @@ class RunPlan:
         return per_rank
 
 
-def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
+def plan_run(spec: RunSpec, fabric: Fabric | None = None, links: EmulatedLinks | None = None) -> RunPlan:
+    """links: predict the calls as emulated on this machine (capacity.emulated_links)."""
     try:
         fabric = fabric or spec.fabric()
         programs = {key: compile_workload(w, fabric, spec.mapping, spec.algorithm, spec.ranks)
@@ -83,7 +86,7 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
         table = forwarding_table(fabric, spec.policy, route_demands(spec, schedules, hosts), spec.seed)
     except ValueError as e:
         raise SpecError(str(e)) from None
-    model = _model(fabric, table, spec)
+    model = model_for(fabric, table, spec, links)
     flats = {key: flatten(sched) for key, sched in schedules.items()}
     predictions = {key: model(flat, hosts) for key, flat in flats.items()}
     calls = [Call(i, key, rep) for i, (key, rep) in
@@ -91,7 +94,7 @@ def plan_run(spec: RunSpec, fabric: Fabric | None = None) -> RunPlan:
     alone = []
     if spec.workload and len(programs[WORKLOAD_KEY].jobs) > 1:
         alone = [model(*job_alone(flats[WORKLOAD_KEY], layout)) for layout in programs[WORKLOAD_KEY].jobs]
-    return RunPlan(spec, fabric, table, hosts, calls, schedules, predictions, programs, alone)
+    return RunPlan(spec, fabric, table, hosts, calls, schedules, predictions, programs, alone, links=links)
 
 
 def job_alone(flat, layout: JobLayout):
@@ -143,10 +146,12 @@ def model_sweep(spec: RunSpec, method: str = "auto", progress=None,
         raise SpecError(str(e)) from None
 
 
-def _model(fabric: Fabric, table: ForwardingTable, spec: RunSpec):
-    """predict(schedule, hosts) on these routes, with the spec's latency and header overhead."""
-    return functools.partial(predict, fabric, table, alpha_s=spec.model_alpha_us * 1e-6,
-                             efficiency=payload_efficiency(spec.mtu))
+def model_for(fabric: Fabric, table: ForwardingTable, spec: RunSpec, links: EmulatedLinks | None = None):
+    """predict(schedule, hosts) on these routes, with the spec's latency and
+    header overhead, and the emulated links' burst and step latency if given."""
+    alpha_s = spec.model_alpha_us * 1e-6
+    return functools.partial(predict, fabric, table, alpha_s=links.alpha_s(alpha_s) if links else alpha_s,
+                             efficiency=payload_efficiency(spec.mtu), burst=links and links.burst)
 
 
 def workloads(spec: RunSpec, fabric: Fabric) -> dict[int, Workload]:
@@ -176,7 +181,7 @@ def fit_durations(workload: Workload, fabric: Fabric, spec: RunSpec) -> Workload
     program = compile_workload(once, fabric, spec.mapping, spec.algorithm, spec.ranks)
     table = forwarding_table(fabric, spec.policy, route_demands(spec, {WORKLOAD_KEY: program.schedule},
                                                                 program.hosts), spec.seed)
-    model = _model(fabric, table, spec)
+    model = model_for(fabric, table, spec)
     flat = flatten(program.schedule)
     jobs = [fit_length(job, _iteration_ends(layout, model(*job_alone(flat, layout))))
             if job.duration_s or job.stop_s else job for layout, job in zip(program.jobs, workload.jobs)]
