@@ -62,15 +62,19 @@ def cmd_model(args) -> int:
     if args.out is not None:
         check_out_folder(args.out)
     for index, spec in enumerate(_experiment(args, check_kernel=False).runs):
+        links = pipeline.emulated_links(spec, spec.fabric()) if args.emulated else None
+        if links and not args.json:
+            print(f"# model's links: {links.basis}")
         if spec.workload:
-            got = predictions.workload_prediction(spec, args.method, args.jitter)
+            got = predictions.workload_prediction(spec, args.method, args.jitter, links)
             if not args.json:
                 _print_workload_prediction(spec, got)
             runs.append({"run": pipeline.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
                          "jobs": got["jobs"], "approximation": got["approximation"]})
             continue
         sharing, model = capacity.sharing_of(spec, pipeline.loaded_calibration())
-        got = predictions.sweep_prediction(spec, args.method, args.jitter, _ModelProgress(), sharing=sharing)
+        got = predictions.sweep_prediction(spec, args.method, args.jitter, _ModelProgress(), sharing=sharing,
+                                           links=links)
         if not args.json:
             _print_sweep_prediction(spec, got, args.jitter, model)
         runs.append({"run": pipeline.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],

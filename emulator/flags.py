@@ -262,6 +262,9 @@ def parser() -> argparse.ArgumentParser:
                                  "round, all ranks together, and so a workload's jobs whose ranks all run the "
                                  "same ops, on links of their own (said in the output); auto (default): "
                                  "lock-step past 32768 flows")
+            sp.add_argument("--emulated", action="store_true",
+                            help="predict the calls as this machine emulates them, as a run's model column: "
+                                 "the links' HTB burst and the calibrated step latency (docs/model.md)")
         sp.add_argument("--json", action="store_true",
                         help="print the predictions as JSON, for scripts" if name == "model" else
                         "print the final summary as JSON on stdout (all else goes to stderr), for scripts")

@@ -117,10 +117,13 @@ def emulated_links(spec: RunSpec, fabric):
     (capacity.emulated_links), for the datapath the run will get."""
     from emulator.net.dataplane import detect
     try:
-        datapath = detect(spec.datapath, spec.offload).datapath
+        plane = detect(spec.datapath, spec.offload)
+        datapath, offload = plane.datapath, plane.offload
     except RuntimeError:   # none of that kind here: bring-up says so
         datapath = "user" if spec.datapath == "auto" else spec.datapath
-    return capacity.emulated_links(loaded_calibration(), datapath, spec.mtu, spec.offload, len(fabric.hosts))
+        offload = "off" if spec.offload == "auto" else spec.offload
+    hosts = spec.ranks if spec.ranks and not spec.workload else len(fabric.hosts)   # the agents that step at once
+    return capacity.emulated_links(loaded_calibration(), datapath, spec.mtu, offload, hosts)
 
 
 def offers_congestion_control(name: str, where: str = "tcp") -> None:

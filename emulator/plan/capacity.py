@@ -308,15 +308,21 @@ class Assessment:
 def emulated_links(calibration: Calibration, datapath: str, mtu: int, offload: str, hosts: int) -> EmulatedLinks:
     """The links a run's model adds on this machine: HTB's burst (BURST_MS
     of every link's rate) spent at the raw capacity shared by the hosts, and
-    the calibrated step latency of the setting (of the nearest MTU where this
-    one was not calibrated; none where nothing was)."""
+    the setting's calibrated step latency (of the nearest MTU where this one
+    was not calibrated; none where nothing was), in proportion to the hosts:
+    every agent's step takes the machine's cores for a while, and a step ends
+    once all have had them (halving-doubling's fitted latency was 2.25 ms on
+    8 hosts and 4.9 ms on 16, docs/model.md)."""
     point, where = _nearest_point(calibration, datapath, mtu, offload)
     if point is None:
         return EmulatedLinks(None, 0.0, f"links at their rates (their burst's peak unknown), no step latency: {where}")
-    latency = (f"step latency {point.step_latency_us / 1e3:g} ms" if point.step_latency_us else
+    probe_hosts = len(build(PROBE_TOPOLOGY).hosts)
+    latency_s = point.step_latency_us * 1e-6 * hosts / probe_hosts
+    latency = (f"step latency {latency_s * 1e3:.2f} ms ({point.step_latency_us / 1e3:g} ms on the calibration's "
+               f"{probe_hosts} hosts)" if point.step_latency_us else
                "step latency not measured (`bigraph-emu calibrate` measures it)")
     burst = link_burst(point.raw_mbps, hosts)
-    return EmulatedLinks(burst, point.step_latency_us * 1e-6,
+    return EmulatedLinks(burst, latency_s,
                          f"links burst {BURST_MS:g} ms of their rate at up to {burst.peak_mbps:.0f} Mbit/s (the raw "
                          f"{point.raw_mbps:.0f} over {hosts} hosts), {latency}: {where}")
 

@@ -8,10 +8,10 @@ import functools
 import hashlib
 import os
 
+from emulator.model.buckets import EmulatedLinks
 from emulator.model.sharing import Sharing, stretched_time
-from emulator.model.simulation import predict
-from emulator.plan.run_plan import SharedRoutes, model_sweep, model_workload, plan_run
-from emulator.results.metrics import algbw_mbps, busbw_mbps, payload_efficiency
+from emulator.plan.run_plan import SharedRoutes, model_for, model_sweep, model_workload, plan_run
+from emulator.results.metrics import algbw_mbps, busbw_mbps
 from emulator.spec.experiment import RunSpec, SpecError
 from emulator.workloads.schedule import jittered
 
@@ -19,18 +19,20 @@ MAX_JITTER = 10   # of a flow's time
 
 
 def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, progress=None,
-                     shared: SharedRoutes | None = None, steps: bool = True, sharing: Sharing | None = None) -> dict:
+                     shared: SharedRoutes | None = None, steps: bool = True, sharing: Sharing | None = None,
+                     links: EmulatedLinks | None = None) -> dict:
     """{"ranks", "sizes": [one row per size], "steps": [every step's end and
     busiest link], unless not asked for}. `shared`: routes kept from earlier
     specs (run_plan.SharedRoutes); `sharing`: TCP's measured sharing, which
-    stretches congested steps (None: max-min)."""
+    stretches congested steps (None: max-min); `links`: as this machine
+    emulates them (None: the network alone)."""
     if not 0 <= jitter <= MAX_JITTER:
         raise SpecError(f"--jitter: must be between 0 and {MAX_JITTER} (a fraction of each flow), got {jitter}")
     if jitter:   # step objects: flows to jitter
-        plan = plan_run(spec)
+        plan = plan_run(spec, links=links)
         hosts, predictions = plan.hosts, plan.predictions
     else:
-        hosts, predictions = model_sweep(spec, method, progress, shared)
+        hosts, predictions = model_sweep(spec, method, progress, shared, links)
     sizes, step_rows = [], []
     for size in spec.sizes:
         pred = predictions[size]
@@ -53,16 +55,16 @@ def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, p
 def jitter_ratios(plan, size: int, amplitude: float, seeds: int = 3) -> list[float]:
     """Predicted time with jittered flows over the plain prediction, per seed."""
     plain = plan.predictions[size].time_s
-    return [predict(plan.fabric, plan.table, jittered(plan.schedules[size], amplitude, seed), plan.hosts,
-                    plan.spec.model_alpha_us * 1e-6, payload_efficiency(plan.spec.mtu)).time_s / plain
-            for seed in range(seeds)]
+    model = model_for(plan.fabric, plan.table, plan.spec, plan.links)
+    return [model(jittered(plan.schedules[size], amplitude, seed), plan.hosts).time_s / plain for seed in range(seeds)]
 
 
-def workload_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0) -> dict:
+def workload_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0,
+                        links: EmulatedLinks | None = None) -> dict:
     """{"ranks", "jobs": per-job iteration rows, "approximation", "exact_because"}."""
     if jitter:
         raise SpecError("--jitter: jitters a collective's flows; a workload takes none")
-    ranks, rows, approximation, why_exact = model_workload(spec, method)
+    ranks, rows, approximation, why_exact = model_workload(spec, method, links)
     return {"ranks": ranks, "jobs": rows, "approximation": approximation, "exact_because": why_exact}
 
 

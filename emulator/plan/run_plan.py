@@ -123,24 +123,26 @@ class SharedRoutes:
         return fabric, self._tables[key]
 
 
-def model_sweep(spec: RunSpec, method: str = "auto", progress=None,
-                shared: SharedRoutes | None = None) -> tuple[list[str], dict[int, Prediction]]:
+def model_sweep(spec: RunSpec, method: str = "auto", progress=None, shared: SharedRoutes | None = None,
+                links: EmulatedLinks | None = None) -> tuple[list[str], dict[int, Prediction]]:
     """Hosts and the model's prediction of every size of a sweep (a spec
     without a workload file), as plan_run predicts them but without the
     step objects the agents need (model.predict_collective; `method` says
     whether lock-step rounds may stand in for the exact simulation).
     Several connections per pair and policies that route the demands
     need the step objects: plan_run, exact. `shared`: routes kept from
-    earlier specs."""
+    earlier specs; `links`: as this machine emulates them (plan_run)."""
     if spec.connections > 1 or POLICIES[spec.policy].needs_demands:
-        plan = plan_run(spec)
+        plan = plan_run(spec, links=links)
         return plan.hosts, plan.predictions
     try:
         fabric, table = (shared or SharedRoutes(0)).get(spec)
         hosts = hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed)
+        alpha_s = spec.model_alpha_us * 1e-6
         return hosts, {size: predict_collective(fabric, table, spec.collective, spec.algorithm, hosts, size,
-                                                spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu), method,
-                                                progress and functools.partial(progress, size))
+                                                links.alpha_s(alpha_s) if links else alpha_s,
+                                                payload_efficiency(spec.mtu), method,
+                                                progress and functools.partial(progress, size), links and links.burst)
                        for size in spec.sizes}
     except ValueError as e:
         raise SpecError(str(e)) from None
@@ -194,23 +196,27 @@ def _iteration_ends(layout: JobLayout, alone: Prediction) -> list[float]:
     return [it["end_s"] for it in its]
 
 
-def model_workload(spec: RunSpec, method: str = "auto") -> tuple[int, list[dict], str, str]:
+def model_workload(spec: RunSpec, method: str = "auto",
+                   links: EmulatedLinks | None = None) -> tuple[int, list[dict], str, str]:
     """The rank count and the model's per-job iterations of a workload
     (jobs.iteration_rows), without step objects where it can: in lock-step
     (emulator.model.lockstep; `method` as model_sweep's, "auto" past EXACT_FLOWS
     flows), then with its approximation; else plan_run's exact simulation,
-    and why not lock-step where that was asked for or due ("" otherwise)."""
+    and why not lock-step where that was asked for or due ("" otherwise).
+    `links`: as this machine emulates them, simulated exactly."""
     if method not in METHODS:
         raise SpecError(f"unknown model method {method!r}; choose one of: {', '.join(METHODS)}")
     why = ""
-    if method != "exact":
+    if method != "exact" and links:
+        why = "as emulated, the links' token buckets are simulated exactly"
+    elif method != "exact":
         try:
             return _lockstep_workload(spec, method)
         except NotLockstep as e:
             why = str(e)
         except ValueError as e:
             raise SpecError(str(e)) from None
-    plan = plan_run(spec)
+    plan = plan_run(spec, links=links)
     return plan.ranks, model_rows(plan), "", why
 
 

@@ -1,5 +1,6 @@
 """The capacity check (pure): calibration files, lookups, the run's peak
 load from the model, the warning, --bw auto; and calibrate's pure parts."""
+import dataclasses
 import json
 
 import pytest
@@ -8,7 +9,8 @@ from emulator import calibration
 
 from emulator.plan import capacity
 from emulator.plan.capacity import Assessment, Calibration, Point
-from emulator.plan.run_plan import plan_run
+from emulator.model.buckets import EmulatedLinks
+from emulator.plan.run_plan import model_for, plan_run
 from emulator.spec.experiment import make_run
 
 CAL = Calibration("box, 2 CPUs", "2026-11-30", [
@@ -127,7 +129,7 @@ def point_file(tmp_path, **changes) -> str:
 
 @pytest.mark.parametrize("changes", [{"faithful_mbps": -1}, {"faithful_mbps": "4000"}, {"raw_mbps": 0},
                                      {"link_rate_mbps": None}, {"faithful_mbps": True}, {"mtu": "9000"},
-                                     {"datapath": 1}, {"raw_mbps": float("nan")}])
+                                     {"datapath": 1}, {"raw_mbps": float("nan")}, {"step_latency_us": -1}])
 def test_a_point_with_a_figure_that_is_no_figure_is_refused(tmp_path, changes):
     with pytest.raises(ValueError, match="calibration.json is unreadable"):
         capacity.load(point_file(tmp_path, **changes))
@@ -235,3 +237,55 @@ def test_bw_auto_without_a_calibration_for_the_setting_is_refused(tmp_path, monk
     monkeypatch.setenv(capacity.ENV_FILE, capacity.save(frames_only, str(tmp_path / "c.json")))
     assert cli.main(["model", "-b", "1M", "--bw", "auto", "--offload", "tso", "--datapath", "user"]) == 2
     assert "--bw auto: this machine is not calibrated" in capsys.readouterr().err
+
+
+# --- the links a run's model adds for the emulation ------------------------------------
+
+def test_emulated_links_take_the_settings_step_latency_and_share_its_raw_capacity():
+    links = capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 8)
+    assert links.step_latency_s == pytest.approx(2.3e-3)
+    assert links.burst.seconds == pytest.approx(0.010) and links.burst.peak_mbps == pytest.approx(8821.0 / 8)
+    assert "step latency 2.30 ms" in links.basis and "reference machine" in links.basis
+    assert capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 16).step_latency_s == pytest.approx(4.6e-3)
+    assert links.alpha_s(5e-4) == pytest.approx(2.3e-3) and links.alpha_s(5e-3) == 5e-3   # the larger
+
+
+def test_emulated_links_of_an_uncalibrated_step_latency_say_so_and_keep_the_networks_alpha():
+    links = capacity.emulated_links(CAL, "user", 1500, "off", 16)
+    assert links.step_latency_s == 0 and "not measured" in links.basis and CAL.source in links.basis
+    assert links.burst.peak_mbps == pytest.approx(1400.0 / 16) and links.alpha_s(5e-4) == 5e-4
+
+
+def test_emulated_links_of_another_mtu_take_the_nearest_and_say_it():
+    links = capacity.emulated_links(CAL, "user", 8000, "off", 8)
+    assert links.burst.peak_mbps == pytest.approx(5400.0 / 8) and "at MTU 9000" in links.basis
+
+
+def test_a_step_latency_round_trips_through_the_file(tmp_path):
+    assert capacity.load(point_file(tmp_path, step_latency_us=1800.0)).points[0].step_latency_us == 1800.0
+    assert capacity.load(point_file(tmp_path)).points[0].step_latency_us == 0.0   # files from before it
+
+
+def test_a_runs_plan_with_emulated_links_predicts_the_burst_and_the_latency():
+    spec = make_run({"sizes": ["64K", "64M"], "algorithm": "halving-doubling", "mapping": "hdrm"})
+    links = capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 8)
+    plain, emulated = plan_run(spec), plan_run(spec, links=links)
+    burst_only = plan_run(spec, links=dataclasses.replace(links, step_latency_s=0.0))
+    small, large = 64 << 10, 64 << 20
+    assert burst_only.predictions[small].time_s < 0.5 * plain.predictions[small].time_s   # 32 KB steps: a burst each
+    steps = len(plain.schedules[small].steps[0])
+    assert steps * 2.3e-3 < emulated.predictions[small].time_s < steps * 2.5e-3         # 2.3 ms a step, not 0.5
+    assert emulated.predictions[large].time_s == pytest.approx(plain.predictions[large].time_s, rel=0.01)
+    assert emulated.links is links and plain.links is None
+
+
+def test_fit_step_latency_finds_the_latency_calls_were_made_with():
+    plan = plan_run(calibration.latency_spec(9000, "tso", "user", 1))
+    burst = capacity.link_burst(8821.0, len(plan.hosts))
+    made = model_for(plan.fabric, plan.table, plan.spec, EmulatedLinks(burst, 1.7e-3, ""))
+    times = {size: [made(plan.schedules[size], plan.hosts).time_s * f for f in (0.98, 1.0, 1.03)]
+             for size in plan.spec.sizes}
+    latency, ratios = calibration.fit_step_latency(plan, burst, times)
+    assert latency == pytest.approx(1.7e-3) and all(r == pytest.approx(1.0) for r in ratios.values())
+    with pytest.raises(ValueError, match="no measured call"):
+        calibration.fit_step_latency(plan, burst, {size: [] for size in plan.spec.sizes})

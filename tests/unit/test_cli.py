@@ -122,6 +122,21 @@ def test_model_json_and_lockstep_said(capsys):
     assert exact["approximation"] == "" and exact["time_s"] == pytest.approx(size["time_s"], rel=1e-9)
 
 
+def test_model_emulated_predicts_what_a_run_compares_with(capsys):
+    argv = ["model", "-t", "bigraph:m=2,n=4", "-a", "halving-doubling", "-m", "hdrm", "-b", "64K", "-e", "4M"]
+    assert cli.main(argv + ["--emulated"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# model's links: links burst 10 ms of their rate")
+    emulated = {int(r[0]): float(r[1]) for r in table_rows(out)}
+    assert cli.main(argv) == 0
+    network = {int(r[0]): float(r[1]) for r in table_rows(capsys.readouterr().out)}
+    run = pipeline.plan_emulated(make_run({"topology": "bigraph:m=2,n=4", "algorithm": "halving-doubling",
+                                           "mapping": "hdrm", "sizes": "64K:4M"}))
+    assert emulated == {size: pytest.approx(p.time_s * 1e3, abs=0.05) for size, p in run.predictions.items()}
+    assert emulated[64 << 10] < 0.8 * network[64 << 10]                         # 32 KB steps spend a burst
+    assert emulated[4 << 20] == pytest.approx(network[4 << 20], rel=0.02)      # 2 MiB steps hardly
+
+
 def test_model_progress_goes_to_stderr(capsys, monkeypatch):
     monkeypatch.setattr(cli._ModelProgress, "QUIET_S", 0.0)
     argv = ["model", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-b", "1M", "--method", "lockstep"]
