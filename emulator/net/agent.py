@@ -20,12 +20,16 @@ import struct
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from emulator.workloads.steps import Step, steps_from_data
 
 CHUNK = 1 << 20   # bytes per send/recv system call
 CLEAR_TO_SEND = b"C"
 EAGER_BYTES = 64 << 10   # sent before the peer clears us, as MPI's eager limit: keeps the pipe full
+# Progress (STEP lines) at most this often: the live views sample every 100 ms, and a line
+# per step wakes the emulator thousands of times a second when steps take milliseconds
+REPORT_S = 0.05
 
 
 def say(*words) -> None:
@@ -142,7 +146,7 @@ def wait_clear_to_send(sock: socket.socket) -> None:
         raise ConnectionError("peer closed the connection instead of clearing us to send")
 
 
-def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
+def run_step(step: Step, peers: Peers, payload: memoryview, pool: ThreadPoolExecutor) -> dict:
     """Send and receive everything of one step at once; returns its record.
 
     Rendezvous, as MPI and NCCL do for large messages: we tell every peer we
@@ -183,19 +187,17 @@ def run_step(step: Step, peers: Peers, payload: memoryview) -> dict:
     jobs = [("sent", send, sock, t.nbytes)
             for t, sock in zip(step.sends, _connections(step.sends, peers.to, step.channel))]
     jobs += [("received", recv_bytes, sock, t.nbytes) for t, sock in recvs]
-    threads = [threading.Thread(target=do, args=job) for job in jobs[1:]]
-    for t in threads:
-        t.start()
+    others = [pool.submit(do, *job) for job in jobs[1:]]   # threads kept from step to step: none started per step
     if jobs:
         do(*jobs[0])
-    for t in threads:
-        t.join()
+    for job in others:
+        job.result()
     if errors:
         raise RuntimeError("; ".join(errors))
     return {"start": start, "end": time.monotonic(), "sent": counts["sent"], "received": counts["received"]}
 
 
-def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_step) -> list[dict]:
+def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_step, pool: ThreadPoolExecutor) -> list[dict]:
     """Every step of one call: each channel's steps in order, channels side
     by side (a thread each), a step starting once the steps it waits for
     have ended. `on_step(done)` is told how many steps have ended."""
@@ -214,7 +216,7 @@ def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_s
             if errors:
                 return
             try:
-                records[k] = run_step(steps[k], peers, payload)
+                records[k] = run_step(steps[k], peers, payload, pool)
             except Exception as e:   # reported below; the other channels stop waiting
                 errors.append(f"step {k}: {e}")
                 for event in ended:
@@ -235,6 +237,27 @@ def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_s
     if errors:
         raise RuntimeError("; ".join(errors))
     return records
+
+
+def most_side_jobs(programs: dict) -> int:
+    """Transfers that may wait at once beside each step's first (which its
+    channel's thread runs): every channel's largest step, all channels side
+    by side, in the largest call. A smaller pool could starve a transfer a
+    peer waits for."""
+    return max((sum(max(0, max(len(s.sends) + len(s.recvs) for s in steps if s.channel == c) - 1)
+                    for c in {s.channel for s in steps}) for steps in programs.values()), default=0)
+
+
+def progress_reporter(call: int):
+    """on_step for run_program: says STEP <call> <steps done>, at most every REPORT_S."""
+    said = [0.0]
+
+    def on_step(done: int) -> None:
+        now = time.monotonic()
+        if now - said[0] >= REPORT_S:
+            said[0] = now
+            say("STEP", call, done)
+    return on_step
 
 
 def _commands(stream) -> queue.Queue:
@@ -273,6 +296,7 @@ def main(argv=None) -> int:
     largest = max((t.nbytes for steps in programs.values() for s in steps for t in s.sends), default=0)
     payload = memoryview(bytes(min(CHUNK, max(largest, 1))))
     peers = Peers(rank, addresses, plan.get("connections", 1), plan.get("tcp", ""))
+    pool = ThreadPoolExecutor(max_workers=max(1, most_side_jobs(programs)))
     commands = _commands(sys.stdin)
     try:
         say("LISTENING")
@@ -284,7 +308,7 @@ def main(argv=None) -> int:
             elif cmd[0] == "GO":
                 call, start_at = int(cmd[1]), float(cmd[2])
                 time.sleep(max(0.0, start_at - time.monotonic()))
-                steps = run_program(calls[call], peers, payload, lambda done, call=call: say("STEP", call, done))
+                steps = run_program(calls[call], peers, payload, progress_reporter(call), pool)
                 say("DONE", call, json.dumps(steps))
             elif cmd[0] == "EXIT":
                 return 0
