@@ -84,9 +84,9 @@ REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-12-03",
     Point("user", 1500, "off", 1177.0, 1030.0, 73.6),
     Point("user", 1500, "tso", 8305.0, 3374.0, 241.0),
     Point("user", 9000, "off", 3325.0, 3118.0, 222.7),
-    # step latency: fitted to halving-doubling with HDRM, 32 KiB to 8 MiB at 50 Mbit/s, with the links'
-    # bursts (experiments/measured/uncongested-sizes-2026-12-03)
-    Point("user", 9000, "tso", 8821.0, 7994.0, 571.0, step_latency_us=2300.0),
+    # step latency: the median of six fits by calibrate's measure_step_latency with the agents' pooled
+    # threads (1.55-1.85 ms; experiments/measured/step-latency-2026-12-03)
+    Point("user", 9000, "tso", 8821.0, 7994.0, 571.0, step_latency_us=1700.0),
 ], "reference", [
     # `calibrate --tcp-sharing 2,4,8,16` (experiments/measured/sharing-2026-12-03): congestion control, MTU,
     # queue packets, flows, time over max-min (over one flow's), drops per call, link rate, timeouts per call

@@ -242,12 +242,15 @@ def test_bw_auto_without_a_calibration_for_the_setting_is_refused(tmp_path, monk
 # --- the links a run's model adds for the emulation ------------------------------------
 
 def test_emulated_links_take_the_settings_step_latency_and_share_its_raw_capacity():
+    point = next(p for p in capacity.REFERENCE.points if p.key() == ("user", 9000, "tso"))
+    latency = point.step_latency_us * 1e-6
     links = capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 8)
-    assert links.step_latency_s == pytest.approx(2.3e-3)
-    assert links.burst.seconds == pytest.approx(0.010) and links.burst.peak_mbps == pytest.approx(8821.0 / 8)
-    assert "step latency 2.30 ms" in links.basis and "reference machine" in links.basis
-    assert capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 16).step_latency_s == pytest.approx(4.6e-3)
-    assert links.alpha_s(5e-4) == pytest.approx(2.3e-3) and links.alpha_s(5e-3) == 5e-3   # the larger
+    assert links.step_latency_s == pytest.approx(latency) and latency > 5e-4
+    assert links.burst.seconds == pytest.approx(0.010) and links.burst.peak_mbps == pytest.approx(point.raw_mbps / 8)
+    assert f"step latency {latency * 1e3:.2f} ms" in links.basis and "reference machine" in links.basis
+    twice = capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 16)   # the calibration had 8 hosts
+    assert twice.step_latency_s == pytest.approx(2 * latency)
+    assert links.alpha_s(5e-4) == pytest.approx(latency) and links.alpha_s(0.5) == 0.5   # the larger
 
 
 def test_emulated_links_of_an_uncalibrated_step_latency_say_so_and_keep_the_networks_alpha():
@@ -274,7 +277,8 @@ def test_a_runs_plan_with_emulated_links_predicts_the_burst_and_the_latency():
     small, large = 64 << 10, 64 << 20
     assert burst_only.predictions[small].time_s < 0.5 * plain.predictions[small].time_s   # 32 KB steps: a burst each
     steps = len(plain.schedules[small].steps[0])
-    assert steps * 2.3e-3 < emulated.predictions[small].time_s < steps * 2.5e-3         # 2.3 ms a step, not 0.5
+    latency = links.step_latency_s   # over 0.5 ms, the network's alpha
+    assert steps * latency < emulated.predictions[small].time_s < steps * (latency + 2e-4)
     assert emulated.predictions[large].time_s == pytest.approx(plain.predictions[large].time_s, rel=0.01)
     assert emulated.links is links and plain.links is None
 
