@@ -11,7 +11,9 @@ it belongs to: the agents use a rendezvous (the receiver sends "clear to
 send" when it posts the receive), as MPI and NCCL do for large messages, so
 a fast rank never pushes data into a peer still busy with an earlier step
 (the agents send their first 64 KiB eagerly, to keep the path full while
-the clearance travels; the model ignores that head start).
+the clearance travels; the model ignores that head start). Given a burst,
+every link is a token bucket too (emulator.model.buckets: the emulator's
+HTB), which changes rates when a bucket runs out.
 
 The simulation is event driven: rates change only when a flow starts or
 drains, so between two such events every flow moves at a constant rate.
