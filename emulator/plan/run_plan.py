@@ -138,10 +138,8 @@ def model_sweep(spec: RunSpec, method: str = "auto", progress=None, shared: Shar
     try:
         fabric, table = (shared or SharedRoutes(0)).get(spec)
         hosts = hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed)
-        alpha_s = spec.model_alpha_us * 1e-6
         return hosts, {size: predict_collective(fabric, table, spec.collective, spec.algorithm, hosts, size,
-                                                links.alpha_s(alpha_s) if links else alpha_s,
-                                                payload_efficiency(spec.mtu), method,
+                                                model_alpha_s(spec, links), payload_efficiency(spec.mtu), method,
                                                 progress and functools.partial(progress, size), links and links.burst)
                        for size in spec.sizes}
     except ValueError as e:
@@ -151,9 +149,14 @@ def model_sweep(spec: RunSpec, method: str = "auto", progress=None, shared: Shar
 def model_for(fabric: Fabric, table: ForwardingTable, spec: RunSpec, links: EmulatedLinks | None = None):
     """predict(schedule, hosts) on these routes, with the spec's latency and
     header overhead, and the emulated links' burst and step latency if given."""
-    alpha_s = spec.model_alpha_us * 1e-6
-    return functools.partial(predict, fabric, table, alpha_s=links.alpha_s(alpha_s) if links else alpha_s,
+    return functools.partial(predict, fabric, table, alpha_s=model_alpha_s(spec, links),
                              efficiency=payload_efficiency(spec.mtu), burst=links and links.burst)
+
+
+def model_alpha_s(spec: RunSpec, links: EmulatedLinks | None) -> float:
+    """The model's per-message latency: the spec's, or the emulated links' step latency if larger."""
+    alpha_s = spec.model_alpha_us * 1e-6
+    return links.alpha_s(alpha_s) if links else alpha_s
 
 
 def workloads(spec: RunSpec, fabric: Fabric) -> dict[int, Workload]:
