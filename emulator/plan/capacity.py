@@ -340,7 +340,7 @@ def _nearest_point(calibration: Calibration, datapath: str, mtu: int, offload: s
         if same:
             point = min(same, key=lambda p: (abs(p.mtu - mtu), -p.step_latency_us))
             mtu_said = "" if point.mtu == mtu else f" at MTU {point.mtu}"
-            name = "the reference machine" if source.source == "reference" else source.source
+            name = f"the {source.machine} (reference figures)" if source.source == "reference" else source.source
             return point, f"measured{mtu_said} on {name}"
     return None, f"not calibrated for the {datapath} datapath with offload {offload}"
 

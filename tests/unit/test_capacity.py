@@ -293,3 +293,9 @@ def test_fit_step_latency_finds_the_latency_calls_were_made_with():
     assert latency == pytest.approx(1.7e-3) and all(r == pytest.approx(1.0) for r in ratios.values())
     with pytest.raises(ValueError, match="no measured call"):
         calibration.fit_step_latency(plan, burst, {size: [] for size in plan.spec.sizes})
+
+
+def test_emulated_links_of_the_kernel_datapath_name_the_vms_figures():
+    links = capacity.emulated_links(capacity.REFERENCE, "kernel", 9000, "off", 8)
+    assert "software emulation" in links.basis and "not measured" in links.basis
+    assert links.burst.peak_mbps == pytest.approx(1066.0 / 8)
