@@ -25,6 +25,9 @@ def test_the_cli_prints_and_exit_leaves_nothing(tmp_path, clean_machine):
         term.type(f"bgh0 ping -c2 {last.ip}\n")
         at = term.expect(f"bytes from {last.ip}", since=at)
         at = term.expect("2 received", since=at)
+        # the prompt first: what is typed while a host's command runs goes to that host's shell
+        # (Mininet's CLI forwards it), so an early 'exit' would end bgh0's shell, not the CLI
+        term.expect("mininet>", since=at)
         term.type("exit\n")
         # a guard against a hang, not a timing: teardown under software emulation (the VM stage) took over 60 s
         assert term.wait(timeout_s=180) == 0, term.text()
