@@ -50,11 +50,9 @@ class Buckets:
         """Every link's rate now: its peak while it spends tokens."""
         return np.where(self.spending, self.peak, self.rate)
 
-    def resume(self) -> bool:
-        """Links that refilled enough spend again; whether any did."""
-        back = ~self.spending & (self.level >= RESUME_SHARE * self.size) & (self.size > 0)
-        self.spending |= back
-        return bool(back.any())
+    def resume(self) -> None:
+        """Links that refilled enough spend again."""
+        self.spending |= (self.level >= RESUME_SHARE * self.size) & (self.size > 0)
 
     def carry(self, route: np.ndarray, rates: np.ndarray) -> None:
         """The flows on `route` (rows of link ids) now send at `rates`."""
