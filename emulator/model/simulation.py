@@ -50,6 +50,7 @@ class Prediction:
     max_flows_per_step: list[int]                  # busiest link's flows, per step index
     peak_switch_mbps: float = 0.0                  # most wire Mbit/s in flight at once, counted once per
                                                    # switch each flow crosses: the forwarding work asked of OVS
+    switch_megabits: float = 0.0                   # every flow's wire megabits, counted once per switch it crosses
     approximation: str = ""                        # what the prediction approximates ("": exact)
 
     @property
@@ -569,6 +570,7 @@ class _Simulation:
         self.switch_hops = (flows.route != flows.pad).sum(axis=1) - 1   # links of a path minus one
         self.wire_mbps = 8 / 1e6 / efficiency
         self.peak_switch_mbps = 0.0
+        self.switch_megabits = float(flows.nbytes @ self.switch_hops) * self.wire_mbps
         # Timed events: flows delivered (alpha and their path's delay after their last byte) and
         # compute that ends; (time, sequence, is_compute, ids).
         self.events: list = []
@@ -668,7 +670,7 @@ class _Simulation:
         active, left, _, route, _ = self._active()
         rates = max_min_rates(route, self.buckets.capacity())
         self.buckets.carry(route, rates)
-        self._rated(active, left, rates, route, np.minimum(rates, self.capacity[route].min(axis=1)))
+        self._rated(active, left, rates, route, _within_rates(rates, route, self.capacity))
 
     def _active(self):
         """The flows sending and the ones that start now: ids, bytes left,
@@ -758,6 +760,16 @@ def _dependencies(flat: Flat) -> _Dependencies:
                          dependents=dst[order], compute_s=flat.compute_s)
 
 
+def _within_rates(rates: np.ndarray, route: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Flow rates scaled down so that no link carries more than its rate:
+    a burst spends a link's tokens for milliseconds, which is no sustained
+    forwarding work, so the load in flight counts every link at its rate."""
+    carried = np.bincount(route.ravel(), weights=np.repeat(rates, route.shape[1]), minlength=len(capacity))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(carried > capacity, capacity / carried, 1.0)
+    return rates * scale[route].min(axis=1)
+
+
 def _increasing(values: np.ndarray) -> bool:
     """Strictly increasing: distinct and in order (indices that need no sort or copy)."""
     return bool(np.all(values[1:] > values[:-1]))
@@ -814,7 +826,7 @@ def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: flo
         step_end_s=tuple(tuple(ends[base[r]:base[r + 1]]) for r in range(flat.ranks)),
         link_max_flows=_link_max_flows(router, sim.max_flows),
         max_flows_per_step=_max_per_step(flows, _step_count(flat)),
-        peak_switch_mbps=sim.peak_switch_mbps)
+        peak_switch_mbps=sim.peak_switch_mbps, switch_megabits=sim.switch_megabits)
 
 
 def _simulate(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress,
@@ -858,7 +870,7 @@ def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
     (so repeated rounds are simulated until their buckets repeat)."""
     _check_model(alpha_s, efficiency)
     router = _Router(fabric, table)   # shared: rounds often reuse pairs (halving, then doubling)
-    t, ends, per_step, peak = 0.0, [], [], 0.0
+    t, ends, per_step, peak, megabits = 0.0, [], [], 0.0, 0.0
     link_max = np.zeros(len(router.capacity), dtype=np.int64)
     # A round equal to an earlier one (halving-doubling's doubling round k sends what halving round k
     # received, to the same partner) is the same simulation: its figures are taken, not simulated again.
@@ -872,16 +884,17 @@ def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
             if key not in done:
                 flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, None, burst, level)
                 done[key] = (float(sim.step_end.max(initial=0.0)), _max_per_step(flows, 1), sim.max_flows,
-                             sim.peak_switch_mbps, sim.buckets and sim.buckets.level)
-            took, busiest, max_flows, round_peak, level = done[key]
+                             sim.peak_switch_mbps, sim.switch_megabits, sim.buckets and sim.buckets.level)
+            took, busiest, max_flows, round_peak, round_megabits, level = done[key]
             ends += [t + took * (k + 1) for k in range(times)]
             t = ends[-1]
             per_step += busiest * times
             np.maximum(link_max, max_flows, out=link_max)
             peak = max(peak, round_peak)
+            megabits += round_megabits * times
     return Prediction(time_s=t, step_end_s=_EveryRank(tuple(ends), len(hosts)),
                       link_max_flows=_link_max_flows(router, link_max), max_flows_per_step=per_step,
-                      peak_switch_mbps=peak,
+                      peak_switch_mbps=peak, switch_megabits=megabits,
                       approximation="; ".join(filter(None, (LOCKSTEP, note))))
 
 

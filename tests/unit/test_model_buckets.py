@@ -64,6 +64,13 @@ def test_the_burst_counts_the_load_in_flight_at_the_links_rates_only():
     assert with_burst.peak_switch_mbps == pytest.approx(without.peak_switch_mbps)
 
 
+def test_flows_sharing_a_bursting_link_count_its_rate_once():
+    fabric, table, hosts = two_switches(m=2, host_mbps=1000.0, switch_mbps=R)   # both flows cross one shaped link
+    sched = schedule([([(2, 500_000)], [])], [([(3, 500_000)], [])], [([], [(0, 500_000)])], [([], [(1, 500_000)])])
+    with_burst, without = (predict(fabric, table, sched, hosts, alpha_s=ALPHA, burst=b) for b in (BURST, None))
+    assert with_burst.peak_switch_mbps == pytest.approx(without.peak_switch_mbps)
+
+
 @pytest.mark.parametrize("algorithm, mapping", [("ring", "naive"), ("halving-doubling", "hdrm"), ("ring", "hdrm")])
 def test_lockstep_with_a_burst_carries_the_tokens_as_the_exact_simulation(algorithm, mapping):
     fabric = build("bigraph:m=2,n=4")
