@@ -40,9 +40,11 @@ SHARING_MOST_FLOWS = 16
 SHARING_TOPOLOGY = f"leafspine:leaves=1,spines=1,hosts={SHARING_MOST_FLOWS + 1}"
 SHARING_RATE_MBPS = 50.0
 SHARING_CALL_SECONDS = 0.5   # about a collective step's length: a timeout shows
-# A step's latency: halving-doubling with HDRM (no link shared) of calls whose steps
-# last a few ms, where the latency is most of a step, at a rate every machine keeps up with
-LATENCY_SIZES = tuple(k << 10 for k in (64, 128, 256, 512))
+# A step's latency (the least time a step takes: the agents' turn on the cores): a ring
+# (no link shared) of calls whose steps of 2-32 KiB would take under a millisecond on the
+# wire with the links' burst, so the latency is most of a step, at a rate every machine
+# keeps up with; the larger sizes keep the fit from overshooting where it hides
+LATENCY_SIZES = tuple(k << 10 for k in (32, 64, 128, 256))
 LATENCY_RATE_MBPS = 50.0
 LATENCY_GRID_S = [i * 5e-5 for i in range(201)]   # 0 to 10 ms
 
@@ -65,10 +67,10 @@ def probe_spec(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: in
 
 def latency_spec(mtu: int, offload: str, datapath: str, reps: int):
     from emulator.spec.experiment import RunSpec
-    return RunSpec(topology=PROBE_TOPOLOGY, collective="allreduce", algorithm="halving-doubling", mapping="hdrm",
+    return RunSpec(topology=PROBE_TOPOLOGY, collective="allreduce", algorithm="ring", mapping="naive",
                    policy="shortest", datapath=datapath, mtu=mtu, offload=offload, host_rate_mbps=LATENCY_RATE_MBPS,
                    switch_rate_mbps=LATENCY_RATE_MBPS, sizes=LATENCY_SIZES, repetitions=reps, warmup=1,
-                   model_alpha_us=0.0, label="step-latency")
+                   label="step-latency")
 
 
 def fit_step_latency(plan, burst: Burst, times: dict[int, list[float]]) -> tuple[float, dict[int, float]]:
@@ -177,8 +179,9 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
 
 
 def measure_step_latency(raw_mbps: float, mtu: int, offload: str, datapath: str, reps: int, log=print) -> float:
-    """A step's latency on this machine (s): small uncongested calls, fitted
-    by the model with the links' burst (fit_step_latency)."""
+    """A step's latency on this machine (s), the least time a step takes:
+    small uncongested calls, fitted by the model with the links' burst
+    (fit_step_latency)."""
     from emulator.emulation import Emulation
     from emulator.plan.run_plan import plan_run
     from emulator.results.calls import collective_rows
@@ -194,7 +197,7 @@ def measure_step_latency(raw_mbps: float, mtu: int, offload: str, datapath: str,
         if r["bytes_ok"]:
             times[int(r["size_bytes"])].append(float(r["time_s"]))
     latency, ratios = fit_step_latency(plan, link_burst(raw_mbps, len(plan.hosts)), times)
-    log(f"#   step latency {latency * 1e3:.2f} ms: halving-doubling at {LATENCY_RATE_MBPS:g} Mbit/s, fitted with "
+    log(f"#   step latency {latency * 1e3:.2f} ms: a ring at {LATENCY_RATE_MBPS:g} Mbit/s, fitted with "
         f"the links' burst; measured/model " + ", ".join(f"{s >> 10} KiB {r:.2f}x" for s, r in ratios.items()))
     return latency
 

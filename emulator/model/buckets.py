@@ -79,12 +79,10 @@ class Buckets:
 @dataclass(frozen=True)
 class EmulatedLinks:
     """What the model of a run adds for links emulated on a machine: the
-    links' token buckets, and a step latency the agents and software
-    switches take whatever the network's alpha (the run's alpha is the
-    larger of the two). `basis` says where both come from."""
+    links' token buckets, and the least time a step takes however little it
+    moves: every agent needs the machine's cores to end a step and start the
+    next, and the agents of a step share them (a floor, not a latency: steps
+    that move more hide it). `basis` says where both come from."""
     burst: Burst | None      # None: every link at its rate
-    step_latency_s: float
+    step_floor_s: float
     basis: str
-
-    def alpha_s(self, network_alpha_s: float) -> float:
-        return max(network_alpha_s, self.step_latency_s)

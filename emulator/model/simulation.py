@@ -13,7 +13,9 @@ a fast rank never pushes data into a peer still busy with an earlier step
 (the agents send their first 64 KiB eagerly, to keep the path full while
 the clearance travels; the model ignores that head start). Given a burst,
 every link is a token bucket too (emulator.model.buckets: the emulator's
-HTB), which changes rates when a bucket runs out.
+HTB), which changes rates when a bucket runs out; given a least step time,
+no step ends sooner after it started (the emulating machine's agents need
+its cores for every step: emulator.model.buckets.EmulatedLinks).
 
 The simulation is event driven: rates change only when a flow starts or
 drains, so between two such events every flow moves at a constant rate.
@@ -22,6 +24,7 @@ ranks whose chunks differ by a byte advance together instead of one by one.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
 import math
@@ -50,7 +53,6 @@ class Prediction:
     max_flows_per_step: list[int]                  # busiest link's flows, per step index
     peak_switch_mbps: float = 0.0                  # most wire Mbit/s in flight at once, counted once per
                                                    # switch each flow crosses: the forwarding work asked of OVS
-    switch_megabits: float = 0.0                   # every flow's wire megabits, counted once per switch it crosses
     approximation: str = ""                        # what the prediction approximates ("": exact)
 
     @property
@@ -543,8 +545,10 @@ class _Simulation:
     """One run of the event loop over a `_Flows`; step_end holds the result."""
 
     def __init__(self, flows: _Flows, deps: "_Dependencies", alpha_s: float, efficiency: float,
-                 burst: Burst | None = None, level: np.ndarray | None = None):
+                 burst: Burst | None = None, level: np.ndarray | None = None, min_step_s: float = 0.0):
         self.f = flows
+        if min_step_s:   # every step runs "compute" of at least that long beside its transfers
+            deps = dataclasses.replace(deps, compute_s=np.maximum(deps.compute_s, min_step_s))
         self.deps = deps
         self.alpha = alpha_s
         self.capacity = flows.capacity_mbps * 1e6 / 8 * efficiency   # bytes/s
@@ -570,7 +574,6 @@ class _Simulation:
         self.switch_hops = (flows.route != flows.pad).sum(axis=1) - 1   # links of a path minus one
         self.wire_mbps = 8 / 1e6 / efficiency
         self.peak_switch_mbps = 0.0
-        self.switch_megabits = float(flows.nbytes @ self.switch_hops) * self.wire_mbps
         # Timed events: flows delivered (alpha and their path's delay after their last byte) and
         # compute that ends; (time, sequence, is_compute, ids).
         self.events: list = []
@@ -798,27 +801,32 @@ def as_flat(schedule: Schedule | Flat) -> Flat:
 
 
 def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, hosts,
-            alpha_s: float = 0.0, efficiency: float = 1.0, progress=None, burst: Burst | None = None) -> Prediction:
+            alpha_s: float = 0.0, efficiency: float = 1.0, progress=None, burst: Burst | None = None,
+            min_step_s: float = 0.0) -> Prediction:
     """Predict every step's end time of `schedule` with rank r on host hosts[r].
 
     alpha_s: per-message latency (s). efficiency: payload fraction of every
     link's wire rate (0 < efficiency <= 1). progress: called now and then
     with the fraction of steps started. burst: the links' token buckets
-    (emulator.model.buckets; None: every link at its rate)."""
-    _check_model(alpha_s, efficiency)
-    return _predict(_Router(fabric, table), as_flat(schedule), hosts, alpha_s, efficiency, progress, burst)
+    (emulator.model.buckets; None: every link at its rate). min_step_s:
+    the least time of any step, however little it moves (0: none)."""
+    _check_model(alpha_s, efficiency, min_step_s)
+    return _predict(_Router(fabric, table), as_flat(schedule), hosts, alpha_s, efficiency, progress, burst,
+                    min_step_s)
 
 
-def _check_model(alpha_s: float, efficiency: float) -> None:
+def _check_model(alpha_s: float, efficiency: float, min_step_s: float = 0.0) -> None:
     if not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     if not alpha_s >= 0:
         raise ValueError(f"alpha_s must be >= 0, got {alpha_s}")
+    if not min_step_s >= 0:
+        raise ValueError(f"min_step_s must be >= 0, got {min_step_s}")
 
 
 def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress,
-             burst: Burst | None) -> Prediction:
-    flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, progress, burst)
+             burst: Burst | None, min_step_s: float = 0.0) -> Prediction:
+    flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, progress, burst, min_step_s=min_step_s)
     ends = sim.step_end.tolist()
     base = flows.step_base.tolist()
     return Prediction(
@@ -826,13 +834,13 @@ def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: flo
         step_end_s=tuple(tuple(ends[base[r]:base[r + 1]]) for r in range(flat.ranks)),
         link_max_flows=_link_max_flows(router, sim.max_flows),
         max_flows_per_step=_max_per_step(flows, _step_count(flat)),
-        peak_switch_mbps=sim.peak_switch_mbps, switch_megabits=sim.switch_megabits)
+        peak_switch_mbps=sim.peak_switch_mbps)
 
 
 def _simulate(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress,
-              burst: Burst | None = None, level: np.ndarray | None = None):
+              burst: Burst | None = None, level: np.ndarray | None = None, min_step_s: float = 0.0):
     flows = _flows(router, flat, hosts)
-    sim = _Simulation(flows, _dependencies(flat), alpha_s, efficiency, burst, level)
+    sim = _Simulation(flows, _dependencies(flat), alpha_s, efficiency, burst, level, min_step_s)
     sim.run(progress)
     if np.isnan(sim.step_end).any():
         stuck = int(sim.step_rank[np.flatnonzero(np.isnan(sim.step_end))[0]])
@@ -860,7 +868,7 @@ class _EveryRank(tuple):
 
 def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
                      alpha_s: float = 0.0, efficiency: float = 1.0, note: str = "", progress=None,
-                     burst: Burst | None = None) -> Prediction:
+                     burst: Burst | None = None, min_step_s: float = 0.0) -> Prediction:
     """Predict a collective given as lock-step rounds (flat.lockstep_rounds):
     each distinct round is simulated exactly once, by itself, and rounds
     follow each other. Ranks that drift apart in the exact simulation are
@@ -868,9 +876,9 @@ def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
     this is the exact prediction at the cost of one round per pattern.
     With a burst, every round starts with the tokens the one before left
     (so repeated rounds are simulated until their buckets repeat)."""
-    _check_model(alpha_s, efficiency)
+    _check_model(alpha_s, efficiency, min_step_s)
     router = _Router(fabric, table)   # shared: rounds often reuse pairs (halving, then doubling)
-    t, ends, per_step, peak, megabits = 0.0, [], [], 0.0, 0.0
+    t, ends, per_step, peak = 0.0, [], [], 0.0
     link_max = np.zeros(len(router.capacity), dtype=np.int64)
     # A round equal to an earlier one (halving-doubling's doubling round k sends what halving round k
     # received, to the same partner) is the same simulation: its figures are taken, not simulated again.
@@ -882,19 +890,18 @@ def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
         for times in ([1] * repeats if burst else [repeats]):
             key = (_round_key(flat), None if level is None else level.tobytes())
             if key not in done:
-                flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, None, burst, level)
+                flows, sim = _simulate(router, flat, hosts, alpha_s, efficiency, None, burst, level, min_step_s)
                 done[key] = (float(sim.step_end.max(initial=0.0)), _max_per_step(flows, 1), sim.max_flows,
-                             sim.peak_switch_mbps, sim.switch_megabits, sim.buckets and sim.buckets.level)
-            took, busiest, max_flows, round_peak, round_megabits, level = done[key]
+                             sim.peak_switch_mbps, sim.buckets and sim.buckets.level)
+            took, busiest, max_flows, round_peak, level = done[key]
             ends += [t + took * (k + 1) for k in range(times)]
             t = ends[-1]
             per_step += busiest * times
             np.maximum(link_max, max_flows, out=link_max)
             peak = max(peak, round_peak)
-            megabits += round_megabits * times
     return Prediction(time_s=t, step_end_s=_EveryRank(tuple(ends), len(hosts)),
                       link_max_flows=_link_max_flows(router, link_max), max_flows_per_step=per_step,
-                      peak_switch_mbps=peak, switch_megabits=megabits,
+                      peak_switch_mbps=peak,
                       approximation="; ".join(filter(None, (LOCKSTEP, note))))
 
 
@@ -915,7 +922,7 @@ METHODS = ("auto", "exact", "lockstep")
 
 def predict_collective(fabric: Fabric, table: ForwardingTable, collective: str, algorithm: str, hosts,
                        size_bytes: int, alpha_s: float = 0.0, efficiency: float = 1.0, method: str = "auto",
-                       progress=None, burst: Burst | None = None) -> Prediction:
+                       progress=None, burst: Burst | None = None, min_step_s: float = 0.0) -> Prediction:
     """One collective call, built as arrays. method "exact": the event
     simulation; "lockstep": round by round (predict_lockstep) where the
     collective has rounds (ring, power-of-two halving-doubling), else exact;
@@ -924,6 +931,7 @@ def predict_collective(fabric: Fabric, table: ForwardingTable, collective: str, 
         raise ValueError(f"unknown model method {method!r}; choose one of: {', '.join(METHODS)}")
     rounds = None if method == "exact" else lockstep_rounds(collective, algorithm, len(hosts), size_bytes)
     if rounds and (method == "lockstep" or sum(r.sends.peer.size * n for r, n in rounds[0]) > EXACT_FLOWS):
-        return predict_lockstep(fabric, table, rounds[0], hosts, alpha_s, efficiency, rounds[1], progress, burst)
+        return predict_lockstep(fabric, table, rounds[0], hosts, alpha_s, efficiency, rounds[1], progress, burst,
+                                min_step_s)
     return predict(fabric, table, flat_schedule(collective, algorithm, len(hosts), size_bytes), hosts,
-                   alpha_s, efficiency, progress, burst)
+                   alpha_s, efficiency, progress, burst, min_step_s)

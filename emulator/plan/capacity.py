@@ -44,7 +44,7 @@ class Point:
     faithful_mbps: float     # largest link-Mbit/s load that kept saturated links within 5% of their rate
     link_rate_mbps: float    # the link rate that load was measured at
     tcp: str = ""            # the hosts' congestion control it was measured with ("": not recorded then)
-    step_latency_us: float = 0.0   # a step's latency the model's alpha stands for on this machine (0: not measured)
+    step_latency_us: float = 0.0   # the least time a step takes on the calibration's hosts (0: not measured)
 
     def key(self) -> tuple:
         return self.datapath, self.mtu, self.offload
@@ -84,9 +84,10 @@ REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-12-03",
     Point("user", 1500, "off", 1177.0, 1030.0, 73.6),
     Point("user", 1500, "tso", 8305.0, 3374.0, 241.0),
     Point("user", 9000, "off", 3325.0, 3118.0, 222.7),
-    # step latency: the median of six fits by calibrate's measure_step_latency with the agents' pooled
-    # threads (1.55-1.85 ms; experiments/measured/step-latency-2026-12-03)
-    Point("user", 9000, "tso", 8821.0, 7994.0, 571.0, step_latency_us=1700.0),
+    # step latency, the least time of a step on 8 hosts: calibration.fit_step_latency on the ring calls of
+    # 32-256 KiB measured there with the agents' pooled threads (experiments/measured/
+    # uncongested-sizes-2026-12-03/links-ring-collectives.csv; 0.65 ms on the faster machine of 2026-12-04)
+    Point("user", 9000, "tso", 8821.0, 7994.0, 571.0, step_latency_us=1300.0),
 ], "reference", [
     # `calibrate --tcp-sharing 2,4,8,16` (experiments/measured/sharing-2026-12-03): congestion control, MTU,
     # queue packets, flows, time over max-min (over one flow's), drops per call, link rate, timeouts per call
@@ -309,17 +310,19 @@ def emulated_links(calibration: Calibration, datapath: str, mtu: int, offload: s
     """The links a run's model adds on this machine: HTB's burst (BURST_MS
     of every link's rate) spent at the raw capacity shared by the hosts, and
     the setting's calibrated step latency (of the nearest MTU where this one
-    was not calibrated; none where nothing was), in proportion to the hosts:
-    every agent's step takes the machine's cores for a while, and a step ends
-    once all have had them (halving-doubling's fitted latency was 2.25 ms on
-    8 hosts and 4.9 ms on 16, docs/model.md)."""
+    was not calibrated; none where nothing was) as the least time of a step,
+    in proportion to the hosts: every agent's step takes the machine's cores
+    for a while, and a step ends once all have had them (a 16-host ring's
+    1 KiB steps took 1.3 ms, an 8-host ring's 2 KiB ones 0.6 ms). A floor,
+    not a latency: a 64-host ring's 8 KiB steps at 10 Mbit/s, 6.5 ms on the
+    wire, took 0.5 ms more, not the 13.6 ms an added latency gave."""
     point, where = _nearest_point(calibration, datapath, mtu, offload)
     if point is None:
         return EmulatedLinks(None, 0.0, f"links at their rates (their burst's peak unknown), no step latency: {where}")
     probe_hosts = len(build(PROBE_TOPOLOGY).hosts)
     latency_s = point.step_latency_us * 1e-6 * hosts / probe_hosts
-    latency = (f"step latency {latency_s * 1e3:.2f} ms ({point.step_latency_us / 1e3:g} ms on the calibration's "
-               f"{probe_hosts} hosts)" if point.step_latency_us else
+    latency = (f"steps take at least {latency_s * 1e3:.2f} ms (the step latency, {point.step_latency_us / 1e3:g} ms "
+               f"on the calibration's {probe_hosts} hosts)" if point.step_latency_us else
                "step latency not measured (`bigraph-emu calibrate` measures it)")
     burst = link_burst(point.raw_mbps, hosts)
     return EmulatedLinks(burst, latency_s,

@@ -139,8 +139,9 @@ def model_sweep(spec: RunSpec, method: str = "auto", progress=None, shared: Shar
         fabric, table = (shared or SharedRoutes(0)).get(spec)
         hosts = hosts_for_ranks(fabric, spec.mapping, spec.ranks or None, spec.seed)
         return hosts, {size: predict_collective(fabric, table, spec.collective, spec.algorithm, hosts, size,
-                                                model_alpha_s(spec, links), payload_efficiency(spec.mtu), method,
-                                                progress and functools.partial(progress, size), links and links.burst)
+                                                spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu), method,
+                                                progress and functools.partial(progress, size), links and links.burst,
+                                                links.step_floor_s if links else 0.0)
                        for size in spec.sizes}
     except ValueError as e:
         raise SpecError(str(e)) from None
@@ -148,15 +149,10 @@ def model_sweep(spec: RunSpec, method: str = "auto", progress=None, shared: Shar
 
 def model_for(fabric: Fabric, table: ForwardingTable, spec: RunSpec, links: EmulatedLinks | None = None):
     """predict(schedule, hosts) on these routes, with the spec's latency and
-    header overhead, and the emulated links' burst and step latency if given."""
-    return functools.partial(predict, fabric, table, alpha_s=model_alpha_s(spec, links),
-                             efficiency=payload_efficiency(spec.mtu), burst=links and links.burst)
-
-
-def model_alpha_s(spec: RunSpec, links: EmulatedLinks | None) -> float:
-    """The model's per-message latency: the spec's, or the emulated links' step latency if larger."""
-    alpha_s = spec.model_alpha_us * 1e-6
-    return links.alpha_s(alpha_s) if links else alpha_s
+    header overhead, and the emulated links' burst and least step time if given."""
+    return functools.partial(predict, fabric, table, alpha_s=spec.model_alpha_us * 1e-6,
+                             efficiency=payload_efficiency(spec.mtu), burst=links and links.burst,
+                             min_step_s=links.step_floor_s if links else 0.0)
 
 
 def workloads(spec: RunSpec, fabric: Fabric) -> dict[int, Workload]:

@@ -9,9 +9,15 @@ from emulator import calibration
 
 from emulator.plan import capacity
 from emulator.plan.capacity import Assessment, Calibration, Point
+from emulator.fabric.mapping import hosts_for_ranks
+from emulator.fabric.topology import build
 from emulator.model.buckets import EmulatedLinks
+from emulator.model.simulation import predict
+from emulator.routes.routing import forwarding_table
 from emulator.plan.run_plan import model_for, plan_run
 from emulator.spec.experiment import make_run
+
+from test_model import schedule
 
 CAL = Calibration("box, 2 CPUs", "2026-11-30", [
     Point("user", 1500, "off", 1400.0, 300.0, 20.0),
@@ -245,18 +251,17 @@ def test_emulated_links_take_the_settings_step_latency_and_share_its_raw_capacit
     point = next(p for p in capacity.REFERENCE.points if p.key() == ("user", 9000, "tso"))
     latency = point.step_latency_us * 1e-6
     links = capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 8)
-    assert links.step_latency_s == pytest.approx(latency) and latency > 5e-4
+    assert links.step_floor_s == pytest.approx(latency) and latency > 0
     assert links.burst.seconds == pytest.approx(0.010) and links.burst.peak_mbps == pytest.approx(point.raw_mbps / 8)
-    assert f"step latency {latency * 1e3:.2f} ms" in links.basis and "reference machine" in links.basis
+    assert f"steps take at least {latency * 1e3:.2f} ms" in links.basis and "reference machine" in links.basis
     twice = capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 16)   # the calibration had 8 hosts
-    assert twice.step_latency_s == pytest.approx(2 * latency)
-    assert links.alpha_s(5e-4) == pytest.approx(latency) and links.alpha_s(0.5) == 0.5   # the larger
+    assert twice.step_floor_s == pytest.approx(2 * latency)
 
 
-def test_emulated_links_of_an_uncalibrated_step_latency_say_so_and_keep_the_networks_alpha():
+def test_emulated_links_of_an_uncalibrated_step_latency_say_so():
     links = capacity.emulated_links(CAL, "user", 1500, "off", 16)
-    assert links.step_latency_s == 0 and "not measured" in links.basis and CAL.source in links.basis
-    assert links.burst.peak_mbps == pytest.approx(1400.0 / 16) and links.alpha_s(5e-4) == 5e-4
+    assert links.step_floor_s == 0 and "not measured" in links.basis and CAL.source in links.basis
+    assert links.burst.peak_mbps == pytest.approx(1400.0 / 16)
 
 
 def test_emulated_links_of_another_mtu_take_the_nearest_and_say_it():
@@ -269,18 +274,32 @@ def test_a_step_latency_round_trips_through_the_file(tmp_path):
     assert capacity.load(point_file(tmp_path)).points[0].step_latency_us == 0.0   # files from before it
 
 
-def test_a_runs_plan_with_emulated_links_predicts_the_burst_and_the_latency():
-    spec = make_run({"sizes": ["64K", "64M"], "algorithm": "halving-doubling", "mapping": "hdrm"})
+def test_a_runs_plan_with_emulated_links_predicts_the_burst_and_the_least_step_time():
+    spec = make_run({"sizes": ["32K", "1M", "64M"], "algorithm": "ring", "mapping": "naive"})
     links = capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 8)
     plain, emulated = plan_run(spec), plan_run(spec, links=links)
-    burst_only = plan_run(spec, links=dataclasses.replace(links, step_latency_s=0.0))
-    small, large = 64 << 10, 64 << 20
-    assert burst_only.predictions[small].time_s < 0.5 * plain.predictions[small].time_s   # 32 KB steps: a burst each
+    burst_only = plan_run(spec, links=dataclasses.replace(links, step_floor_s=0.0))
+    floor_only = plan_run(spec, links=dataclasses.replace(links, burst=None, step_floor_s=0.004))
+    small, mid, large = 32 << 10, 1 << 20, 64 << 20
+    assert burst_only.predictions[small].time_s < 0.5 * plain.predictions[small].time_s   # 2 KB steps: a burst each
     steps = len(plain.schedules[small].steps[0])
-    latency = links.step_latency_s   # over 0.5 ms, the network's alpha
-    assert steps * latency < emulated.predictions[small].time_s < steps * (latency + 2e-4)
+    # 2 KB steps take alpha and 0.3 ms on the wire: the floor instead; 64 KB ones take 11 ms: it hides
+    assert floor_only.predictions[small].time_s == pytest.approx(steps * 0.004, rel=1e-9)
+    assert floor_only.predictions[mid].time_s == pytest.approx(plain.predictions[mid].time_s, rel=1e-9)
     assert emulated.predictions[large].time_s == pytest.approx(plain.predictions[large].time_s, rel=0.01)
     assert emulated.links is links and plain.links is None
+
+
+def test_a_step_lasts_at_least_the_least_step_time_beside_its_transfers():
+    fabric = build("bigraph:m=2,n=4")
+    table = forwarding_table(fabric, "shortest")
+    hosts = hosts_for_ranks(fabric, "naive")[:2]
+    sched = schedule([([(1, 1000)], []), ([(1, 1000)], [])], [([], [(0, 1000)]), ([], [(0, 1000)])])
+    alone = predict(fabric, table, sched, hosts, alpha_s=5e-4)
+    assert predict(fabric, table, sched, hosts, alpha_s=5e-4, min_step_s=alone.time_s / 4).time_s == alone.time_s
+    assert predict(fabric, table, sched, hosts, alpha_s=5e-4, min_step_s=0.01).time_s == pytest.approx(0.02)
+    with pytest.raises(ValueError, match="min_step_s"):
+        predict(fabric, table, sched, hosts, min_step_s=-1.0)
 
 
 def test_fit_step_latency_finds_the_latency_calls_were_made_with():

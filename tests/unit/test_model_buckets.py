@@ -71,15 +71,19 @@ def test_flows_sharing_a_bursting_link_count_its_rate_once():
     assert with_burst.peak_switch_mbps == pytest.approx(without.peak_switch_mbps)
 
 
-@pytest.mark.parametrize("algorithm, mapping", [("ring", "naive"), ("halving-doubling", "hdrm"), ("ring", "hdrm")])
-def test_lockstep_with_a_burst_carries_the_tokens_as_the_exact_simulation(algorithm, mapping):
+def exact_and_lockstep(algorithm, mapping, size, **model):
     fabric = build("bigraph:m=2,n=4")
     table = forwarding_table(fabric, "shortest")
     hosts = hosts_for_ranks(fabric, mapping)
+    return [predict_collective(fabric, table, "allreduce", algorithm, hosts, size, ALPHA, 1.0, method, **model).time_s
+            for method in ("exact", "lockstep")]
+
+
+@pytest.mark.parametrize("algorithm, mapping", [("ring", "naive"), ("halving-doubling", "hdrm"), ("ring", "hdrm")])
+def test_lockstep_with_a_burst_carries_the_tokens_as_the_exact_simulation(algorithm, mapping):
     for size in (64 << 10, 1 << 20):
-        exact, lockstep = (predict_collective(fabric, table, "allreduce", algorithm, hosts, size, ALPHA, 1.0, method,
-                                              burst=BURST).time_s for method in ("exact", "lockstep"))
-        plain = predict_collective(fabric, table, "allreduce", algorithm, hosts, size, ALPHA, 1.0, "exact").time_s
+        exact, lockstep = exact_and_lockstep(algorithm, mapping, size, burst=BURST)
+        plain, _ = exact_and_lockstep(algorithm, mapping, size)
         assert exact < plain   # waiting links saved tokens
         assert lockstep == pytest.approx(exact, rel=1e-9)
 
@@ -87,3 +91,10 @@ def test_lockstep_with_a_burst_carries_the_tokens_as_the_exact_simulation(algori
 def test_a_burst_needs_a_peak():
     with pytest.raises(ValueError, match="peak"):
         Burst(0.01, 0.0)
+
+
+@pytest.mark.parametrize("algorithm, mapping", [("ring", "naive"), ("halving-doubling", "hdrm")])
+def test_lockstep_keeps_the_least_step_time_as_the_exact_simulation(algorithm, mapping):
+    for size in (32 << 10, 1 << 20):
+        exact, lockstep = exact_and_lockstep(algorithm, mapping, size, burst=BURST, min_step_s=2e-3)
+        assert lockstep == pytest.approx(exact, rel=1e-9)
