@@ -66,6 +66,38 @@ def diagnose(mtu: int, offload: str, seconds: int) -> None:
               flush=True)
 
 
+SHAPED_PORT_MBPS = 100.0   # the port-type check: a switch port shaped at this rate
+
+
+def port_types(mtus: list[int], types: list[str], seconds: int) -> None:
+    """Raw capacity of one switch whose ports are each Open vSwitch
+    interface type in turn, hosts sending frames (AF_XDP carries no TSO
+    segment and no frame beyond about a page), and what crosses the same
+    switch with its ports shaped by HTB at SHAPED_PORT_MBPS, as the
+    emulator shapes them: a port type that sends past the kernel's queueing
+    layer leaves the shaping out."""
+    dataplane = detect("auto", "off")
+    print(f"\n# port type      MTU  raw wire Mbit/s  ovs-vswitchd cores  wire Mbit/s per ovs core  "
+          f"through ports shaped at {SHAPED_PORT_MBPS:g} Mbit/s")
+    for mtu in mtus:
+        for port_type in types:
+            kind = "" if port_type == "system" else port_type
+            try:
+                mbps, cores = benchlib.with_lock_retry(lambda: raw_capacity(
+                    dataplane, mtu, seconds, [1], port_type=kind))[1]
+                benchlib.check_clean(f"raw iperf3, {port_type} ports")
+                shaped, _ = benchlib.with_lock_retry(lambda: raw_capacity(
+                    dataplane, mtu, seconds, [1], port_type=kind, switch_shaped_mbps=SHAPED_PORT_MBPS))[1]
+            except RuntimeError as e:
+                print(f"  {port_type:13} {mtu:5}  failed: {e}", flush=True)
+                continue
+            finally:
+                benchlib.check_clean(f"raw iperf3, {port_type} ports")
+            wire = mbps / payload_efficiency(mtu)
+            print(f"  {port_type:13} {mtu:5} {wire:16.0f} {cores:19.2f} {wire / max(cores, 1e-3):25.0f}  "
+                  f"{shaped / payload_efficiency(mtu):.0f} Mbit/s", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="MTU 9000 only, 3 bisection steps, one counted call")
@@ -77,10 +109,18 @@ def main() -> None:
                    help=f"experiment: HTB burst of this many ms at the link rate in this process only "
                         f"(default: the emulator's, {shaping.BURST_MS:g} ms)")
     p.add_argument("--no-diagnose", dest="diagnose", action="store_false", help="skip the raw variants")
+    p.add_argument("--port-types", metavar="TYPES",
+                   help="only the raw capacity of one switch with its ports as each of these Open vSwitch "
+                        "interface types (e.g. system,afxdp-nonpmd), hosts sending frames, at each MTU of "
+                        "--mtus")
+    p.add_argument("--mtus", default="1500,3000", help="with --port-types: MTUs (default 1500,3000)")
     args = p.parse_args()
     interrupts.unwind_on_signals()   # SIGTERM and a hang-up tear down like Ctrl-C
     if os.geteuid() != 0:
         raise SystemExit("dataplane.py needs root (Mininet and Open vSwitch)")
+    if args.port_types:
+        port_types([int(m) for m in args.mtus.split(",")], args.port_types.split(","), args.seconds)
+        return
     if args.burst_ms:
         shaping.BURST_MS = args.burst_ms
         print(f"# experiment: HTB burst = {args.burst_ms:g} ms of traffic at the link rate", flush=True)

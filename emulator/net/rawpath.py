@@ -28,11 +28,16 @@ SHAPED_MBPS = 20000.0   # HTB present on every port, never the limit
 
 
 def raw_capacity(dataplane: Dataplane, mtu: int, seconds: int, flows: list[int], switches: int = 1,
-                 shaped: bool = False, queue_packets: int = 100, tsq_bytes: int = 0) -> dict:
+                 shaped: bool = False, queue_packets: int = 100, tsq_bytes: int = 0, port_type: str = "",
+                 switch_shaped_mbps: float = 0.0) -> dict:
     """{flows: (payload Mbit/s, ovs-vswitchd cores busy)} of iperf3 with
     each number of parallel flows. shaped: every port gets the emulator's
     HTB + FIFO at a rate that never limits, and hosts a TCP small-queues
-    limit of tsq_bytes, to see what shaping itself costs."""
+    limit of tsq_bytes, to see what shaping itself costs. port_type: every
+    switch port opened as this Open vSwitch interface type instead
+    (afxdp, afxdp-nonpmd: AF_XDP sockets in place of AF_PACKET).
+    switch_shaped_mbps: HTB at this rate on the switches' ports only, where
+    the emulator shapes (does the port type keep it?)."""
     setLogLevel(QUIET)
     results = {}
     with processes.RunLock(), ovs_buffers.large_socket_buffers():
@@ -41,6 +46,10 @@ def raw_capacity(dataplane: Dataplane, mtu: int, seconds: int, flows: list[int],
         try:
             hosts = _build(net, dataplane, switches)
             _configure(net, hosts, dataplane, mtu, shaped, queue_packets, tsq_bytes)
+            if switch_shaped_mbps:
+                _shape_switch_ports(net, switch_shaped_mbps, queue_packets, mtu, dataplane.tso)
+            if port_type:
+                _set_port_type(net, port_type)
             server_ip = host_address(1)[0]
             for n in flows:
                 ticks0, t0 = ovs_ticks(), time.monotonic()
@@ -84,6 +93,29 @@ def _configure(net: Mininet, hosts: list, dataplane: Dataplane, mtu: int, shaped
     if shaped and tsq_bytes:
         for h in hosts:
             _must(h, f"sysctl -q -w net.ipv4.tcp_limit_output_bytes={tsq_bytes}")
+
+
+def _shape_switch_ports(net: Mininet, rate_mbps: float, queue_packets: int, mtu: int, tso: bool) -> None:
+    for switch in net.switches:
+        for intf in switch.intfList():
+            if intf.name != "lo":
+                for argv in tc_commands(intf.name, rate_mbps, queue_packets, mtu, tso=tso):
+                    _must(switch, " ".join(argv))
+
+
+def _set_port_type(net: Mininet, port_type: str) -> None:
+    """Reopen every switch port as `port_type`; RuntimeError if OVS could not."""
+    for switch in net.switches:
+        for intf in switch.intfList():
+            if intf.name != "lo":
+                switch.vsctl("set", "Interface", intf.name, f"type={port_type}")
+    time.sleep(1)   # OVS reopens the ports in its main loop
+    for switch in net.switches:
+        for intf in switch.intfList():
+            if intf.name != "lo":
+                error = switch.vsctl("get", "Interface", intf.name, "error").strip()
+                if error and error != "[]":
+                    raise RuntimeError(f"{intf.name} as {port_type}: {error}")
 
 
 def _must(node, command: str) -> None:

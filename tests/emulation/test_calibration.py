@@ -2,6 +2,7 @@
 import csv
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -19,6 +20,21 @@ def test_raw_capacity_is_measured_through_one_switch(clean_machine, timing):
     mbps, cores = raw_capacity(detect(), 9000, 2, [1])[1]
     timing(mbps > 200, mbps)           # hundreds of Mbit/s at the very least, even on a busy machine
     assert 0 < cores <= os.cpu_count()
+
+
+def test_switch_ports_shaped_alone_hold_the_rate(clean_machine):
+    mbps, _ = raw_capacity(detect("auto", "off"), 1500, 2, [1], switch_shaped_mbps=50.0)[1]
+    assert 30 < mbps <= 50   # payload through a switch whose ports HTB holds at 50 Mbit/s
+
+
+def test_switch_ports_open_as_another_port_type(clean_machine):
+    offered = subprocess.run(["ovs-vsctl", "get", "Open_vSwitch", ".", "iface_types"], capture_output=True,
+                             text=True).stdout
+    plane = detect("auto", "off")
+    if plane.datapath != "user" or "afxdp-nonpmd" not in offered:
+        pytest.skip("this Open vSwitch offers no afxdp-nonpmd ports on the userspace datapath")
+    mbps, _ = raw_capacity(plane, 1500, 2, [1], port_type="afxdp-nonpmd")[1]
+    assert mbps > 0
 
 
 def test_a_light_probe_passes_with_saturated_links_at_their_rate(clean_machine, timing):
