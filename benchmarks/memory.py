@@ -10,7 +10,10 @@ from /proc/<pid>/status of:
   controller  the os-ken controller (Emulation.controller.proc.pid)
   agents      every rank's agent (Emulation.fleet.procs)
 and, for context, the sum of Mininet's node shells (one bash per host and
-switch) and ovs-vswitchd's current RSS (shared, started before us).
+switch) and ovs-vswitchd's current RSS (shared, started before us). Last,
+what all of them take of the machine's memory at once: their proportional
+set sizes summed (Pss in /proc/<pid>/smaps_rollup: a page shared by N
+processes counts 1/N in each, so the sum is the memory they use).
 
     .venv/bin/python benchmarks/memory.py [--quick] [-t TOPOLOGY ...]
 """
@@ -42,6 +45,15 @@ def status(pid: int) -> dict[str, int]:
     except OSError:
         pass
     return out
+
+
+def pss(pid: int) -> int:
+    """Proportional set size of `pid` in KiB (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0)
+    except OSError:
+        return 0
 
 
 def ovs_pid() -> int | None:
@@ -82,6 +94,9 @@ def one(topology: str) -> dict:
         pid = ovs_pid()
         if pid:
             keep("ovs-vswitchd (RSS)", status(pid).get("VmRSS", 0))
+        every = [os.getpid(), emu.controller.proc.pid, *(p.pid for p in emu.fleet.procs), *emu.network.host_pids(),
+                 *(s.pid for s in emu.network.net.switches), *([pid] if pid else [])]
+        keep("all of them at once (PSS)", sum(pss(p) for p in every))
 
     def on_call(call, record):
         sample(emu)
@@ -144,7 +159,8 @@ def report(results: list[dict]) -> None:
         pk = r["peak_kib"]
         total = pk.get("emulator", 0) + pk.get("controller", 0) + pk.get("agents sum", 0)
         print(f"# {r['topology']} ({r['hosts']} hosts): emulator + controller + {pk.get('agents', 0)} agents = "
-              f"{total / 1024:.0f} MiB (sum of peaks; shared pages counted once per process)")
+              f"{total / 1024:.0f} MiB (sum of peaks; shared pages counted once per process); every process "
+              f"of the run with Open vSwitch, at once: {pk.get('all of them at once (PSS)', 0) / 1024:.0f} MiB (PSS)")
 
 
 if __name__ == "__main__":
