@@ -84,19 +84,18 @@ def one(topology: str) -> dict:
     def sample(emu) -> None:
         keep("emulator", status(os.getpid()).get("VmHWM", 0))
         keep("controller", status(emu.controller.proc.pid).get("VmHWM", 0))
-        agents = [status(p.pid).get("VmHWM", 0) for p in emu.fleet.procs]
+        agent_pids = [p.pid for p in emu.fleet.procs]
+        agents = [status(pid).get("VmHWM", 0) for pid in agent_pids]
         keep("agent max", max(agents))
         keep("agents sum", sum(agents))
         peak["agents"] = len(agents)
-        shells = [status(pid).get("VmRSS", 0) for pid in emu.network.host_pids()
-                  + [s.pid for s in emu.network.net.switches]]
-        keep("node shells sum (RSS)", sum(shells))
-        pid = ovs_pid()
-        if pid:
-            keep("ovs-vswitchd (RSS)", status(pid).get("VmRSS", 0))
-        every = [os.getpid(), emu.controller.proc.pid, *(p.pid for p in emu.fleet.procs), *emu.network.host_pids(),
-                 *(s.pid for s in emu.network.net.switches), *([pid] if pid else [])]
-        keep("all of them at once (PSS)", sum(pss(p) for p in every))
+        shell_pids = emu.network.host_pids() + [s.pid for s in emu.network.net.switches]
+        keep("node shells sum (RSS)", sum(status(pid).get("VmRSS", 0) for pid in shell_pids))
+        ovs = ovs_pid()
+        if ovs:
+            keep("ovs-vswitchd (RSS)", status(ovs).get("VmRSS", 0))
+        every = [os.getpid(), emu.controller.proc.pid, *agent_pids, *shell_pids, *([ovs] if ovs else [])]
+        keep("all of them at once (PSS)", sum(pss(pid) for pid in every))
 
     def on_call(call, record):
         sample(emu)

@@ -95,27 +95,26 @@ def _configure(net: Mininet, hosts: list, dataplane: Dataplane, mtu: int, shaped
             _must(h, f"sysctl -q -w net.ipv4.tcp_limit_output_bytes={tsq_bytes}")
 
 
+def _switch_ports(net: Mininet):
+    """(switch, port name) of every switch port."""
+    return [(switch, intf.name) for switch in net.switches for intf in switch.intfList() if intf.name != "lo"]
+
+
 def _shape_switch_ports(net: Mininet, rate_mbps: float, queue_packets: int, mtu: int, tso: bool) -> None:
-    for switch in net.switches:
-        for intf in switch.intfList():
-            if intf.name != "lo":
-                for argv in tc_commands(intf.name, rate_mbps, queue_packets, mtu, tso=tso):
-                    _must(switch, " ".join(argv))
+    for switch, port in _switch_ports(net):
+        for argv in tc_commands(port, rate_mbps, queue_packets, mtu, tso=tso):
+            _must(switch, " ".join(argv))
 
 
 def _set_port_type(net: Mininet, port_type: str) -> None:
     """Reopen every switch port as `port_type`; RuntimeError if OVS could not."""
-    for switch in net.switches:
-        for intf in switch.intfList():
-            if intf.name != "lo":
-                switch.vsctl("set", "Interface", intf.name, f"type={port_type}")
+    for switch, port in _switch_ports(net):
+        switch.vsctl("set", "Interface", port, f"type={port_type}")
     time.sleep(1)   # OVS reopens the ports in its main loop
-    for switch in net.switches:
-        for intf in switch.intfList():
-            if intf.name != "lo":
-                error = switch.vsctl("get", "Interface", intf.name, "error").strip()
-                if error and error != "[]":
-                    raise RuntimeError(f"{intf.name} as {port_type}: {error}")
+    for switch, port in _switch_ports(net):
+        error = switch.vsctl("get", "Interface", port, "error").strip()
+        if error and error != "[]":
+            raise RuntimeError(f"{port} as {port_type}: {error}")
 
 
 def _must(node, command: str) -> None:
