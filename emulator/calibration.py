@@ -47,6 +47,14 @@ SHARING_CALL_SECONDS = 0.5   # about a collective step's length: a timeout shows
 LATENCY_SIZES = tuple(k << 10 for k in (32, 64, 128, 256))
 LATENCY_RATE_MBPS = 50.0
 LATENCY_GRID_S = [i * 5e-5 for i in range(201)]   # 0 to 10 ms
+# What a switch crossed adds to a message: one message at a time each way between hosts 1, 3 and 5
+# switches apart, on a fabric of many ports (the userspace datapath's loop turns over every port of every
+# switch: 0.1 ms a switch at the probe's 16 ports is within the noise, 0.7-1.0 ms at 80 is not), in sizes
+# the links' burst sends at once, each round trip after the buckets refilled
+SWITCH_LATENCY_TOPOLOGY = "fattree:k=4"
+SWITCH_LATENCY_SIZES = (64, 4096)
+SWITCH_LATENCY_TRIPS = 30
+SWITCH_LATENCY_GAP_S = 0.02
 
 
 # --- pure: what a rate is tried with, and whether it passed --------------------------
@@ -73,8 +81,10 @@ def latency_spec(mtu: int, offload: str, datapath: str, reps: int):
                    label="step-latency")
 
 
-def fit_step_latency(plan, burst: Burst, times: dict[int, list[float]]) -> tuple[float, dict[int, float]]:
-    """The step latency (s) at which the model, with the links' burst, comes
+def fit_step_latency(plan, burst: Burst, times: dict[int, list[float]],
+                     switch_s: float = 0.0) -> tuple[float, dict[int, float]]:
+    """The step latency (s) at which the model, with the links' burst and
+    the switch latency `switch_s`, comes
     nearest the measured calls of every size (the least worst |log(measured
     median / model)| over the sizes, on LATENCY_GRID_S), and each size's
     measured median over the model there."""
@@ -84,10 +94,34 @@ def fit_step_latency(plan, burst: Burst, times: dict[int, list[float]]) -> tuple
         raise ValueError("no measured call to fit a step latency to")
 
     def over_model(latency_s: float) -> dict[int, float]:
-        model = model_for(plan.fabric, plan.table, plan.spec, EmulatedLinks(burst, latency_s, ""))
+        model = model_for(plan.fabric, plan.table, plan.spec, EmulatedLinks(burst, latency_s, "", switch_s))
         return {size: t / model(plan.schedules[size], plan.hosts).time_s for size, t in medians.items()}
     best = min(LATENCY_GRID_S, key=lambda s: max(abs(math.log(r)) for r in over_model(s).values()))
     return best, over_model(best)
+
+
+def switch_pairs(fabric, table) -> dict[int, tuple[str, str]]:
+    """One host pair per number of switches between them (from the first host)."""
+    from emulator.routes.routing import path
+    first, out = fabric.hosts[0].name, {}
+    for h in fabric.hosts[1:]:
+        out.setdefault(len(path(fabric, table, first, h.name)) - 1, (first, h.name))
+    return dict(sorted(out.items()))
+
+
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares (intercept, slope) of ys over xs (at least two distinct xs)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - slope * mx, slope
+
+
+def per_switch_s(one_way_s: dict[int, dict[int, float]]) -> float:
+    """What a switch crossed adds (s): the slope of the median one-way
+    times {switches: {size: s}} over the switches, every size pooled
+    (at least 0: a negative slope is noise)."""
+    points = [(n, t) for n, by_size in one_way_s.items() for t in by_size.values()]
+    return max(0.0, fit_line([n for n, _ in points], [t for _, t in points])[1])
 
 
 def judge(rows: list[dict]) -> str:
@@ -173,15 +207,59 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
     unit = plan_run(probe_spec(1.0, mtu, offload, datapath, reps))
     traversals = unit.predictions[unit.spec.sizes[0]].peak_switch_mbps
     best = round(bisect(passes, raw / traversals, steps), 1)
-    latency = measure_step_latency(raw, mtu, offload, datapath, reps, log)
+    port_s = measure_switch_latency(mtu, offload, datapath, log)
+    latency = measure_step_latency(raw, mtu, offload, datapath, reps, log, port_s)
     return Point(dataplane.datapath, mtu, offload, round(raw, 1), round(load_at.get(best, 0.0), 1), best,
-                 probe_spec(best or 1.0, mtu, offload, dataplane.datapath, 1).tcp, round(latency * 1e6))
+                 probe_spec(best or 1.0, mtu, offload, dataplane.datapath, 1).tcp, round(latency * 1e6),
+                 round(port_s * 1e6, 2))
 
 
-def measure_step_latency(raw_mbps: float, mtu: int, offload: str, datapath: str, reps: int, log=print) -> float:
+def switch_latency_spec(mtu: int, offload: str, datapath: str, topology: str = SWITCH_LATENCY_TOPOLOGY,
+                        rate_mbps: float = LATENCY_RATE_MBPS):
+    from emulator.spec.experiment import RunSpec
+    return RunSpec(topology=topology, mtu=mtu, offload=offload, datapath=datapath, host_rate_mbps=rate_mbps,
+                   switch_rate_mbps=rate_mbps, sizes=(1 << 20,), label="switch-latency")
+
+
+def one_way_times(plan, sizes=SWITCH_LATENCY_SIZES, trips: int = SWITCH_LATENCY_TRIPS,
+                  gap_s: float = SWITCH_LATENCY_GAP_S) -> dict[int, dict[int, float]]:
+    """{switches: {size: median one-way s}}: half the round trips of one
+    message each way between hosts that many switches apart, one pair at a
+    time, on the plan's fabric brought up as a run brings it up."""
+    from emulator.emulation import Emulation
+    from emulator.net.pingpong import round_trips
+    out, work = {}, tempfile.mkdtemp(prefix="bigraph-calibrate-")
+    try:
+        with Emulation(plan, work, log=lambda line: None) as emu:
+            for switches, (src, dst) in switch_pairs(plan.fabric, plan.table).items():
+                trips_s = round_trips(emu.network, plan.fabric, src, dst, list(sizes), trips, gap_s)
+                out[switches] = {size: statistics.median(v) / 2 for size, v in trips_s.items()}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def measure_switch_latency(mtu: int, offload: str, datapath: str, log=print) -> float:
+    """What a switch crossed adds to a message, per switch port of the
+    fabric (s), on this machine."""
+    from emulator.plan.capacity import switch_ports
+    from emulator.plan.run_plan import plan_run
+    plan = plan_run(switch_latency_spec(mtu, offload, datapath))
+    one_way = one_way_times(plan)
+    ports = switch_ports(plan.fabric)
+    per_port = per_switch_s(one_way) / ports
+    log(f"#   switch latency {per_port * ports * 1e3:.2f} ms a switch crossed on {SWITCH_LATENCY_TOPOLOGY} "
+        f"({ports} switch ports: {per_port * 1e6:.2f} us a port); one way "
+        + ", ".join(f"{n} switches {statistics.fmean(t.values()) * 1e3:.2f} ms" for n, t in one_way.items()))
+    return per_port
+
+
+def measure_step_latency(raw_mbps: float, mtu: int, offload: str, datapath: str, reps: int, log=print,
+                         port_s: float = 0.0) -> float:
     """A step's latency on this machine (s), the least time a step takes:
     small uncongested calls, fitted by the model with the links' burst
-    (fit_step_latency)."""
+    and the switch latency, `port_s` a switch port (fit_step_latency)."""
+    from emulator.plan.capacity import switch_ports
     from emulator.emulation import Emulation
     from emulator.plan.run_plan import plan_run
     from emulator.results.calls import collective_rows
@@ -196,7 +274,8 @@ def measure_step_latency(raw_mbps: float, mtu: int, offload: str, datapath: str,
     for r in rows:
         if r["bytes_ok"]:
             times[int(r["size_bytes"])].append(float(r["time_s"]))
-    latency, ratios = fit_step_latency(plan, link_burst(raw_mbps, len(plan.hosts)), times)
+    latency, ratios = fit_step_latency(plan, link_burst(raw_mbps, len(plan.hosts)), times,
+                                       port_s * switch_ports(plan.fabric))
     log(f"#   step latency {latency * 1e3:.2f} ms: a ring at {LATENCY_RATE_MBPS:g} Mbit/s, fitted with "
         f"the links' burst; measured/model " + ", ".join(f"{s >> 10} KiB {r:.2f}x" for s, r in ratios.items()))
     return latency

@@ -123,7 +123,8 @@ def emulated_links(spec: RunSpec, fabric):
         datapath = "user" if spec.datapath == "auto" else spec.datapath
         offload = "off" if spec.offload == "auto" else spec.offload
     hosts = spec.ranks if spec.ranks and not spec.workload else len(fabric.hosts)   # the agents that step at once
-    return capacity.emulated_links(loaded_calibration(), datapath, spec.mtu, offload, hosts)
+    return capacity.emulated_links(loaded_calibration(), datapath, spec.mtu, offload, hosts,
+                                   capacity.switch_ports(fabric))
 
 
 def offers_congestion_control(name: str, where: str = "tcp") -> None:

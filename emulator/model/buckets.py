@@ -79,10 +79,13 @@ class Buckets:
 @dataclass(frozen=True)
 class EmulatedLinks:
     """What the model of a run adds for links emulated on a machine: the
-    links' token buckets, and the least time a step takes however little it
+    links' token buckets; the least time a step takes however little it
     moves: every agent needs the machine's cores to end a step and start the
     next, and the agents of a step share them (a floor, not a latency: steps
-    that move more hide it). `basis` says where both come from."""
+    that move more hide it); and what every switch crossed adds to a
+    message (the userspace datapath forwards a packet on the next turn of a
+    loop over every port of every switch). `basis` says where they come from."""
     burst: Burst | None      # None: every link at its rate
     step_floor_s: float
     basis: str
+    switch_latency_s: float = 0.0

@@ -102,11 +102,14 @@ class _Router:
     pairs asked for at once, over arrays; other tables look each host
     pair's route up once (`path`)."""
 
-    def __init__(self, fabric: Fabric, table: ForwardingTable):
+    def __init__(self, fabric: Fabric, table: ForwardingTable, switch_latency_s: float = 0.0):
+        """switch_latency_s: what a switch adds to every packet crossing it,
+        on the links it sends on (beside their netem delay)."""
         self.fabric, self.table = fabric, table
         self.links: list[Link] = [end for link in fabric.links for end in link.ends()]
         self.capacity = np.array([link.rate_mbps for link in fabric.links for _ in (0, 1)] + [math.inf])
-        self.delay_s = np.array([link.delay_ms / 1e3 for link in fabric.links for _ in (0, 1)] + [0.0])
+        self.delay_s = np.array([link.delay_ms / 1e3 + switch_latency_s * fabric.is_switch(node)
+                                 for link in fabric.links for node, _ in link.ends()] + [0.0])
         self.index = {link: i for i, link in enumerate(self.links)}
         self.known: dict[tuple[str, str], list[int]] = {}
         self.by_hops = isinstance(table, HopTable)
@@ -802,26 +805,29 @@ def as_flat(schedule: Schedule | Flat) -> Flat:
 
 def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, hosts,
             alpha_s: float = 0.0, efficiency: float = 1.0, progress=None, burst: Burst | None = None,
-            min_step_s: float = 0.0) -> Prediction:
+            min_step_s: float = 0.0, switch_latency_s: float = 0.0) -> Prediction:
     """Predict every step's end time of `schedule` with rank r on host hosts[r].
 
     alpha_s: per-message latency (s). efficiency: payload fraction of every
     link's wire rate (0 < efficiency <= 1). progress: called now and then
     with the fraction of steps started. burst: the links' token buckets
     (emulator.model.buckets; None: every link at its rate). min_step_s:
-    the least time of any step, however little it moves (0: none)."""
-    _check_model(alpha_s, efficiency, min_step_s)
-    return _predict(_Router(fabric, table), as_flat(schedule), hosts, alpha_s, efficiency, progress, burst,
+    the least time of any step, however little it moves (0: none).
+    switch_latency_s: every switch a message crosses delays it so much."""
+    _check_model(alpha_s, efficiency, min_step_s, switch_latency_s)
+    return _predict(_Router(fabric, table, switch_latency_s), as_flat(schedule), hosts, alpha_s, efficiency, progress, burst,
                     min_step_s)
 
 
-def _check_model(alpha_s: float, efficiency: float, min_step_s: float = 0.0) -> None:
+def _check_model(alpha_s: float, efficiency: float, min_step_s: float = 0.0, switch_latency_s: float = 0.0) -> None:
     if not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     if not alpha_s >= 0:
         raise ValueError(f"alpha_s must be >= 0, got {alpha_s}")
     if not min_step_s >= 0:
         raise ValueError(f"min_step_s must be >= 0, got {min_step_s}")
+    if not switch_latency_s >= 0:
+        raise ValueError(f"switch_latency_s must be >= 0, got {switch_latency_s}")
 
 
 def _predict(router: _Router, flat: Flat, hosts, alpha_s: float, efficiency: float, progress,
@@ -868,7 +874,8 @@ class _EveryRank(tuple):
 
 def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
                      alpha_s: float = 0.0, efficiency: float = 1.0, note: str = "", progress=None,
-                     burst: Burst | None = None, min_step_s: float = 0.0) -> Prediction:
+                     burst: Burst | None = None, min_step_s: float = 0.0,
+                     switch_latency_s: float = 0.0) -> Prediction:
     """Predict a collective given as lock-step rounds (flat.lockstep_rounds):
     each distinct round is simulated exactly once, by itself, and rounds
     follow each other. Ranks that drift apart in the exact simulation are
@@ -876,8 +883,8 @@ def predict_lockstep(fabric: Fabric, table: ForwardingTable, rounds, hosts,
     this is the exact prediction at the cost of one round per pattern.
     With a burst, every round starts with the tokens the one before left
     (so repeated rounds are simulated until their buckets repeat)."""
-    _check_model(alpha_s, efficiency, min_step_s)
-    router = _Router(fabric, table)   # shared: rounds often reuse pairs (halving, then doubling)
+    _check_model(alpha_s, efficiency, min_step_s, switch_latency_s)
+    router = _Router(fabric, table, switch_latency_s)   # shared: rounds often reuse pairs (halving, then doubling)
     t, ends, per_step, peak = 0.0, [], [], 0.0
     link_max = np.zeros(len(router.capacity), dtype=np.int64)
     # A round equal to an earlier one (halving-doubling's doubling round k sends what halving round k
@@ -922,7 +929,8 @@ METHODS = ("auto", "exact", "lockstep")
 
 def predict_collective(fabric: Fabric, table: ForwardingTable, collective: str, algorithm: str, hosts,
                        size_bytes: int, alpha_s: float = 0.0, efficiency: float = 1.0, method: str = "auto",
-                       progress=None, burst: Burst | None = None, min_step_s: float = 0.0) -> Prediction:
+                       progress=None, burst: Burst | None = None, min_step_s: float = 0.0,
+                       switch_latency_s: float = 0.0) -> Prediction:
     """One collective call, built as arrays. method "exact": the event
     simulation; "lockstep": round by round (predict_lockstep) where the
     collective has rounds (ring, power-of-two halving-doubling), else exact;
@@ -932,6 +940,6 @@ def predict_collective(fabric: Fabric, table: ForwardingTable, collective: str, 
     rounds = None if method == "exact" else lockstep_rounds(collective, algorithm, len(hosts), size_bytes)
     if rounds and (method == "lockstep" or sum(r.sends.peer.size * n for r, n in rounds[0]) > EXACT_FLOWS):
         return predict_lockstep(fabric, table, rounds[0], hosts, alpha_s, efficiency, rounds[1], progress, burst,
-                                min_step_s)
+                                min_step_s, switch_latency_s)
     return predict(fabric, table, flat_schedule(collective, algorithm, len(hosts), size_bytes), hosts,
-                   alpha_s, efficiency, progress, burst, min_step_s)
+                   alpha_s, efficiency, progress, burst, min_step_s, switch_latency_s)

@@ -45,6 +45,8 @@ class Point:
     link_rate_mbps: float    # the link rate that load was measured at
     tcp: str = ""            # the hosts' congestion control it was measured with ("": not recorded then)
     step_latency_us: float = 0.0   # the least time a step takes on the calibration's hosts (0: not measured)
+    port_latency_us: float = 0.0   # what a switch crossed adds to a message, per switch port of the fabric
+                                   # (0: not measured; calibration.measure_switch_latency)
 
     def key(self) -> tuple:
         return self.datapath, self.mtu, self.offload
@@ -158,8 +160,8 @@ def _point(record: dict) -> Point:
     finite number > 0 (faithful_mbps >= 0: a calibration may find no
     load it emulates faithfully)."""
     point = Point(**record)
-    for name in ("raw_mbps", "faithful_mbps", "link_rate_mbps", "step_latency_us"):
-        value, zero_ok = getattr(point, name), name in ("faithful_mbps", "step_latency_us")
+    for name in ("raw_mbps", "faithful_mbps", "link_rate_mbps", "step_latency_us", "port_latency_us"):
+        value, zero_ok = getattr(point, name), name in ("faithful_mbps", "step_latency_us", "port_latency_us")
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
         if not number or (value == 0 and not zero_ok):
             raise ValueError(f"{name} of the {point.datapath} MTU {point.mtu} point must be a finite number "
@@ -306,7 +308,8 @@ class Assessment:
                 "basis": self.basis}
 
 
-def emulated_links(calibration: Calibration, datapath: str, mtu: int, offload: str, hosts: int) -> EmulatedLinks:
+def emulated_links(calibration: Calibration, datapath: str, mtu: int, offload: str, hosts: int,
+                   ports: int | None = None) -> EmulatedLinks:
     """The links a run's model adds on this machine: HTB's burst (BURST_MS
     of every link's rate) spent at the raw capacity shared by the hosts, and
     the setting's calibrated step latency (of the nearest MTU where this one
@@ -315,7 +318,12 @@ def emulated_links(calibration: Calibration, datapath: str, mtu: int, offload: s
     for a while, and a step ends once all have had them (a 16-host ring's
     1 KiB steps took 1.3 ms, an 8-host ring's 2 KiB ones 0.6 ms). A floor,
     not a latency: a 64-host ring's 8 KiB steps at 10 Mbit/s, 6.5 ms on the
-    wire, took 0.5 ms more, not the 13.6 ms an added latency gave."""
+    wire, took 0.5 ms more, not the 13.6 ms an added latency gave. And the
+    setting's switch latency, in proportion to the fabric's switch `ports`
+    (None: the calibration fabric's): the userspace datapath forwards a
+    packet on the next turn of its loop over every port (idle fabrics,
+    one message at a time: 0.1 ms a switch at 16 ports, 0.4 at 64, 0.7-1.0
+    at 80; benchmarks/hop_latency.py)."""
     point, where = _nearest_point(calibration, datapath, mtu, offload)
     if point is None:
         return EmulatedLinks(None, 0.0, f"links at their rates (their burst's peak unknown), no step latency: {where}")
@@ -325,9 +333,14 @@ def emulated_links(calibration: Calibration, datapath: str, mtu: int, offload: s
                f"on the calibration's {probe_hosts} hosts)" if point.step_latency_us else
                "step latency not measured (`bigraph-emu calibrate` measures it)")
     burst = link_burst(point.raw_mbps, hosts)
+    ports = switch_ports(build(PROBE_TOPOLOGY)) if ports is None else ports
+    switch_s = point.port_latency_us * 1e-6 * ports
+    switch = (f"every switch crossed adds {switch_s * 1e3:.2f} ms ({point.port_latency_us:g} us per switch port, "
+              f"{ports} ports)" if point.port_latency_us else
+              "switch latency not measured")
     return EmulatedLinks(burst, latency_s,
                          f"links burst {BURST_MS:g} ms of their rate at up to {burst.peak_mbps:.0f} Mbit/s (the raw "
-                         f"{point.raw_mbps:.0f} over {hosts} hosts), {latency}: {where}")
+                         f"{point.raw_mbps:.0f} over {hosts} hosts), {latency}, {switch}: {where}", switch_s)
 
 
 def link_burst(raw_mbps: float, hosts: int) -> Burst:

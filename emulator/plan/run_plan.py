@@ -141,7 +141,8 @@ def model_sweep(spec: RunSpec, method: str = "auto", progress=None, shared: Shar
         return hosts, {size: predict_collective(fabric, table, spec.collective, spec.algorithm, hosts, size,
                                                 spec.model_alpha_us * 1e-6, payload_efficiency(spec.mtu), method,
                                                 progress and functools.partial(progress, size), links and links.burst,
-                                                links.step_floor_s if links else 0.0)
+                                                links.step_floor_s if links else 0.0,
+                                                links.switch_latency_s if links else 0.0)
                        for size in spec.sizes}
     except ValueError as e:
         raise SpecError(str(e)) from None
@@ -149,10 +150,12 @@ def model_sweep(spec: RunSpec, method: str = "auto", progress=None, shared: Shar
 
 def model_for(fabric: Fabric, table: ForwardingTable, spec: RunSpec, links: EmulatedLinks | None = None):
     """predict(schedule, hosts) on these routes, with the spec's latency and
-    header overhead, and the emulated links' burst and least step time if given."""
+    header overhead, and the emulated links' burst, least step time and
+    switch latency if given."""
     return functools.partial(predict, fabric, table, alpha_s=spec.model_alpha_us * 1e-6,
                              efficiency=payload_efficiency(spec.mtu), burst=links and links.burst,
-                             min_step_s=links.step_floor_s if links else 0.0)
+                             min_step_s=links.step_floor_s if links else 0.0,
+                             switch_latency_s=links.switch_latency_s if links else 0.0)
 
 
 def workloads(spec: RunSpec, fabric: Fabric) -> dict[int, Workload]:

@@ -37,6 +37,16 @@ def test_switch_ports_open_as_another_port_type(clean_machine):
     assert mbps > 0
 
 
+def test_a_message_takes_longer_the_more_switches_it_crosses(clean_machine, timing):
+    from emulator.plan.run_plan import plan_run
+    plan = plan_run(calibration.switch_latency_spec(9000, "auto", "auto"))
+    one_way = calibration.one_way_times(plan, trips=20)
+    assert sorted(one_way) == [1, 3, 5] and all(len(by_size) == 2 for by_size in one_way.values())
+    assert all(0 < t < 1.0 for by_size in one_way.values() for t in by_size.values())
+    # the userspace datapath takes a turn of its loop over 80 ports per switch; the kernel's forwards at once
+    timing(max(one_way[5].values()) > min(one_way[1].values()), one_way)
+
+
 def test_a_light_probe_passes_with_saturated_links_at_their_rate(clean_machine, timing):
     r = calibration.try_rate(20.0, 9000, "off", "auto", 1, log=lambda *_: None)
     timing(r["verdict"] == "ok", r)

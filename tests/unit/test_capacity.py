@@ -135,7 +135,8 @@ def point_file(tmp_path, **changes) -> str:
 
 @pytest.mark.parametrize("changes", [{"faithful_mbps": -1}, {"faithful_mbps": "4000"}, {"raw_mbps": 0},
                                      {"link_rate_mbps": None}, {"faithful_mbps": True}, {"mtu": "9000"},
-                                     {"datapath": 1}, {"raw_mbps": float("nan")}, {"step_latency_us": -1}])
+                                     {"datapath": 1}, {"raw_mbps": float("nan")}, {"step_latency_us": -1},
+                                     {"port_latency_us": -0.5}])
 def test_a_point_with_a_figure_that_is_no_figure_is_refused(tmp_path, changes):
     with pytest.raises(ValueError, match="calibration.json is unreadable"):
         capacity.load(point_file(tmp_path, **changes))
@@ -272,6 +273,8 @@ def test_emulated_links_of_another_mtu_take_the_nearest_and_say_it():
 def test_a_step_latency_round_trips_through_the_file(tmp_path):
     assert capacity.load(point_file(tmp_path, step_latency_us=1800.0)).points[0].step_latency_us == 1800.0
     assert capacity.load(point_file(tmp_path)).points[0].step_latency_us == 0.0   # files from before it
+    assert capacity.load(point_file(tmp_path, port_latency_us=7.5)).points[0].port_latency_us == 7.5
+    assert capacity.load(point_file(tmp_path)).points[0].port_latency_us == 0.0
 
 
 def test_a_runs_plan_with_emulated_links_predicts_the_burst_and_the_least_step_time():
@@ -300,6 +303,35 @@ def test_a_step_lasts_at_least_the_least_step_time_beside_its_transfers():
     assert predict(fabric, table, sched, hosts, alpha_s=5e-4, min_step_s=0.01).time_s == pytest.approx(0.02)
     with pytest.raises(ValueError, match="min_step_s"):
         predict(fabric, table, sched, hosts, min_step_s=-1.0)
+
+
+def test_a_message_waits_the_switch_latency_at_every_switch_it_crosses():
+    fabric = build("fattree:k=4")
+    table = forwarding_table(fabric, "shortest")
+    pairs = calibration.switch_pairs(fabric, table)
+    assert sorted(pairs) == [1, 3, 5]
+    sched = schedule([([(1, 1000)], [])], [([], [(0, 1000)])])
+    for switches, pair in pairs.items():
+        plain = predict(fabric, table, sched, list(pair), alpha_s=5e-4)
+        slowed = predict(fabric, table, sched, list(pair), alpha_s=5e-4, switch_latency_s=2e-3)
+        assert slowed.time_s - plain.time_s == pytest.approx(switches * 2e-3)
+    with pytest.raises(ValueError, match="switch_latency_s"):
+        predict(fabric, table, sched, list(pairs[1]), switch_latency_s=-1.0)
+
+
+def test_the_switch_latency_is_the_slope_over_switches_crossed():
+    one_way = {n: {64: 0.5e-3 + n * 0.2e-3, 4096: 0.6e-3 + n * 0.2e-3} for n in (1, 3, 5)}
+    assert calibration.per_switch_s(one_way) == pytest.approx(0.2e-3)
+    assert calibration.per_switch_s({1: {64: 2e-3}, 3: {64: 1e-3}}) == 0.0   # faster further away: noise
+
+
+def test_emulated_links_scale_the_switch_latency_by_the_fabrics_switch_ports(tmp_path):
+    cal = capacity.load(point_file(tmp_path, offload="tso", port_latency_us=8.0))
+    probe = capacity.emulated_links(cal, "user", 9000, "tso", 8)
+    fattree = capacity.emulated_links(cal, "user", 9000, "tso", 16, capacity.switch_ports(build("fattree:k=4")))
+    assert probe.switch_latency_s == pytest.approx(8e-6 * 16)   # the calibration fabric's 16 ports
+    assert fattree.switch_latency_s == pytest.approx(8e-6 * 80) and "every switch crossed adds 0.64 ms" in fattree.basis
+    assert capacity.emulated_links(CAL, "user", 9000, "off", 8).switch_latency_s == 0.0   # not measured
 
 
 def test_fit_step_latency_finds_the_latency_calls_were_made_with():

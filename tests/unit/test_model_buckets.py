@@ -96,5 +96,6 @@ def test_a_burst_needs_a_peak():
 @pytest.mark.parametrize("algorithm, mapping", [("ring", "naive"), ("halving-doubling", "hdrm")])
 def test_lockstep_keeps_the_least_step_time_as_the_exact_simulation(algorithm, mapping):
     for size in (32 << 10, 1 << 20):
-        exact, lockstep = exact_and_lockstep(algorithm, mapping, size, burst=BURST, min_step_s=2e-3)
+        exact, lockstep = exact_and_lockstep(algorithm, mapping, size, burst=BURST, min_step_s=2e-3,
+                                             switch_latency_s=1e-4)
         assert lockstep == pytest.approx(exact, rel=1e-9)
