@@ -89,7 +89,9 @@ REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-12-03",
     # step latency, the least time of a step on 8 hosts: calibration.fit_step_latency on the ring calls of
     # 32-256 KiB measured there with the agents' pooled threads (experiments/measured/
     # uncongested-sizes-2026-12-03/links-ring-collectives.csv; 0.65 ms on the faster machine of 2026-12-04)
-    Point("user", 9000, "tso", 8821.0, 7994.0, 571.0, step_latency_us=1300.0),
+    # switch latency a port: calibration.measure_switch_latency on a machine of the same kind, 2026-12-04 (5.5-6.9 us
+    # in four measurements, experiments/measured/switch-latency-2026-12-04/), not on the reference machine itself
+    Point("user", 9000, "tso", 8821.0, 7994.0, 571.0, step_latency_us=1300.0, port_latency_us=5.8),
 ], "reference", [
     # `calibrate --tcp-sharing 2,4,8,16` (experiments/measured/sharing-2026-12-03): congestion control, MTU,
     # queue packets, flows, time over max-min (over one flow's), drops per call, link rate, timeouts per call

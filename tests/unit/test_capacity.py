@@ -281,8 +281,8 @@ def test_a_runs_plan_with_emulated_links_predicts_the_burst_and_the_least_step_t
     spec = make_run({"sizes": ["32K", "1M", "64M"], "algorithm": "ring", "mapping": "naive"})
     links = capacity.emulated_links(capacity.REFERENCE, "user", 9000, "tso", 8)
     plain, emulated = plan_run(spec), plan_run(spec, links=links)
-    burst_only = plan_run(spec, links=dataclasses.replace(links, step_floor_s=0.0))
-    floor_only = plan_run(spec, links=dataclasses.replace(links, burst=None, step_floor_s=0.004))
+    burst_only = plan_run(spec, links=dataclasses.replace(links, step_floor_s=0.0, switch_latency_s=0.0))
+    floor_only = plan_run(spec, links=dataclasses.replace(links, burst=None, step_floor_s=0.004, switch_latency_s=0.0))
     small, mid, large = 32 << 10, 1 << 20, 64 << 20
     assert burst_only.predictions[small].time_s < 0.5 * plain.predictions[small].time_s   # 2 KB steps: a burst each
     steps = len(plain.schedules[small].steps[0])
