@@ -2,7 +2,7 @@
 faithfully, per MTU and offload setting, and keep it for the check every
 run makes (emulator/plan/capacity.py).
 
-Per setting, two figures, measured in the same session:
+Per setting, two capacity figures, measured in the same session:
 - raw: iperf3, one TCP flow, through one unshaped OVS switch (wire Mbit/s);
 - faithful: the largest load, in link-Mbit/s summed over switch traversals,
   at which a ring allreduce on bigraph:m=2,n=4 (naive mapping, shortest
@@ -13,6 +13,9 @@ Per setting, two figures, measured in the same session:
   the call within 5% of the model, which runs every flow at its link
   rate). R is found by bisection between 0 and the raw capacity; a failing
   rate is tried once more, as the machine may be busy for a moment.
+Then what a run's model adds for the emulated links: what a switch crossed
+adds to a message, per switch port of the fabric (measure_switch_latency),
+and the least time a step takes (measure_step_latency).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import time
 
 from emulator.model.buckets import Burst, EmulatedLinks
 from emulator.model.sharing import RTO_MIN_S, SharingPoint
-from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point, link_burst
+from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point, link_burst, switch_ports
 from emulator.results.metrics import payload_efficiency
 from emulator.results.verdict import machine_failed
 
@@ -49,7 +52,7 @@ LATENCY_RATE_MBPS = 50.0
 LATENCY_GRID_S = [i * 5e-5 for i in range(201)]   # 0 to 10 ms
 # What a switch crossed adds to a message: one message at a time each way between hosts 1, 3 and 5
 # switches apart, on a fabric of many ports (the userspace datapath's loop turns over every port of every
-# switch: 0.1 ms a switch at the probe's 16 ports is within the noise, 0.7-1.0 ms at 80 is not), in sizes
+# switch: 0.1 ms a switch at the probe's 16 ports is within the noise, 0.4-1.0 ms at 80 is not), in sizes
 # the links' burst sends at once, each round trip after the buckets refilled
 SWITCH_LATENCY_TOPOLOGY = "fattree:k=4"
 SWITCH_LATENCY_SIZES = (64, 4096)
@@ -242,7 +245,6 @@ def one_way_times(plan, sizes=SWITCH_LATENCY_SIZES, trips: int = SWITCH_LATENCY_
 def measure_switch_latency(mtu: int, offload: str, datapath: str, log=print) -> float:
     """What a switch crossed adds to a message, per switch port of the
     fabric (s), on this machine."""
-    from emulator.plan.capacity import switch_ports
     from emulator.plan.run_plan import plan_run
     plan = plan_run(switch_latency_spec(mtu, offload, datapath))
     one_way = one_way_times(plan)
@@ -259,7 +261,6 @@ def measure_step_latency(raw_mbps: float, mtu: int, offload: str, datapath: str,
     """A step's latency on this machine (s), the least time a step takes:
     small uncongested calls, fitted by the model with the links' burst
     and the switch latency, `port_s` a switch port (fit_step_latency)."""
-    from emulator.plan.capacity import switch_ports
     from emulator.emulation import Emulation
     from emulator.plan.run_plan import plan_run
     from emulator.results.calls import collective_rows

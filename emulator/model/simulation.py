@@ -15,7 +15,8 @@ the clearance travels; the model ignores that head start). Given a burst,
 every link is a token bucket too (emulator.model.buckets: the emulator's
 HTB), which changes rates when a bucket runs out; given a least step time,
 no step ends sooner after it started (the emulating machine's agents need
-its cores for every step: emulator.model.buckets.EmulatedLinks).
+its cores for every step: emulator.model.buckets.EmulatedLinks); given a
+switch latency, every switch a flow crosses delays its delivery by it.
 
 The simulation is event driven: rates change only when a flow starts or
 drains, so between two such events every flow moves at a constant rate.
