@@ -816,8 +816,8 @@ def predict(fabric: Fabric, table: ForwardingTable, schedule: Schedule | Flat, h
     the least time of any step, however little it moves (0: none).
     switch_latency_s: every switch a message crosses delays it so much."""
     _check_model(alpha_s, efficiency, min_step_s, switch_latency_s)
-    return _predict(_Router(fabric, table, switch_latency_s), as_flat(schedule), hosts, alpha_s, efficiency, progress, burst,
-                    min_step_s)
+    return _predict(_Router(fabric, table, switch_latency_s), as_flat(schedule), hosts, alpha_s, efficiency,
+                    progress, burst, min_step_s)
 
 
 def _check_model(alpha_s: float, efficiency: float, min_step_s: float = 0.0, switch_latency_s: float = 0.0) -> None:

@@ -323,9 +323,8 @@ def emulated_links(calibration: Calibration, datapath: str, mtu: int, offload: s
     wire, took 0.5 ms more, not the 13.6 ms an added latency gave. And the
     setting's switch latency, in proportion to the fabric's switch `ports`
     (None: the calibration fabric's): the userspace datapath forwards a
-    packet on the next turn of its loop over every port (idle fabrics,
-    one message at a time: 0.1 ms a switch at 16 ports, 0.4 at 64, 0.7-1.0
-    at 80; benchmarks/hop_latency.py)."""
+    packet on the next turn of its loop over every port (measured per
+    fabric in docs/model.md)."""
     point, where = _nearest_point(calibration, datapath, mtu, offload)
     if point is None:
         return EmulatedLinks(None, 0.0, f"links at their rates (their burst's peak unknown), no step latency: {where}")
