@@ -507,8 +507,8 @@ def _check_clocks(servers: "Servers", plan, log) -> None:
             f"(the quickest of {len(samples)} round trips)")
         if uncertainty > limit:
             raise ClusterError(f"server {name}: its clock is known to {uncertainty * 1e3:.2f} ms only, more than "
-                               f"{limit * 1e3:.2f} ms (1 ms, or 1% of the run's shortest step): a network this "
-                               "slow cannot time the run's steps")
+                               f"{limit * 1e3:.2f} ms (1% of the run's shortest call): a network this slow "
+                               "cannot time the run's calls; larger messages, or a quicker network")
 
 
 class Servers:

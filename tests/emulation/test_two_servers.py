@@ -111,6 +111,7 @@ def test_the_server_vm_killed_mid_run(clean_machine, record_property):
             seen += line
             if "routes 'shortest' installed" in line:
                 break
+        assert "routes 'shortest' installed" in seen, seen   # the run failed before its agents started
         time.sleep(10)   # the agents move data
         open(os.path.join(OUT, KILL_REQUEST), "w").close()
         killed_at = time.monotonic()
