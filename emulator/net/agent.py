@@ -15,12 +15,12 @@ import argparse
 import json
 import os
 import queue
+import select
 import socket
 import struct
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from emulator.workloads.steps import Step, steps_from_data
 
@@ -110,26 +110,6 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def send_bytes(sock: socket.socket, n: int, payload: memoryview) -> int:
-    sent = 0
-    while sent < n:
-        k = min(CHUNK, n - sent)
-        sock.sendall(payload[:k])
-        sent += k
-    return sent
-
-
-def recv_bytes(sock: socket.socket, n: int) -> int:
-    scratch = memoryview(bytearray(min(CHUNK, max(n, 1))))
-    got = 0
-    while got < n:
-        k = sock.recv_into(scratch, min(CHUNK, n - got))
-        if k == 0:
-            raise ConnectionError("peer closed the connection mid-step")
-        got += k
-    return got
-
-
 def _connections(transfers, conns: dict, channel: int) -> list[socket.socket]:
     """The socket of every transfer: the i-th one with a peer uses connection i."""
     used: dict[int, int] = {}
@@ -141,63 +121,103 @@ def _connections(transfers, conns: dict, channel: int) -> list[socket.socket]:
     return out
 
 
-def wait_clear_to_send(sock: socket.socket) -> None:
-    if sock.recv(1) != CLEAR_TO_SEND:
-        raise ConnectionError("peer closed the connection instead of clearing us to send")
+class _Send:
+    """One message to a peer. Rendezvous, as MPI and NCCL do for large
+    messages: the first EAGER_BYTES go at once and fill the path while the
+    peer's clearance travels (as MPI sends a first fragment with its
+    rendezvous request); the rest waits for the clearance. A rank that runs
+    ahead thus pushes at most EAGER_BYTES into a peer still busy with an
+    earlier step, where it would share links with that step. A message of
+    at most EAGER_BYTES goes whole, unasked (MPI's eager protocol): waiting
+    for a clearance would tie a stream of small messages to the queueing
+    delay of the path, one message per round trip."""
+
+    def __init__(self, sock: socket.socket, nbytes: int):
+        self.sock, self.left = sock, nbytes
+        self.eager = min(nbytes, EAGER_BYTES)
+        self.cleared = nbytes <= EAGER_BYTES
+
+    def event(self) -> int:
+        return select.POLLOUT if self.eager or self.cleared else select.POLLIN
+
+    def advance(self, payload: memoryview, scratch: memoryview) -> int:
+        """Moves what the socket takes now; the bytes sent."""
+        sent = 0
+        while self.left:
+            if not (self.eager or self.cleared):   # the clearance comes back on this connection
+                try:
+                    said = self.sock.recv(1, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break
+                if said != CLEAR_TO_SEND:
+                    raise ConnectionError("peer closed the connection instead of clearing us to send")
+                self.cleared = True
+            limit = self.eager or self.left
+            try:
+                k = self.sock.send(payload[:min(CHUNK, limit, len(payload))], socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            self.left -= k
+            self.eager = max(0, self.eager - k)
+            sent += k
+        return sent
 
 
-def run_step(step: Step, peers: Peers, payload: memoryview, pool: ThreadPoolExecutor) -> dict:
-    """Send and receive everything of one step at once; returns its record.
+class _Receive:
+    """One message from a peer, cleared at once if it is past the eager limit."""
 
-    Rendezvous, as MPI and NCCL do for large messages: we tell every peer we
-    receive from that we are ready ("clear to send", on the reverse
-    direction of its connection), and send to a peer only once it has told
-    us, except the first EAGER_BYTES, which fill the path while the clearance
-    travels (as MPI sends a first fragment with its rendezvous request). A
-    rank that runs ahead thus pushes at most EAGER_BYTES into a peer still
-    busy with an earlier step, where it would share links with that step.
-    A message of at most EAGER_BYTES goes whole without a clearance (MPI's
-    eager protocol): waiting for one would tie a stream of small messages
-    to the queueing delay of the path, one message per round trip."""
-    counts = {"sent": 0, "received": 0}
-    errors = []
-    lock = threading.Lock()
+    def __init__(self, sock: socket.socket, nbytes: int):
+        self.sock, self.left = sock, nbytes
+        if nbytes > EAGER_BYTES:
+            sock.sendall(CLEAR_TO_SEND)
 
-    def do(kind, fn, sock, n):
-        try:
-            k = fn(sock, n, payload) if kind == "sent" else fn(sock, n)
-            with lock:
-                counts[kind] += k
-        except Exception as e:   # reported, the step then fails
-            errors.append(f"{kind}: {e}")
+    def event(self) -> int:
+        return select.POLLIN
 
-    def send(sock, n, data):
-        eager = send_bytes(sock, min(n, EAGER_BYTES), data)
-        if n > EAGER_BYTES:
-            wait_clear_to_send(sock)
-        return eager + send_bytes(sock, n - eager, data)
+    def advance(self, payload: memoryview, scratch: memoryview) -> int:
+        """Takes what has arrived; the bytes received."""
+        got = 0
+        while self.left:
+            try:
+                k = self.sock.recv_into(scratch, min(len(scratch), self.left), socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            if k == 0:
+                raise ConnectionError("peer closed the connection mid-step")
+            self.left -= k
+            got += k
+        return got
 
+
+def run_step(step: Step, peers: Peers, payload: memoryview, scratch: memoryview) -> dict:
+    """Send and receive everything of one step at once, on this thread
+    (one poll over the step's sockets: no thread hand-offs, which cost an
+    agent more of the shared cores than the bytes do); returns its record."""
     start = time.monotonic()
     if step.compute_s:
         time.sleep(step.compute_s)
-    recvs = list(zip(step.recvs, _connections(step.recvs, peers.frm, step.channel)))
-    for t, sock in recvs:   # a message within the eager limit goes whole, unasked (as MPI's eager protocol)
-        if t.nbytes > EAGER_BYTES:
-            sock.sendall(CLEAR_TO_SEND)
-    jobs = [("sent", send, sock, t.nbytes)
-            for t, sock in zip(step.sends, _connections(step.sends, peers.to, step.channel))]
-    jobs += [("received", recv_bytes, sock, t.nbytes) for t, sock in recvs]
-    others = [pool.submit(do, *job) for job in jobs[1:]]   # threads kept from step to step: none started per step
-    if jobs:
-        do(*jobs[0])
-    for job in others:
-        job.result()
-    if errors:
-        raise RuntimeError("; ".join(errors))
+    counts = {"sent": 0, "received": 0}
+    receives = [_Receive(sock, t.nbytes) for t, sock in zip(step.recvs, _connections(step.recvs, peers.frm, step.channel))]
+    moving = [_Send(sock, t.nbytes) for t, sock in zip(step.sends, _connections(step.sends, peers.to, step.channel))]
+    moving += receives
+    while moving:
+        for t in moving:
+            kind = "received" if isinstance(t, _Receive) else "sent"
+            try:
+                counts[kind] += t.advance(payload, scratch)
+            except OSError as e:
+                raise RuntimeError(f"{kind}: {e}") from None
+        moving = [t for t in moving if t.left]
+        if moving:
+            poller = select.poll()
+            for t in moving:
+                poller.register(t.sock, t.event())
+            poller.poll()
     return {"start": start, "end": time.monotonic(), "sent": counts["sent"], "received": counts["received"]}
 
 
-def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_step, pool: ThreadPoolExecutor) -> list[dict]:
+def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, scratch: memoryview,
+                on_step) -> list[dict]:
     """Every step of one call: each channel's steps in order, channels side
     by side (a thread each), a step starting once the steps it waits for
     have ended. `on_step(done)` is told how many steps have ended."""
@@ -216,7 +236,7 @@ def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_s
             if errors:
                 return
             try:
-                records[k] = run_step(steps[k], peers, payload, pool)
+                records[k] = run_step(steps[k], peers, payload, scratch)
             except Exception as e:   # reported below; the other channels stop waiting
                 errors.append(f"step {k}: {e}")
                 for event in ended:
@@ -239,13 +259,10 @@ def run_program(steps: tuple[Step, ...], peers: Peers, payload: memoryview, on_s
     return records
 
 
-def most_side_jobs(programs: dict) -> int:
-    """Transfers that may wait at once beside each step's first (which its
-    channel's thread runs): every channel's largest step, all channels side
-    by side, in the largest call. A smaller pool could starve a transfer a
-    peer waits for."""
-    return max((sum(max(0, max(len(s.sends) + len(s.recvs) for s in steps if s.channel == c) - 1)
-                    for c in {s.channel for s in steps}) for steps in programs.values()), default=0)
+def _buffer_bytes(programs: dict, side: str) -> int:
+    """A buffer for the largest message of a side ("sends", "recvs"), up to CHUNK."""
+    largest = max((t.nbytes for steps in programs.values() for s in steps for t in getattr(s, side)), default=1)
+    return min(CHUNK, max(largest, 1))
 
 
 def progress_reporter(call: int):
@@ -293,10 +310,9 @@ def main(argv=None) -> int:
     calls = [programs[key] for key in plan["calls"]]
     send_to = {(t.peer, s.channel) for steps in programs.values() for s in steps for t in s.sends}
     recv_from = {(t.peer, s.channel) for steps in programs.values() for s in steps for t in s.recvs}
-    largest = max((t.nbytes for steps in programs.values() for s in steps for t in s.sends), default=0)
-    payload = memoryview(bytes(min(CHUNK, max(largest, 1))))
+    payload = memoryview(bytes(_buffer_bytes(programs, "sends")))
+    scratch = memoryview(bytearray(_buffer_bytes(programs, "recvs")))   # what arrives is counted, not kept
     peers = Peers(rank, addresses, plan.get("connections", 1), plan.get("tcp", ""))
-    pool = ThreadPoolExecutor(max_workers=max(1, most_side_jobs(programs)))
     commands = _commands(sys.stdin)
     try:
         say("LISTENING")
@@ -308,7 +324,7 @@ def main(argv=None) -> int:
             elif cmd[0] == "GO":
                 call, start_at = int(cmd[1]), float(cmd[2])
                 time.sleep(max(0.0, start_at - time.monotonic()))
-                steps = run_program(calls[call], peers, payload, progress_reporter(call), pool)
+                steps = run_program(calls[call], peers, payload, scratch, progress_reporter(call))
                 say("DONE", call, json.dumps(steps))
             elif cmd[0] == "EXIT":
                 return 0

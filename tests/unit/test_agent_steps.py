@@ -1,22 +1,106 @@
-"""The host agent's bookkeeping (pure): how many transfers its thread pool
-must hold at once, and how often it reports progress."""
+"""The host agent's steps over real TCP on the loopback (no namespaces, no
+switches): what a step moves, the rendezvous, failures, and how often it
+reports progress."""
+import socket
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
 from emulator.net import agent
-from emulator.workloads.schedule import build_schedule
 from emulator.workloads.steps import Step, Transfer
 
 
-def test_the_pool_holds_every_transfer_of_the_largest_step_but_the_first():
-    alltoall = build_schedule("all-to-all", "ring", 8, 1 << 20).steps[0]
-    ring = build_schedule("allreduce", "ring", 8, 1 << 20).steps[0]
-    most = max(len(s.sends) + len(s.recvs) for s in alltoall)
-    assert agent.most_side_jobs({"a": alltoall, "r": ring}) == most - 1 > 1
-    assert agent.most_side_jobs({"r": ring}) == 1   # one send and one receive a step
+def _tcp_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        a = socket.create_connection(listener.getsockname())
+        b, _ = listener.accept()
+    return a, b
 
 
-def test_channels_side_by_side_each_need_their_own():
-    two = (Transfer(1, 10), Transfer(2, 10))
-    steps = (Step(two, two, channel=0), Step(two, (), channel=1), Step((), (), compute_s=0.1, channel=2))
-    assert agent.most_side_jobs({"p": steps}) == 3 + 1 + 0
+def _ranks(n: int):
+    """n ranks' Peers (one connection each way between every two, channel 0)."""
+    peers = [SimpleNamespace(to={}, frm={}) for _ in range(n)]
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                out, into = _tcp_pair()
+                peers[i].to[(j, 0)], peers[j].frm[(i, 0)] = [out], [into]
+    return peers
+
+
+def _buffers(nbytes: int):
+    return memoryview(bytes(min(agent.CHUNK, nbytes))), memoryview(bytearray(min(agent.CHUNK, nbytes)))
+
+
+def _run_all(steps: list[Step], peers) -> list[dict]:
+    records, errors = [None] * len(steps), []
+
+    def run(r):
+        try:
+            records[r] = agent.run_step(steps[r], peers[r], *_buffers(1 << 20))
+        except Exception as e:
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(len(steps))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and all(records), errors
+    return records
+
+
+def test_two_ranks_exchange_more_than_their_socket_buffers_hold_at_once():
+    size = 16 << 20   # past the eager limit and any socket buffer: a blocking send each way would deadlock
+    peers = _ranks(2)
+    steps = [Step((Transfer(1, size),), (Transfer(1, size),)), Step((Transfer(0, size),), (Transfer(0, size),))]
+    for record in _run_all(steps, peers):
+        assert record["sent"] == record["received"] == size
+        assert record["end"] >= record["start"]
+
+
+def test_every_peer_of_an_all_to_all_step_gets_exactly_its_bytes():
+    n, each = 5, 300_000
+    peers = _ranks(n)
+    steps = [Step(tuple(Transfer(j, each + j) for j in range(n) if j != r),
+                  tuple(Transfer(j, each + r) for j in range(n) if j != r)) for r in range(n)]
+    for r, record in enumerate(_run_all(steps, peers)):
+        assert record["sent"] == sum(each + j for j in range(n) if j != r)
+        assert record["received"] == (n - 1) * (each + r)
+
+
+def test_a_rank_ahead_sends_only_the_eager_bytes_until_its_peer_clears_it():
+    size = 4 << 20
+    peers = _ranks(2)
+    sender = threading.Thread(target=agent.run_step, args=(Step((Transfer(1, size),)), peers[0], *_buffers(size)))
+    sender.start()
+    time.sleep(0.3)   # the peer is still busy elsewhere: nothing clears the sender
+    into = peers[1].frm[(0, 0)][0]
+    early = 0
+    while True:
+        try:
+            early += len(into.recv(1 << 20, socket.MSG_DONTWAIT))
+        except BlockingIOError:
+            break
+    assert early == agent.EAGER_BYTES
+    record = agent.run_step(Step((), (Transfer(0, size - early),)), peers[1], *_buffers(size))
+    sender.join(timeout=30)
+    assert not sender.is_alive() and record["received"] == size - early
+
+
+def test_a_message_within_the_eager_limit_goes_whole_unasked():
+    peers = _ranks(2)
+    record = agent.run_step(Step((Transfer(1, agent.EAGER_BYTES),)), peers[0], *_buffers(agent.EAGER_BYTES))
+    assert record["sent"] == agent.EAGER_BYTES   # ended without the peer running a step
+
+
+def test_a_peer_closing_mid_step_fails_the_step_naming_the_side():
+    peers = _ranks(2)
+    peers[0].to[(1, 0)][0].sendall(bytes(1000))
+    peers[0].to[(1, 0)][0].close()
+    with pytest.raises(RuntimeError, match="received: peer closed the connection mid-step"):
+        agent.run_step(Step((), (Transfer(0, 5000),)), peers[1], *_buffers(5000))
 
 
 def test_progress_is_said_at_most_every_report_interval(monkeypatch):
