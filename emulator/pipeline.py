@@ -280,7 +280,8 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     network = sum(v.startswith(NETWORK) for v in verdicts)
     if network:
         print(f"# {network} of {len(verdicts)} counted calls were slower than max-min sharing for the network's own "
-              "reasons (TCP recovering from drops at shared queues, the machine keeping up): trusted, and their "
+              "reasons (TCP recovering from drops at shared queues, or sharing busy links unevenly, the machine "
+              "keeping up): trusted, and their "
               "fidelity column says so")
     if not ok:
         return EXIT_FAILED

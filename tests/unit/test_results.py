@@ -353,6 +353,21 @@ def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_and_
     assert fidelity(0.5, lossy, 15).startswith("FAIL")                               # faster than the model
 
 
+def test_a_congested_call_slowed_by_uneven_shares_without_a_loss_is_the_networks():
+    from emulator.results.verdict import NETWORK
+    even = {"cpu_busy": 0.32, "ovs_cpu": 0.46, "queue_drops": 0, "tcp_retrans": 0, "tcp_spurious": 0,
+            "saturated_util": 0.998}   # a demo call: 4 flows on a link, links at their rate, 1.15x
+    assert fidelity(1.16, even, 4, "measured TCP sharing") == (
+        f"{NETWORK}1.16x measured TCP sharing: TCP shared the links unevenly, up to 4 flows on a link without a "
+        "queue drop, the saturated links at 100% of their rate; the machine kept up")
+    assert fidelity(1.16, even, 1).startswith("FAIL")                                 # nothing shared a link
+    assert fidelity(1.16, {**even, "saturated_util": None}, 4).startswith("FAIL")     # no link measured busy
+    assert fidelity(1.16, {**even, "saturated_util": 0.8}, 4).startswith("FAIL")      # links below their rate
+    assert fidelity(1.16, {**even, "tcp_retrans": 3}, 4).startswith("FAIL")           # lost, but in no queue
+    assert fidelity(1.16, {**even, "ovs_cpu": 0.9}, 4).startswith("FAIL")             # switches CPU-bound
+    assert fidelity(0.8, even, 4).startswith("FAIL")                                  # faster than the model
+
+
 def test_retransmissions_the_receivers_saw_twice_are_not_called_losses():
     from emulator.results.verdict import fidelity
     assert fidelity(1.3, {"tcp_retrans": 5, "tcp_spurious": 5}).endswith("(spurious retransmissions: RTT jumps or reordering)")
