@@ -132,15 +132,17 @@ class _Send:
     for a clearance would tie a stream of small messages to the queueing
     delay of the path, one message per round trip."""
 
-    def __init__(self, sock: socket.socket, nbytes: int):
-        self.sock, self.left = sock, nbytes
+    kind = "sent"
+
+    def __init__(self, sock: socket.socket, nbytes: int, payload: memoryview):
+        self.sock, self.left, self.payload = sock, nbytes, payload
         self.eager = min(nbytes, EAGER_BYTES)
         self.cleared = nbytes <= EAGER_BYTES
 
     def event(self) -> int:
         return select.POLLOUT if self.eager or self.cleared else select.POLLIN
 
-    def advance(self, payload: memoryview, scratch: memoryview) -> int:
+    def advance(self) -> int:
         """Moves what the socket takes now; the bytes sent."""
         sent = 0
         while self.left:
@@ -154,7 +156,7 @@ class _Send:
                 self.cleared = True
             limit = self.eager or self.left
             try:
-                k = self.sock.send(payload[:min(CHUNK, limit, len(payload))], socket.MSG_DONTWAIT)
+                k = self.sock.send(self.payload[:min(CHUNK, limit)], socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
             self.left -= k
@@ -166,20 +168,22 @@ class _Send:
 class _Receive:
     """One message from a peer, cleared at once if it is past the eager limit."""
 
-    def __init__(self, sock: socket.socket, nbytes: int):
-        self.sock, self.left = sock, nbytes
+    kind = "received"
+
+    def __init__(self, sock: socket.socket, nbytes: int, scratch: memoryview):
+        self.sock, self.left, self.scratch = sock, nbytes, scratch
         if nbytes > EAGER_BYTES:
             sock.sendall(CLEAR_TO_SEND)
 
     def event(self) -> int:
         return select.POLLIN
 
-    def advance(self, payload: memoryview, scratch: memoryview) -> int:
+    def advance(self) -> int:
         """Takes what has arrived; the bytes received."""
         got = 0
         while self.left:
             try:
-                k = self.sock.recv_into(scratch, min(len(scratch), self.left), socket.MSG_DONTWAIT)
+                k = self.sock.recv_into(self.scratch, min(len(self.scratch), self.left), socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
             if k == 0:
@@ -197,16 +201,16 @@ def run_step(step: Step, peers: Peers, payload: memoryview, scratch: memoryview)
     if step.compute_s:
         time.sleep(step.compute_s)
     counts = {"sent": 0, "received": 0}
-    receives = [_Receive(sock, t.nbytes) for t, sock in zip(step.recvs, _connections(step.recvs, peers.frm, step.channel))]
-    moving = [_Send(sock, t.nbytes) for t, sock in zip(step.sends, _connections(step.sends, peers.to, step.channel))]
-    moving += receives
+    receives = [_Receive(sock, t.nbytes, scratch)   # made first: their clearances go out before our bytes
+                for t, sock in zip(step.recvs, _connections(step.recvs, peers.frm, step.channel))]
+    moving = [_Send(sock, t.nbytes, payload)
+              for t, sock in zip(step.sends, _connections(step.sends, peers.to, step.channel))] + receives
     while moving:
         for t in moving:
-            kind = "received" if isinstance(t, _Receive) else "sent"
             try:
-                counts[kind] += t.advance(payload, scratch)
+                counts[t.kind] += t.advance()
             except OSError as e:
-                raise RuntimeError(f"{kind}: {e}") from None
+                raise RuntimeError(f"{t.kind}: {e}") from None
         moving = [t for t in moving if t.left]
         if moving:
             poller = select.poll()
