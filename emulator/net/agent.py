@@ -154,14 +154,16 @@ class _Send:
                 if said != CLEAR_TO_SEND:
                     raise ConnectionError("peer closed the connection instead of clearing us to send")
                 self.cleared = True
-            limit = self.eager or self.left
+            want = min(CHUNK, self.eager or self.left)
             try:
-                k = self.sock.send(self.payload[:min(CHUNK, limit)], socket.MSG_DONTWAIT)
+                k = self.sock.send(self.payload[:want], socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
             self.left -= k
             self.eager = max(0, self.eager - k)
             sent += k
+            if k < want:   # the socket's buffer is full: wait for room rather than ask again
+                break
         return sent
 
 
@@ -182,14 +184,17 @@ class _Receive:
         """Takes what has arrived; the bytes received."""
         got = 0
         while self.left:
+            want = min(len(self.scratch), self.left)
             try:
-                k = self.sock.recv_into(self.scratch, min(len(self.scratch), self.left), socket.MSG_DONTWAIT)
+                k = self.sock.recv_into(self.scratch, want, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
             if k == 0:
                 raise ConnectionError("peer closed the connection mid-step")
             self.left -= k
             got += k
+            if k < want:   # all that had arrived: wait for more rather than ask again
+                break
         return got
 
 
