@@ -1,11 +1,11 @@
 """The agents' own cost, without switches or links: N agents on the
 loopback (127.0.0.x, this machine's namespace; no Mininet, no Open
-vSwitch), one collective call after another as the emulator drives them,
-the median call and step time and the CPU the agents took over the
-calls, against the
-agents of another revision (`--baseline REV`: its agent module, from
-`git show`, beside this tree's other modules) in the same run. What a step costs the agents is a floor under every emulated
-step, and their CPU is taken from the switches' cores.
+vSwitch), one collective call after another as the emulator drives them:
+the median call and step time and the CPU the agents took over the calls,
+against the agents of another revision (`--baseline REV`: its agent
+module, from `git show`, beside this tree's other modules) in the same
+run. What a step costs the agents is a floor under every emulated step,
+and their CPU is taken from the switches' cores.
 
     .venv/bin/python benchmarks/agent_steps.py --baseline HEAD~1
 """
