@@ -281,8 +281,7 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     if network:
         print(f"# {network} of {len(verdicts)} counted calls were slower than max-min sharing for the network's own "
               "reasons (TCP recovering from drops at shared queues, or sharing busy links unevenly, the machine "
-              "keeping up): trusted, and their "
-              "fidelity column says so")
+              "keeping up): trusted, and their fidelity column says so")
     if not ok:
         return EXIT_FAILED
     if failed:

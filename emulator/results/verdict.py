@@ -8,11 +8,10 @@ call slower than the model is the network's own doing, not an artefact,
 when the model put several flows on a link, TCP's retransmissions repaired
 real losses (not spurious ones), the machine kept up (its CPU, Open
 vSwitch's thread and the saturated links), and either queues dropped
-packets or nothing was lost and the saturated links were measured at
-their rate: TCP's loss
-recovery, incast on a drop-tail queue and flows sharing a queue unevenly
-are what a real fabric does, and max-min leaves them out. Such a verdict starts with NETWORK and counts
-as trusted."""
+packets or nothing was lost and the saturated links were measured at their
+rate: TCP's loss recovery, incast on a drop-tail queue and flows sharing a
+queue unevenly are what a real fabric does, and max-min leaves them out.
+Such a verdict starts with NETWORK and counts as trusted."""
 from __future__ import annotations
 
 from emulator.model.sharing import RTO_MIN_S
@@ -50,8 +49,9 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
     if saturated is not None and saturated != "" and saturated < MIN_LINK_RATE:
         reasons.append(f"{SLOW_LINKS} at {saturated:.0%} of their rate")
     if abs(time_over_model - 1) > TOLERANCE:
-        if not reasons and _tcp_sharing(time_over_model, counters, shared_flows):
-            return f"{NETWORK}{time_over_model:.2f}x {model}: {_how_tcp_shared(counters, shared_flows, beyond_s)}"
+        why = None if reasons else _tcp_sharing(time_over_model, counters, shared_flows, beyond_s)
+        if why:
+            return f"{NETWORK}{time_over_model:.2f}x {model}: {why}; the machine kept up"
         reasons.append(f"{time_over_model:.2f}x the model" + _likely_cause(time_over_model, counters))
     return "FAIL: " + "; ".join(reasons) if reasons else "ok"
 
@@ -61,29 +61,27 @@ def machine_failed(verdict: str) -> bool:
     return any(cause in verdict for cause in (BUSY, SLOW_LINKS, CPU_BOUND))
 
 
-def _tcp_sharing(time_over_model: float, counters: dict, shared_flows: int) -> bool:
-    """Slower than the model because TCP shared congested links its own way:
-    several flows met on a link, the machine's switches kept up, the
-    retransmissions were mostly real, and either queues dropped packets
-    (loss recovery) or nothing was lost and the saturated links were
-    measured at their rate (the flows' shares of busy links uneven).
-    Losses without a queue drop are the machine's."""
+def _tcp_sharing(time_over_model: float, counters: dict, shared_flows: int, beyond_s: float) -> str | None:
+    """How TCP shared congested links its own way, if that made the call
+    slower than the model (None if not): several flows met on a link, the
+    machine's switches kept up, the retransmissions were mostly real, and
+    either queues dropped packets (loss recovery) or nothing was lost and
+    the saturated links were measured at their rate (the flows' shares of
+    busy links uneven; below MIN_LINK_RATE is already a reason). Losses
+    without a queue drop are the machine's."""
     retrans, spurious = counters.get("tcp_retrans") or 0, counters.get("tcp_spurious") or 0
-    dropped = (counters.get("queue_drops") or 0) > 0
-    # no loss anywhere, and links measured busy (below MIN_LINK_RATE is already a reason)
-    lossless = not retrans and counters.get("saturated_util") not in (None, "")
-    return (time_over_model > 1 and shared_flows > 1 and (dropped or lossless)
-            and (counters.get("ovs_cpu") or 0) < BUSY_SWITCHES and spurious <= retrans / 2)
-
-
-def _how_tcp_shared(counters: dict, shared_flows: int, beyond_s: float) -> str:
-    if not counters.get("queue_drops"):
+    if not (time_over_model > 1 and shared_flows > 1 and (counters.get("ovs_cpu") or 0) < BUSY_SWITCHES
+            and spurious <= retrans / 2):
+        return None
+    drops, saturated = counters.get("queue_drops") or 0, counters.get("saturated_util")
+    if drops:
+        timeout = (f" ({beyond_s:.2f} s beyond the model: a retransmission timeout takes at least "
+                   f"{RTO_MIN_S:g} s)" if beyond_s >= 0.75 * RTO_MIN_S else "")
+        return f"TCP recovered from {drops} queue drops with up to {shared_flows} flows on a link{timeout}"
+    if not retrans and saturated not in (None, ""):
         return (f"TCP shared the links unevenly, up to {shared_flows} flows on a link without a queue drop, "
-                f"the saturated links at {counters['saturated_util']:.0%} of their rate; the machine kept up")
-    timeout = (f" ({beyond_s:.2f} s beyond the model: a retransmission timeout takes at least "
-               f"{RTO_MIN_S:g} s)" if beyond_s >= 0.75 * RTO_MIN_S else "")
-    return (f"TCP recovered from {counters['queue_drops']} queue drops with up to {shared_flows} flows on a "
-            f"link{timeout}; the machine kept up")
+                f"the saturated links at {saturated:.0%} of their rate")
+    return None
 
 
 def _likely_cause(time_over_model: float, counters: dict) -> str:
