@@ -12,7 +12,11 @@ Per setting, two capacity figures, measured in the same session:
   saturated links within 5% of their rate (where the monitor saw no queue:
   the call within 5% of the model, which runs every flow at its link
   rate). R is found by bisection between 0 and the raw capacity; a failing
-  rate is tried once more, as the machine may be busy for a moment.
+  rate is tried once more, as the machine may be busy for a moment;
+- faithful at many ports: the same on the k=4 fat-tree (16 hosts, no link
+  shared either, 80 switch ports to the probe's 16), found by bisection up
+  to twice the rate at which the load would shrink in proportion to the
+  ports: how fast the faithful load falls with the ports on this machine.
 Then what a run's model adds for the emulated links: what a switch crossed
 adds to a message, per switch port of the fabric (measure_switch_latency),
 and the least time a step takes (measure_step_latency).
@@ -27,7 +31,8 @@ import time
 
 from emulator.model.buckets import Burst, EmulatedLinks
 from emulator.model.sharing import RTO_MIN_S, SharingPoint
-from emulator.plan.capacity import PROBE_TOPOLOGY, Calibration, Point, link_burst, switch_ports
+from emulator.fabric.topology import build
+from emulator.plan.capacity import MANY_PORTS_TOPOLOGY, PROBE_TOPOLOGY, Calibration, Point, link_burst, switch_ports
 from emulator.results.metrics import payload_efficiency
 from emulator.results.verdict import machine_failed
 
@@ -54,7 +59,7 @@ LATENCY_GRID_S = [i * 5e-5 for i in range(201)]   # 0 to 10 ms
 # switches apart, on a fabric of many ports (the userspace datapath's loop turns over every port of every
 # switch: 0.1 ms a switch at the probe's 16 ports is within the noise, 0.4-1.0 ms at 80 is not), in sizes
 # the links' burst sends at once, each round trip after the buckets refilled
-SWITCH_LATENCY_TOPOLOGY = "fattree:k=4"
+SWITCH_LATENCY_TOPOLOGY = MANY_PORTS_TOPOLOGY
 SWITCH_LATENCY_SIZES = (64, 4096)
 SWITCH_LATENCY_TRIPS = 30
 SWITCH_LATENCY_GAP_S = 0.02
@@ -68,11 +73,12 @@ def size_for(rate_mbps: float, mtu: int, ranks: int = 8) -> int:
     return max(1, round(CALL_SECONDS / per_byte / (1 << 20))) << 20
 
 
-def probe_spec(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int):
+def probe_spec(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int, topology: str = PROBE_TOPOLOGY):
     from emulator.spec.experiment import RunSpec
-    return RunSpec(topology=PROBE_TOPOLOGY, collective="allreduce", algorithm="ring", mapping="naive",
+    size = size_for(rate_mbps, mtu, len(build(topology).hosts))
+    return RunSpec(topology=topology, collective="allreduce", algorithm="ring", mapping="naive",
                    policy="shortest", datapath=datapath, mtu=mtu, offload=offload,
-                   host_rate_mbps=rate_mbps, switch_rate_mbps=rate_mbps, sizes=(size_for(rate_mbps, mtu),),
+                   host_rate_mbps=rate_mbps, switch_rate_mbps=rate_mbps, sizes=(size,),
                    repetitions=reps, warmup=1, label="calibration")
 
 
@@ -161,12 +167,13 @@ def bisect(passes, high: float, steps: int) -> float:
 
 # --- measuring ---------------------------------------------------------------------
 
-def try_rate(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int, log=print) -> dict:
+def try_rate(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int, log=print,
+             topology: str = PROBE_TOPOLOGY) -> dict:
     """One fresh emulation at link rate `rate_mbps`: its load and verdict."""
     from emulator.emulation import Emulation
     from emulator.plan.run_plan import plan_run
     from emulator.results.calls import collective_rows
-    plan = plan_run(probe_spec(rate_mbps, mtu, offload, datapath, reps))
+    plan = plan_run(probe_spec(rate_mbps, mtu, offload, datapath, reps, topology))
     work = tempfile.mkdtemp(prefix="bigraph-calibrate-")
     try:
         with Emulation(plan, work, log=lambda line: log(line) if "WARNING" in line else None) as emu:
@@ -190,12 +197,29 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
     raw = payload / payload_efficiency(mtu)
     log(f"# MTU {mtu}, offload {offload}, {dataplane.datapath} datapath: raw {raw:.0f} Mbit/s on the wire "
         f"(iperf3, one flow, one switch)")
+    best, faithful = faithful_load(PROBE_TOPOLOGY, raw, raw, mtu, offload, datapath, steps, reps, log)
+    few, many = (switch_ports(build(t)) for t in (PROBE_TOPOLOGY, MANY_PORTS_TOPOLOGY))
+    log(f"# the same on {MANY_PORTS_TOPOLOGY}, {many} switch ports to the probe's {few}:")
+    many_faithful = faithful_load(MANY_PORTS_TOPOLOGY, 2 * faithful * few / many, raw, mtu, offload, datapath, steps,
+                                  reps, log)[1] if faithful else 0.0
+    port_s = measure_switch_latency(mtu, offload, datapath, log)
+    latency = measure_step_latency(raw, mtu, offload, datapath, reps, log, port_s)
+    return Point(dataplane.datapath, mtu, offload, round(raw, 1), faithful, best,
+                 probe_spec(best or 1.0, mtu, offload, dataplane.datapath, 1).tcp, round(latency * 1e6),
+                 round(port_s * 1e6, 2), many_faithful)
+
+
+def faithful_load(topology: str, most_mbps: float, raw: float, mtu: int, offload: str, datapath: str, steps: int,
+                  reps: int, log=print) -> tuple[float, float]:
+    """(link rate, link-Mbit/s): the largest load of a ring on `topology`,
+    up to `most_mbps`, that keeps the probe's verdict (judge)."""
+    from emulator.plan.run_plan import plan_run
     load_at = {}
 
     def passes(rate: float) -> bool:
         rate = round(rate, 1)
         for attempt in (1, 2):
-            r = try_rate(rate, mtu, offload, datapath, reps, log)
+            r = try_rate(rate, mtu, offload, datapath, reps, log, topology)
             log(f"#   links at {rate:7.1f} Mbit/s: load {r['load']:6.0f} link-Mbit/s ({r['load'] / raw:4.0%} of raw), "
                 f"time/model {r['time_over_model']:.2f}, saturated links "
                 f"{'-' if r['saturated_util'] is None else format(r['saturated_util'], '.0%')}: {r['verdict']}"
@@ -205,16 +229,11 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
                 return True
         return False
 
-    # switch traversals of the probe's flows: the bisection spans 0..raw
-    from emulator.plan.run_plan import plan_run
-    unit = plan_run(probe_spec(1.0, mtu, offload, datapath, reps))
+    # switch traversals of the probe's flows: the bisection spans 0..most_mbps of load
+    unit = plan_run(probe_spec(1.0, mtu, offload, datapath, reps, topology))
     traversals = unit.predictions[unit.spec.sizes[0]].peak_switch_mbps
-    best = round(bisect(passes, raw / traversals, steps), 1)
-    port_s = measure_switch_latency(mtu, offload, datapath, log)
-    latency = measure_step_latency(raw, mtu, offload, datapath, reps, log, port_s)
-    return Point(dataplane.datapath, mtu, offload, round(raw, 1), round(load_at.get(best, 0.0), 1), best,
-                 probe_spec(best or 1.0, mtu, offload, dataplane.datapath, 1).tcp, round(latency * 1e6),
-                 round(port_s * 1e6, 2))
+    best = round(bisect(passes, most_mbps / traversals, steps), 1)
+    return best, round(load_at.get(best, 0.0), 1)
 
 
 def switch_latency_spec(mtu: int, offload: str, datapath: str, topology: str = SWITCH_LATENCY_TOPOLOGY,

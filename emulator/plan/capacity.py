@@ -31,6 +31,7 @@ ENV_FILE = "BIGRAPH_EMU_CALIBRATION"   # another calibration file (tests, severa
 MAX_EMULATED_HOSTS = 256
 MAX_EMULATED_SWITCHES = 128
 PROBE_TOPOLOGY = "bigraph:m=2,n=4"        # the fabric `bigraph-emu calibrate` measures on
+MANY_PORTS_TOPOLOGY = "fattree:k=4"       # and the one of many switch ports (80, five times the probe's)
 AUTO_MARGIN = 0.8                      # --bw auto aims at this fraction of the faithful load
 
 
@@ -47,6 +48,7 @@ class Point:
     step_latency_us: float = 0.0   # the least time a step takes on the calibration's hosts (0: not measured)
     port_latency_us: float = 0.0   # what a switch crossed adds to a message, per switch port of the fabric
                                    # (0: not measured; calibration.measure_switch_latency)
+    many_ports_faithful_mbps: float | None = None   # the faithful load on MANY_PORTS_TOPOLOGY (None: not measured)
 
     def key(self) -> tuple:
         return self.datapath, self.mtu, self.offload
@@ -159,11 +161,14 @@ def load(path: str | None = None) -> Calibration:
 
 def _point(record: dict) -> Point:
     """A Point from its JSON record; ValueError if a figure is not a
-    finite number > 0 (faithful_mbps >= 0: a calibration may find no
-    load it emulates faithfully)."""
+    finite number > 0 (the faithful loads >= 0: a calibration may find no
+    load it emulates faithfully; latencies >= 0: not measured)."""
     point = Point(**record)
-    for name in ("raw_mbps", "faithful_mbps", "link_rate_mbps", "step_latency_us", "port_latency_us"):
-        value, zero_ok = getattr(point, name), name in ("faithful_mbps", "step_latency_us", "port_latency_us")
+    for name in ("raw_mbps", "faithful_mbps", "link_rate_mbps", "step_latency_us", "port_latency_us",
+                 "many_ports_faithful_mbps"):
+        value, zero_ok = getattr(point, name), name not in ("raw_mbps", "link_rate_mbps")
+        if value is None and name == "many_ports_faithful_mbps":   # not measured
+            continue
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
         if not number or (value == 0 and not zero_ok):
             raise ValueError(f"{name} of the {point.datapath} MTU {point.mtu} point must be a finite number "
@@ -350,16 +355,36 @@ def link_burst(raw_mbps: float, hosts: int) -> Burst:
     return Burst(BURST_MS / 1e3, raw_mbps / max(hosts, 1))
 
 
-def _nearest_point(calibration: Calibration, datapath: str, mtu: int, offload: str) -> tuple[Point | None, str]:
-    """This machine's point of the setting nearest in MTU (else the reference's), and where it is from."""
+def _nearest_point(calibration: Calibration, datapath: str, mtu: int, offload: str,
+                   measured=lambda p: True) -> tuple[Point | None, str]:
+    """This machine's point of the setting nearest in MTU (else the
+    reference's), of those `measured` accepts, and where it is from."""
     for source in (calibration, reference_for(datapath, offload)):
-        same = [p for p in source.points if (p.datapath, p.offload) == (datapath, offload)]
+        same = [p for p in source.points if (p.datapath, p.offload) == (datapath, offload) and measured(p)]
         if same:
             point = min(same, key=lambda p: (abs(p.mtu - mtu), -p.step_latency_us))
             mtu_said = "" if point.mtu == mtu else f" at MTU {point.mtu}"
             name = f"the {source.machine} (reference figures)" if source.source == "reference" else source.source
             return point, f"measured{mtu_said} on {name}"
     return None, f"not calibrated for the {datapath} datapath with offload {offload}"
+
+
+def port_exponent(calibration: Calibration, datapath: str, mtu: int, offload: str) -> tuple[float, str]:
+    """(e, how it was found): beyond the calibration fabric's switch ports,
+    the faithful load shrinks as (its ports / the run's ports) ** e.
+    `calibrate` measures e from the faithful loads of two fabrics,
+    PROBE_TOPOLOGY and MANY_PORTS_TOPOLOGY; where it did not, e is 1 (in
+    proportion to the ports)."""
+    point, where = _nearest_point(calibration, datapath, mtu, offload,
+                                  lambda p: p.many_ports_faithful_mbps is not None and p.faithful_mbps > 0)
+    if point is None:
+        return 1.0, "in proportion: the faithful load at many ports not measured (`bigraph-emu calibrate` measures it)"
+    few, many = switch_ports(build(PROBE_TOPOLOGY)), switch_ports(build(MANY_PORTS_TOPOLOGY))
+    said = (f"{point.faithful_mbps:.0f} link-Mbit/s at {few} ports, {point.many_ports_faithful_mbps:.0f} "
+            f"at {many} on {MANY_PORTS_TOPOLOGY}, {where}")
+    if point.many_ports_faithful_mbps == 0:
+        return math.inf, said
+    return max(0.0, math.log(point.faithful_mbps / point.many_ports_faithful_mbps) / math.log(many / few)), said
 
 
 def switch_ports(fabric) -> int:
@@ -370,10 +395,13 @@ def assess(plan, calibration: Calibration, datapath: str, offload: str) -> Asses
     """The run's peak load (the model's, at the plan's rates) against the
     faithful load of its datapath, MTU and offload (as the dataplane picked
     them) on this machine. The userspace datapath polls every switch port
-    in one thread, so its faithful load shrinks in proportion to the ports
-    beyond those of the calibration's fabric (a 32-host BiGraph, with four
-    times the ports, kept its verdict at 1,920 link-Mbit/s and lost it at
-    2,560, against 7,994 calibrated: docs/capacity.md)."""
+    in one thread, so its faithful load shrinks with the ports beyond
+    those of the calibration's fabric (port_exponent: on the reference
+    machine a 32-host BiGraph, with four times the ports, kept its verdict
+    at 1,920 link-Mbit/s and lost it at 2,560, against 7,994 calibrated;
+    on a machine whose ports cost twice as much, the k=4 fat-tree, with
+    five times the ports, kept it at 800 and lost it at 1,480, against
+    9,435 calibrated: docs/capacity.md)."""
     spec = plan.spec
     peak = max((p.peak_switch_mbps for p in plan.predictions.values()), default=0.0)
     try:
@@ -382,8 +410,10 @@ def assess(plan, calibration: Calibration, datapath: str, offload: str) -> Asses
         return Assessment(peak, None, str(e))
     ports, calibrated = switch_ports(plan.fabric), switch_ports(build(PROBE_TOPOLOGY))
     if datapath == "user" and ports > calibrated:
-        faithful *= calibrated / ports
-        basis += f"; scaled by {calibrated}/{ports} switch ports (the calibration's fabric has {calibrated})"
+        exponent, how = port_exponent(calibration, datapath, spec.mtu, offload)
+        faithful *= (calibrated / ports) ** exponent
+        basis += (f"; scaled by ({calibrated}/{ports} switch ports) ** {exponent:.2f}, the calibration's fabric "
+                  f"having {calibrated} ({how})")
     return Assessment(peak, faithful, basis)
 
 

@@ -136,7 +136,8 @@ def point_file(tmp_path, **changes) -> str:
 @pytest.mark.parametrize("changes", [{"faithful_mbps": -1}, {"faithful_mbps": "4000"}, {"raw_mbps": 0},
                                      {"link_rate_mbps": None}, {"faithful_mbps": True}, {"mtu": "9000"},
                                      {"datapath": 1}, {"raw_mbps": float("nan")}, {"step_latency_us": -1},
-                                     {"port_latency_us": -0.5}])
+                                     {"port_latency_us": -0.5}, {"many_ports_faithful_mbps": -1},
+                                     {"many_ports_faithful_mbps": "900"}])
 def test_a_point_with_a_figure_that_is_no_figure_is_refused(tmp_path, changes):
     with pytest.raises(ValueError, match="calibration.json is unreadable"):
         capacity.load(point_file(tmp_path, **changes))
@@ -177,6 +178,50 @@ def test_uncalibrated_setting_is_not_checked_but_said():
     check = capacity.assess(plan, Calibration("m", "d", CAL.points[:2], "f"), "user", "tso")
     assert check.fits is None and check.fraction is None
     assert "not checked" in check.describe(50) and check.to_dict()["faithful_link_mbps"] is None
+
+
+def many_ports(faithful: float | None) -> Calibration:
+    point = Point("user", 9000, "tso", 9000.0, 8000.0, 570.0, many_ports_faithful_mbps=faithful)
+    return Calibration("m, 2 CPUs", "d", [point], "f")
+
+
+def fattree_check(calibration: Calibration) -> Assessment:
+    plan = plan_run(make_run({"topology": "fattree:k=4", "sizes": ["1M"], "mtu": 9000, "offload": "tso"}))
+    return capacity.assess(plan, calibration, "user", "tso")
+
+
+def test_beyond_the_probes_ports_the_faithful_load_shrinks_as_measured_at_many_ports():
+    """The k=4 fat-tree has 80 switch ports to the probe's 16: what calibrate
+    measured there is what the check allows there, and a fabric between
+    the two gets the power law through both points."""
+    assert capacity.port_exponent(many_ports(800.0), "user", 9000, "tso")[0] == pytest.approx(1.431, abs=1e-3)
+    check = fattree_check(many_ports(800.0))
+    assert check.faithful_mbps == pytest.approx(800.0)
+    assert "** 1.43" in check.basis and "800 at 80 on fattree:k=4" in check.basis
+    plan = plan_run(make_run({"topology": "bigraph:m=4,n=8", "sizes": ["1M"], "mtu": 9000, "offload": "tso"}))
+    between = capacity.assess(plan, many_ports(800.0), "user", "tso")   # 64 ports
+    assert between.faithful_mbps == pytest.approx(8000 * (16 / 64) ** 1.4307, rel=1e-3)
+
+
+def test_without_a_measurement_at_many_ports_the_load_shrinks_in_proportion():
+    check = fattree_check(many_ports(None))
+    assert check.faithful_mbps == pytest.approx(8000 * 16 / 80)
+    assert "** 1.00" in check.basis and "not measured" in check.basis
+
+
+def test_nothing_faithful_at_many_ports_means_nothing_beyond_the_probes_ports():
+    assert fattree_check(many_ports(0.0)).faithful_mbps == 0.0
+
+
+def test_a_fabric_within_the_probes_ports_keeps_the_probes_load():
+    plan = plan_run(make_run({"sizes": ["1M"], "mtu": 9000, "offload": "tso"}))   # the probe's own fabric
+    assert capacity.assess(plan, many_ports(800.0), "user", "tso").faithful_mbps == pytest.approx(8000.0)
+
+
+def test_the_many_port_figure_round_trips_through_the_file(tmp_path):
+    path = capacity.save(many_ports(812.5), str(tmp_path / "c.json"))
+    assert capacity.load(path).points[0].many_ports_faithful_mbps == 812.5
+    assert capacity.load(point_file(tmp_path)).points[0].many_ports_faithful_mbps is None   # older files
 
 
 def test_assessment_record():
@@ -220,10 +265,18 @@ def test_judge_without_a_saturated_link_uses_the_model():
 
 
 def test_probe_calls_last_about_a_second_and_a_half():
-    for rate, mtu in ((10, 9000), (200, 9000), (20, 1500)):
-        spec = calibration.probe_spec(rate, mtu, "off", "auto", 2)
+    for rate, mtu, topology in ((10, 9000, capacity.PROBE_TOPOLOGY), (200, 9000, capacity.PROBE_TOPOLOGY),
+                                (20, 1500, capacity.PROBE_TOPOLOGY), (30, 9000, capacity.MANY_PORTS_TOPOLOGY)):
+        spec = calibration.probe_spec(rate, mtu, "off", "auto", 2, topology)
         t = plan_run(spec).predictions[spec.sizes[0]].time_s
         assert 1.0 < t < 2.2, (rate, mtu, t)
+
+
+@pytest.mark.parametrize("topology", [capacity.PROBE_TOPOLOGY, capacity.MANY_PORTS_TOPOLOGY])
+def test_no_two_probe_flows_share_a_link(topology):
+    """So the model runs every flow at the link rate, and a call within 5% of it kept up."""
+    spec = calibration.probe_spec(30, 9000, "tso", "auto", 1, topology)
+    assert plan_run(spec).predictions[spec.sizes[0]].most_flows_on_a_link == 1
 
 
 # --- --bw auto on the command line --------------------------------------------------------------
