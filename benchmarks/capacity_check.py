@@ -6,7 +6,7 @@ load, and whether it fits) beside the calls that kept their verdict
 (collectives.csv, or jobs.csv for a workload). Needs root; one run at a
 time (the CLI waits for nobody: start it on an idle machine).
 
-    .venv/bin/python benchmarks/capacity_check.py [--quick] [--out FOLDER]
+    .venv/bin/python benchmarks/capacity_check.py [--quick | --many-ports] [--out FOLDER]
     .venv/bin/python benchmarks/capacity_check.py --judge FOLDER   # today's check on runs kept by --out
 
 Prints one row per run and, at the end, how often calls passed where the
@@ -62,6 +62,17 @@ CASES = [
     ("bigraph:m=8,n=8", ALL_TO_ALL, "256K", [5]),
 ]
 QUICK = [CASES[0], CASES[9]]
+# 16-64 hosts where the faithful load scaled in proportion to the ports refuses a run and the one scaled as
+# measured at many ports (on a machine of the reference kind, 11,252 link-Mbit/s at 16 ports, 3,516 at 80)
+# allows it, and one beyond both
+MANY_PORTS = [
+    ("bigraph:m=4,n=8", HD, "4M", [50, 70]),
+    ("bigraph:m=4,n=8", RING, "2M", [80]),
+    ("bigraph:m=8,n=8", HD, "4M", [40]),
+    ("bigraph:m=8,n=8", RING, "2M", [30]),
+    ("fattree:k=4", HD_NAIVE, "2M", [100]),
+    ("fattree:k=4", TWO_JOBS, "", [60]),
+]
 AUTO = "-auto"   # the folder of a run again at `--bw auto`, after the check refused its rate
 
 
@@ -180,6 +191,8 @@ def _share(value: float | None) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="two runs only")
+    p.add_argument("--many-ports", action="store_true",
+                   help="only runs of 16-64 hosts near the budget's scaling by switch ports")
     p.add_argument("--reps", type=int, default=3, help="counted calls per run (default 3)")
     p.add_argument("--out", help="keep every run's folder under this one (default: a temporary folder)")
     p.add_argument("--judge", metavar="FOLDER",
@@ -195,7 +208,7 @@ def main() -> None:
     base = args.out or tempfile.mkdtemp(prefix="bigraph-capacity-")
     rows = []
     try:
-        for topology, what, size, rates in (QUICK if args.quick else CASES):
+        for topology, what, size, rates in (QUICK if args.quick else MANY_PORTS if args.many_ports else CASES):
             for rate in rates:
                 out = os.path.join(base, f"{len(rows):02d}-{topology.replace(':', '-')}-{rate:g}")
                 rows.append(run_case(topology, what, size, rate, out, args.reps))
