@@ -15,9 +15,10 @@ for line in open(path):
 print(f"# {len(rows)} runs from {path}, {faithful:g} link-Mbit/s at 16 ports")
 for e in map(float, sys.argv[3:]):
     said = {True: [0, 0, 0], False: [0, 0, 0]}
-    for topo, what, rate, asked, ok, calls in rows:
+    for topo, _what, _rate, asked, ok, calls in rows:
         fits = asked <= faithful * min(1.0, 16 / PORTS[topo]) ** e
-        said[fits][0] += 1; said[fits][1] += ok; said[fits][2] += calls
+        for i, count in enumerate((1, ok, calls)):
+            said[fits][i] += count
     f, n = said[True], said[False]
     print(f"e={e:.2f}: fits {f[0]} runs, {f[1]}/{f[2]} calls ok ({f[1] / max(f[2], 1):.0%}); "
           f"does not fit {n[0]} runs, {n[1]}/{n[2]} ok ({n[1] / max(n[2], 1):.0%})")

@@ -2,12 +2,11 @@
 on another's: their time through the fabric, and what else the receiving
 link carried meanwhile. Usage: hol.py FOLDER (captures of bgh0, bgh4, bgh6)"""
 import sys
-from collections import defaultdict
 from scapy.all import PcapReader, IP, TCP
 
 IPS = {"bgh0": "198.18.0.1", "bgh4": "198.18.0.5", "bgh6": "198.18.0.7"}
 seen = {}
-for host, ip in IPS.items():
+for host in IPS:
     pkts = []
     for p in PcapReader(f"{sys.argv[1]}/captures/program-{host}.pcap"):
         if IP in p and TCP in p:
