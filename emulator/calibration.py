@@ -2,7 +2,7 @@
 faithfully, per MTU and offload setting, and keep it for the check every
 run makes (emulator/plan/capacity.py).
 
-Per setting, two capacity figures, measured in the same session:
+Per setting, these capacity figures, measured in the same session:
 - raw: iperf3, one TCP flow, through one unshaped OVS switch (wire Mbit/s);
 - faithful: the largest load, in link-Mbit/s summed over switch traversals,
   at which a ring allreduce on bigraph:m=2,n=4 (naive mapping, shortest
@@ -13,10 +13,11 @@ Per setting, two capacity figures, measured in the same session:
   the call within 5% of the model, which runs every flow at its link
   rate). R is found by bisection between 0 and the raw capacity; a failing
   rate is tried once more, as the machine may be busy for a moment;
-- faithful at many ports: the same on the k=4 fat-tree (16 hosts, no link
-  shared either, 80 switch ports to the probe's 16), found by bisection up
-  to twice the rate at which the load would shrink in proportion to the
-  ports: how fast the faithful load falls with the ports on this machine.
+- faithful at many ports (userspace datapath): the same on the k=4
+  fat-tree (16 hosts, no link shared either, 80 switch ports to the
+  probe's 16), by bisection up to twice the rate at which the load would
+  shrink in proportion to the ports: how fast the faithful load falls
+  with the ports on this machine.
 Then what a run's model adds for the emulated links: what a switch crossed
 adds to a message, per switch port of the fabric (measure_switch_latency),
 and the least time a step takes (measure_step_latency).
@@ -198,10 +199,12 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
     log(f"# MTU {mtu}, offload {offload}, {dataplane.datapath} datapath: raw {raw:.0f} Mbit/s on the wire "
         f"(iperf3, one flow, one switch)")
     best, faithful = faithful_load(PROBE_TOPOLOGY, raw, raw, mtu, offload, datapath, steps, reps, log)
-    few, many = (switch_ports(build(t)) for t in (PROBE_TOPOLOGY, MANY_PORTS_TOPOLOGY))
-    log(f"# the same on {MANY_PORTS_TOPOLOGY}, {many} switch ports to the probe's {few}:")
-    many_faithful = faithful_load(MANY_PORTS_TOPOLOGY, 2 * faithful * few / many, raw, mtu, offload, datapath, steps,
-                                  reps, log)[1] if faithful else 0.0
+    many_faithful = None   # the kernel datapath's switches do not poll their ports in one loop
+    if dataplane.datapath == "user":
+        few, many = (switch_ports(build(t)) for t in (PROBE_TOPOLOGY, MANY_PORTS_TOPOLOGY))
+        log(f"# the same on {MANY_PORTS_TOPOLOGY}, {many} switch ports to the probe's {few}:")
+        many_faithful = faithful_load(MANY_PORTS_TOPOLOGY, 2 * faithful * few / many, raw, mtu, offload, datapath,
+                                      steps, reps, log)[1] if faithful else 0.0
     port_s = measure_switch_latency(mtu, offload, datapath, log)
     latency = measure_step_latency(raw, mtu, offload, datapath, reps, log, port_s)
     return Point(dataplane.datapath, mtu, offload, round(raw, 1), faithful, best,

@@ -358,9 +358,13 @@ def cmd_calibrate(args) -> int:
         exponent = capacity.port_exponent(result, p.datapath, p.mtu, p.offload)[0]
         print(f"  {p.datapath:8} {p.mtu:5} {p.offload:7} {p.raw_mbps:16.0f} {p.faithful_mbps:21.0f} "
               f"{p.faithful_mbps / p.raw_mbps:12.0%} {p.link_rate_mbps:10g} Mbit/s {p.step_latency_us / 1e3:8.2f} ms"
-              f"  {p.port_latency_us:16.2f} us  {p.many_ports_faithful_mbps:22.0f}  {exponent:13.2f}")
+              f"  {p.port_latency_us:16.2f} us  {_figure(p.many_ports_faithful_mbps):>22}  {exponent:13.2f}")
     print(f"# saved in {saved}: every run now checks itself against it")
     return 0
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def _sharing_request(args) -> tuple[list[int], int, str]:
