@@ -374,7 +374,9 @@ def port_exponent(calibration: Calibration, datapath: str, mtu: int, offload: st
     the faithful load shrinks as (its ports / the run's ports) ** e.
     `calibrate` measures e from the faithful loads of two fabrics,
     PROBE_TOPOLOGY and MANY_PORTS_TOPOLOGY; where it did not, e is 1 (in
-    proportion to the ports)."""
+    proportion to the ports), and it is never less: a fast machine's 0.72
+    let in runs of 32-64 hosts that failed, whose cost is their hosts' as
+    much as their ports' (docs/capacity.md)."""
     point, where = _nearest_point(calibration, datapath, mtu, offload,
                                   lambda p: p.many_ports_faithful_mbps is not None and p.faithful_mbps > 0)
     if point is None:
@@ -384,7 +386,10 @@ def port_exponent(calibration: Calibration, datapath: str, mtu: int, offload: st
             f"at {many} on {MANY_PORTS_TOPOLOGY}, {where}")
     if point.many_ports_faithful_mbps == 0:
         return math.inf, said
-    return max(0.0, math.log(point.faithful_mbps / point.many_ports_faithful_mbps) / math.log(many / few)), said
+    measured = math.log(point.faithful_mbps / point.many_ports_faithful_mbps) / math.log(many / few)
+    if measured < 1:
+        return 1.0, f"measured {measured:.2f}, taken as 1: {said}"
+    return measured, said
 
 
 def switch_ports(fabric) -> int:
