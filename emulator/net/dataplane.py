@@ -72,7 +72,8 @@ def detect(force: str | None = None, offload: str = "off") -> Dataplane:
     TSO; "auto" takes TSO segments on the userspace datapath where that is
     on (2.6x the faithful budget at MTU 9000 on our machines, and congested
     calls kept their verdict) and frames elsewhere (the kernel datapath's
-    TSO lost packets at every load in our VM: docs/capacity.md)."""
+    TSO failed at every load in our VM, on segments reordered across its
+    vCPUs: docs/capacity.md)."""
     if force not in (None, "auto", "kernel", "user"):
         raise ValueError(f"datapath must be auto, kernel or user, got {force!r}")
     if offload not in ("auto", *OFFLOADS):
