@@ -29,6 +29,7 @@ BUSY_SWITCHES = 0.85   # ovs-vswitchd's share of its one core: a likely cause
 NETWORK = "network: "  # a trusted verdict of a call slower than max-min for the network's own reasons
 # the reasons that blame the machine, not the network
 BUSY, SLOW_LINKS, CPU_BOUND = "machine busy", "saturated links ran", "switches CPU-bound"
+NO_DROP_RETRANSMISSIONS = "retransmissions without a queue drop: reordering, or losses outside the queues"
 
 
 def trusted(verdict: str) -> bool:
@@ -90,8 +91,11 @@ def _likely_cause(time_over_model: float, counters: dict) -> str:
     causes = []
     if counters.get("ovs_cpu", 0) >= BUSY_SWITCHES:
         causes.append(CPU_BOUND)
-    spurious = counters.get("tcp_spurious") or 0
-    if counters.get("queue_drops", 0) or counters.get("tcp_retrans", 0) > spurious:
+    spurious, retrans = counters.get("tcp_spurious") or 0, counters.get("tcp_retrans") or 0
+    if counters.get("queue_drops") == 0 and retrans > spurious:
+        # the kernel datapath in a VM of two vCPUs: a flow's packets on two CPUs' backlogs (docs/capacity.md)
+        causes.append(NO_DROP_RETRANSMISSIONS)
+    elif counters.get("queue_drops", 0) or retrans > spurious:
         causes.append("packet losses")
     elif spurious:
         causes.append("spurious retransmissions: RTT jumps or reordering")

@@ -323,7 +323,9 @@ def test_fidelity_passes_a_faithful_call_and_names_every_reason_to_doubt_one():
     assert fidelity(0.80, quiet) == "FAIL: 0.80x the model"
     assert fidelity(1.30, quiet) == "FAIL: 1.30x the model"
     assert fidelity(1.30, {**quiet, "ovs_cpu": 0.95}) == "FAIL: 1.30x the model (switches CPU-bound)"
-    assert fidelity(1.30, {**quiet, "tcp_retrans": 3}) == "FAIL: 1.30x the model (packet losses)"
+    assert fidelity(1.30, {**quiet, "tcp_retrans": 3}) == (
+        "FAIL: 1.30x the model (retransmissions without a queue drop: reordering, or losses outside the queues)")
+    assert fidelity(1.30, {**quiet, "tcp_retrans": 3, "queue_drops": 2}) == "FAIL: 1.30x the model (packet losses)"
     assert fidelity(1.0, {**quiet, "cpu_busy": 0.97}) == "FAIL: machine busy (CPU idle 3%)"
     assert fidelity(1.0, {**quiet, "saturated_util": 0.7}) == "FAIL: saturated links ran at 70% of their rate"
     assert fidelity(1.5, {**quiet, "cpu_busy": 0.95, "saturated_util": 0.8}) == (
