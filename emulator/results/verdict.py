@@ -29,7 +29,6 @@ BUSY_SWITCHES = 0.85   # ovs-vswitchd's share of its one core: a likely cause
 NETWORK = "network: "  # a trusted verdict of a call slower than max-min for the network's own reasons
 # the reasons that blame the machine, not the network
 BUSY, SLOW_LINKS, CPU_BOUND = "machine busy", "saturated links ran", "switches CPU-bound"
-NO_DROP_RETRANSMISSIONS = "retransmissions without a queue drop: reordering, or losses outside the queues"
 
 
 def trusted(verdict: str) -> bool:
@@ -92,11 +91,11 @@ def _likely_cause(time_over_model: float, counters: dict) -> str:
     if counters.get("ovs_cpu", 0) >= BUSY_SWITCHES:
         causes.append(CPU_BOUND)
     spurious, retrans = counters.get("tcp_spurious") or 0, counters.get("tcp_retrans") or 0
-    if counters.get("queue_drops") == 0 and retrans > spurious:
-        # the kernel datapath in a VM of two vCPUs: a flow's packets on two CPUs' backlogs (docs/capacity.md)
-        causes.append(NO_DROP_RETRANSMISSIONS)
-    elif counters.get("queue_drops", 0) or retrans > spurious:
+    drops = counters.get("queue_drops")
+    if drops or (retrans > spurious and drops in (None, "")):   # none: a folder from before drops were counted
         causes.append("packet losses")
+    elif retrans > spurious:   # e.g. a flow reordered across a VM's vCPUs (docs/capacity.md)
+        causes.append("retransmissions without a queue drop: reordering, or losses outside the queues")
     elif spurious:
         causes.append("spurious retransmissions: RTT jumps or reordering")
     return f" ({', '.join(causes)})" if causes else ""
