@@ -31,8 +31,9 @@ def test_two_jobs_run_at_once_and_slow_each_other_down(tmp_path, clean_machine, 
     job = 'ranks = 4\nplacement = "round-robin"\niterations = 2\nops = [{op = "allreduce", bytes = "4M"}]\n'
     rows = run_workload(tmp_path, f'[[job]]\nname = "a"\n{job}[[job]]\nname = "b"\n{job}')
     assert [(r["job"], r["iteration"]) for r in rows] == [("a", "0"), ("a", "1"), ("b", "0"), ("b", "1")]
-    # max-min, the model here, leaves out TCP's uneven sharing of a link between the jobs: their calls
-    # ran 1.03-1.23x it in 20 (one iteration's loss recovery can add more), so the median call is judged
+    # the model (max-min here: an incast's TCP factor is 1.00x) leaves out how the jobs' steps fall against
+    # each other: one call can run 0.88x while its neighbour runs 1.33x (40 calls in
+    # experiments/measured/two-jobs-sharing-2026-12-04), so the median call is judged
     over_model = sorted(float(r["time_s"]) / float(r["model_time_s"]) for r in rows)
     timing(0.8 < statistics.median(over_model) < 1.3 and over_model[-1] < 1.5, over_model)
     for r in rows:
