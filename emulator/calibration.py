@@ -33,7 +33,8 @@ import time
 from emulator.model.buckets import Burst, EmulatedLinks
 from emulator.model.sharing import RTO_MIN_S, SharingPoint
 from emulator.fabric.topology import build
-from emulator.plan.capacity import MANY_PORTS_TOPOLOGY, PROBE_TOPOLOGY, Calibration, Point, link_burst, switch_ports
+from emulator.plan.capacity import (MANY_PORTS_TOPOLOGY, PROBE_TOPOLOGY, Calibration, Point, calibration_ports, link_burst,
+                                    switch_ports)
 from emulator.results.metrics import payload_efficiency
 from emulator.results.verdict import machine_failed
 
@@ -201,7 +202,7 @@ def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int
     best, faithful = faithful_load(PROBE_TOPOLOGY, raw, raw, mtu, offload, datapath, steps, reps, log)
     many_faithful = None   # the kernel datapath's switches do not poll their ports in one loop
     if dataplane.datapath == "user":
-        few, many = (switch_ports(build(t)) for t in (PROBE_TOPOLOGY, MANY_PORTS_TOPOLOGY))
+        few, many = calibration_ports()
         log(f"# the same on {MANY_PORTS_TOPOLOGY}, {many} switch ports to the probe's {few}:")
         many_faithful = faithful_load(MANY_PORTS_TOPOLOGY, 2 * faithful * few / many, raw, mtu, offload, datapath,
                                       steps, reps, log)[1] if faithful else 0.0

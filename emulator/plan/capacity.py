@@ -339,7 +339,7 @@ def emulated_links(calibration: Calibration, datapath: str, mtu: int, offload: s
                f"on the calibration's {probe_hosts} hosts)" if point.step_latency_us else
                "step latency not measured (`bigraph-emu calibrate` measures it)")
     burst = link_burst(point.raw_mbps, hosts)
-    ports = switch_ports(build(PROBE_TOPOLOGY)) if ports is None else ports
+    ports = calibration_ports()[0] if ports is None else ports
     switch_s = point.port_latency_us * 1e-6 * ports
     switch = (f"every switch crossed adds {switch_s * 1e3:.2f} ms ({point.port_latency_us:g} us per switch port, "
               f"{ports} ports)" if point.port_latency_us else
@@ -381,7 +381,7 @@ def port_exponent(calibration: Calibration, datapath: str, mtu: int, offload: st
                                   lambda p: p.many_ports_faithful_mbps is not None and p.faithful_mbps > 0)
     if point is None:
         return 1.0, "in proportion: the faithful load at many ports not measured (`bigraph-emu calibrate` measures it)"
-    few, many = switch_ports(build(PROBE_TOPOLOGY)), switch_ports(build(MANY_PORTS_TOPOLOGY))
+    few, many = calibration_ports()
     said = (f"{point.faithful_mbps:.0f} link-Mbit/s at {few} ports, {point.many_ports_faithful_mbps:.0f} "
             f"at {many} on {MANY_PORTS_TOPOLOGY}, {where}")
     if point.many_ports_faithful_mbps == 0:
@@ -394,6 +394,11 @@ def port_exponent(calibration: Calibration, datapath: str, mtu: int, offload: st
 
 def switch_ports(fabric) -> int:
     return sum(len(fabric.ports(s.name)) for s in fabric.switches)
+
+
+def calibration_ports() -> tuple[int, int]:
+    """Switch ports of the two fabrics calibrate measures: PROBE_TOPOLOGY's and MANY_PORTS_TOPOLOGY's."""
+    return switch_ports(build(PROBE_TOPOLOGY)), switch_ports(build(MANY_PORTS_TOPOLOGY))
 
 
 def assess(plan, calibration: Calibration, datapath: str, offload: str) -> Assessment:
@@ -413,7 +418,7 @@ def assess(plan, calibration: Calibration, datapath: str, offload: str) -> Asses
         faithful, basis = lookup(calibration, datapath, spec.mtu, offload)
     except LookupError as e:
         return Assessment(peak, None, str(e))
-    ports, calibrated = switch_ports(plan.fabric), switch_ports(build(PROBE_TOPOLOGY))
+    ports, calibrated = switch_ports(plan.fabric), calibration_ports()[0]
     if datapath == "user" and ports > calibrated:
         exponent, how = port_exponent(calibration, datapath, spec.mtu, offload)
         faithful *= (calibrated / ports) ** exponent

@@ -6,7 +6,8 @@ The model is max-min sharing, or max-min with congested steps stretched
 by TCP's sharing as measured on this machine (emulator.model.sharing). A
 call slower than the model is the network's own doing, not an artefact,
 when the model put several flows on a link, TCP's retransmissions repaired
-real losses (not spurious ones), the machine kept up (its CPU, Open
+real losses (not spurious ones, unless the machine was quiet enough for
+them to be the queues' RTT jumps), the machine kept up (its CPU, Open
 vSwitch's thread and the saturated links), and either queues dropped
 packets or nothing was lost and the saturated links were measured at their
 rate: TCP's loss recovery, incast on a drop-tail queue and flows sharing a
@@ -73,7 +74,8 @@ def _tcp_sharing(time_over_model: float, counters: dict, shared_flows: int, beyo
     without a queue drop are the machine's; so are mostly spurious
     retransmissions, unless the machine was quiet (QUIET_CPU)."""
     retrans, spurious = counters.get("tcp_retrans") or 0, counters.get("tcp_spurious") or 0
-    quiet = (counters.get("cpu_busy") or 1) <= QUIET_CPU
+    cpu = counters.get("cpu_busy")
+    quiet = cpu not in (None, "") and cpu <= QUIET_CPU
     if not (time_over_model > 1 and shared_flows > 1 and (counters.get("ovs_cpu") or 0) < BUSY_SWITCHES
             and (spurious <= retrans / 2 or quiet)):
         return None
