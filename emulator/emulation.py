@@ -316,17 +316,17 @@ class Emulation:
         predicted = plan.predictions[call.size_bytes].time_s
         adapts = POLICIES[plan.spec.policy].adapts
         routes_at_start = self._installed_paths() if adapts else None
-        retrans, spurious = self.network.tcp_counts(hosts)
+        tcp_before = self.network.tcp_counts(hosts)
         links = captured_links(self.fabric, plan.spec.capture) if call.repetition >= 0 else []   # counted calls
         files = [capture_file(plan.run, call.size_bytes, call.repetition, link.name) for link in links]
         wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the agents the monotonic one
         with LinkCapture(links, self.run_dir, files) as capture, \
                 LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample, samplers) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
-        retrans_after, spurious_after = self.network.tcp_counts(hosts)
+        tcp_after = self.network.tcp_counts(hosts)
         record = CallRecord(steps, {
             **linkstats.machine_totals(monitor.samples[0], monitor.samples[-1], counters.TICKS),
-            "tcp_retrans": retrans_after - retrans, "tcp_spurious": spurious_after - spurious})
+            **{column: tcp_after[column] - tcp_before[column] for column in tcp_after}})
         if adapts:   # the controller may have moved pairs: model its routes
             record.model_time_s = self._model_on_installed_routes(plan, call.size_bytes, routes_at_start)
         t0 = self.fleet.call_start

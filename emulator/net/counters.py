@@ -70,23 +70,29 @@ def _tcp_counter(pid: int, table: str, prefix: str, name: str) -> int:
     return int(lines[1][lines[0].index(name)])
 
 
-def retransmissions(host_pids: list[int]) -> int:
-    """TCP segments the hosts have retransmitted so far, all together."""
-    return sum(_tcp_counter(pid, "snmp", "Tcp:", "RetransSegs") for pid in host_pids)
+# The hosts' TCP counters a call records: column -> (file under /proc/PID/net,
+# table prefix, counter). Spurious: retransmissions the receivers reported
+# as duplicates (DSACK), a tail loss probe fired by an RTT jump, not a lost
+# packet. Timeouts: retransmission timeouts, each at least Linux's 200 ms.
+TCP_COUNTERS = {
+    "tcp_retrans": ("snmp", "Tcp:", "RetransSegs"),
+    "tcp_spurious": ("netstat", "TcpExt:", "TCPDSACKRecv"),
+    "tcp_timeouts": ("netstat", "TcpExt:", "TCPTimeouts"),
+}
 
 
-def spurious_retransmissions(host_pids: list[int]) -> int:
-    """Retransmissions so far that the receivers reported as duplicates
-    (DSACK): a tail loss probe fired by an RTT jump, not a lost packet."""
-    return sum(_tcp_counter(pid, "netstat", "TcpExt:", "TCPDSACKRecv") for pid in host_pids)
+def tcp_counts(host_pids: list[int]) -> dict[str, int]:
+    """Every TCP_COUNTERS counter so far, summed over the hosts' namespaces."""
+    return {column: sum(_tcp_counter(pid, table, prefix, name) for pid in host_pids)
+            for column, (table, prefix, name) in TCP_COUNTERS.items()}
 
 
-def tcp_counts_in(text: str) -> tuple[int, int]:
-    """(RetransSegs, TCPDSACKRecv) summed over /proc/PID/net/snmp and
-    netstat of several namespaces, concatenated (another server's, read
-    in one command): each table a header line and a value line."""
-    totals = []
-    for prefix, name in (("Tcp:", "RetransSegs"), ("TcpExt:", "TCPDSACKRecv")):
+def tcp_counts_in(text: str) -> dict[str, int]:
+    """tcp_counts from /proc/PID/net/snmp and netstat of several namespaces,
+    concatenated (another server's, read in one command): each table a
+    header line and a value line."""
+    totals = {}
+    for column, (_table, prefix, name) in TCP_COUNTERS.items():
         lines = [l.split() for l in text.splitlines() if l.startswith(prefix)]
-        totals.append(sum(int(values[header.index(name)]) for header, values in zip(lines[::2], lines[1::2])))
-    return totals[0], totals[1]
+        totals[column] = sum(int(values[header.index(name)]) for header, values in zip(lines[::2], lines[1::2]))
+    return totals

@@ -281,11 +281,10 @@ class EmulatedFabric:
     def host_pids(self) -> list[int]:
         return [self.net[h.name].pid for h in self.fabric.hosts]
 
-    def tcp_counts(self, hosts: list[str]) -> tuple[int, int]:
-        """(retransmitted, spurious) TCP segments of these hosts so far, each
-        read on its server: one command per other server."""
-        local = [self.net[h].pid for h in hosts if not self.remote(h)]
-        retrans, spurious = counters.retransmissions(local), counters.spurious_retransmissions(local)
+    def tcp_counts(self, hosts: list[str]) -> dict[str, int]:
+        """The TCP counters of these hosts so far (counters.TCP_COUNTERS),
+        each read on its server: one command per other server."""
+        totals = counters.tcp_counts([self.net[h].pid for h in hosts if not self.remote(h)])
         by_server: dict = {}
         for h in hosts:
             if self.remote(h):
@@ -293,8 +292,8 @@ class EmulatedFabric:
         for remote, pids in by_server.items():
             text = remote.run(["sh", "-c", "".join(f"cat /proc/{p}/net/snmp /proc/{p}/net/netstat; " for p in pids)])
             more = counters.tcp_counts_in(text)
-            retrans, spurious = retrans + more[0], spurious + more[1]
-        return retrans, spurious
+            totals = {column: totals[column] + more[column] for column in totals}
+        return totals
 
     def ping_all(self, timeout_s: int = 2) -> list[tuple[str, str]]:
         """Every pair of hosts pings once, all hosts at once; returns the

@@ -19,7 +19,7 @@ from emulator.model.sharing import RTO_MIN_S
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
 COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "queue_marks", "most_drops_port", "tcp_retrans", "tcp_spurious",
-                   "max_link_util", "mean_link_util", "saturated_util"]
+                   "tcp_timeouts", "max_link_util", "mean_link_util", "saturated_util"]
 
 # The verdict's thresholds (Mininet-HiFi's practice: trust a run only if
 # the machine kept up and the shaped links ran at their rate).

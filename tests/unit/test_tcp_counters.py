@@ -1,0 +1,28 @@
+"""The hosts' TCP counters: read from /proc (this process's own namespace,
+the real files) and parsed from another server's concatenated tables."""
+import os
+
+from emulator.net import counters
+
+SNMP = """Ip: Forwarding DefaultTTL
+Ip: 1 64
+Tcp: RtoAlgorithm ActiveOpens RetransSegs InErrs
+Tcp: 1 10 {retrans} 0
+"""
+NETSTAT = """TcpExt: SyncookiesSent TCPTimeouts TCPDSACKRecv
+TcpExt: 0 {timeouts} {dsack}
+IpExt: InNoRoutes
+IpExt: 0
+"""
+
+
+def test_every_counter_is_read_from_this_namespaces_proc_files():
+    counts = counters.tcp_counts([os.getpid()])
+    assert set(counts) == set(counters.TCP_COUNTERS)
+    assert all(isinstance(v, int) and v >= 0 for v in counts.values())
+
+
+def test_another_servers_tables_are_summed_per_counter():
+    text = (SNMP.format(retrans=7) + NETSTAT.format(timeouts=2, dsack=3)
+            + SNMP.format(retrans=5) + NETSTAT.format(timeouts=1, dsack=0))
+    assert counters.tcp_counts_in(text) == {"tcp_retrans": 12, "tcp_spurious": 3, "tcp_timeouts": 3}
