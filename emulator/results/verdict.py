@@ -81,14 +81,23 @@ def _tcp_sharing(time_over_model: float, counters: dict, shared_flows: int, beyo
         return None
     drops, saturated = counters.get("queue_drops") or 0, counters.get("saturated_util")
     if drops:
-        timeout = (f" ({beyond_s:.2f} s beyond the model: a retransmission timeout takes at least "
-                   f"{RTO_MIN_S:g} s)" if beyond_s >= 0.75 * RTO_MIN_S else "")
+        timeout = _timeouts(counters.get("tcp_timeouts"), beyond_s)
         return f"TCP recovered from {drops} queue drops with up to {shared_flows} flows on a link{timeout}"
     if retrans <= spurious and saturated not in (None, ""):   # nothing lost
         probes = f", {spurious} spurious retransmissions as queues filled" if spurious else ""
         return (f"TCP shared the links unevenly, up to {shared_flows} flows on a link without a queue drop"
                 f"{probes}, the saturated links at {saturated:.0%} of their rate")
     return None
+
+
+def _timeouts(counted, beyond_s: float) -> str:
+    """The retransmission timeouts of a lossy call, as counted; where they
+    were not (a folder from before), guessed from the time beyond the model."""
+    if counted not in (None, ""):
+        return (f" ({counted} retransmission timeouts, each at least {RTO_MIN_S:g} s; {beyond_s:.2f} s beyond "
+                f"the model)" if counted else "")
+    return (f" ({beyond_s:.2f} s beyond the model: a retransmission timeout takes at least {RTO_MIN_S:g} s)"
+            if beyond_s >= 0.75 * RTO_MIN_S else "")
 
 
 def _likely_cause(time_over_model: float, counters: dict) -> str:
