@@ -9,8 +9,9 @@ time (the CLI waits for nobody: start it on an idle machine).
     .venv/bin/python benchmarks/capacity_check.py [--quick | --many-ports] [--out FOLDER]
     .venv/bin/python benchmarks/capacity_check.py --judge FOLDER   # today's check on runs kept by --out
 
-Prints one row per run and, at the end, how often calls passed where the
-check said "fits" and where it said "does not" (with the rate it named).
+Prints one row per run (as it ends, with the verdict of every call that
+failed) and, at the end, how often calls passed where the check said
+"fits" and where it said "does not" (with the rate it named).
 """
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ def judged(out: str, again: bool = False) -> dict:
     verdicts = [c["fidelity"] for c in calls]
     row.update(asked=check["peak_link_mbps"], faithful=check["faithful_link_mbps"], fits=check["fits"],
                passed=sum(map(trusted, verdicts)), calls=len(verdicts), would_fit=_would_fit(row["rate"], check),
+               failed=[v for v in verdicts if not trusted(v)],
                ovs_cpu=_median(calls, "ovs_cpu"), cpu_busy=_median(calls, "cpu_busy"))
     return row
 
@@ -182,6 +184,8 @@ def _said(r: dict) -> None:
     print(f"# {r['topology']} {r['what']} {r['size']} at {r['rate']:g} Mbit/s{' (--bw auto)' if r.get('auto') else ''}: "
           + (r["error"] if "error" in r else
              f"asks {r['asked']:.0f} of {r['faithful'] or 0:.0f}, {r['passed']}/{r['calls']} calls ok"), flush=True)
+    for verdict in r.get("failed", []):   # why: the machine's reasons or the model's
+        print(f"#   {verdict}", flush=True)
 
 
 def _share(value: float | None) -> str:
