@@ -359,8 +359,15 @@ def cmd_calibrate(args) -> int:
         print(f"  {p.datapath:8} {p.mtu:5} {p.offload:7} {p.raw_mbps:16.0f} {p.faithful_mbps:21.0f} "
               f"{p.faithful_mbps / p.raw_mbps:12.0%} {p.link_rate_mbps:10g} Mbit/s {p.step_latency_us / 1e3:8.2f} ms"
               f"  {p.port_latency_us:16.2f} us  {_figure(p.many_ports_faithful_mbps):>22}  {exponent:13.2f}")
-    print(f"# saved in {saved}: every run now checks itself against it")
+    print(f"# saved in {saved}: every run{_reading(saved)} now checks itself against it")
     return 0
+
+
+def _reading(saved: str) -> str:
+    """What makes a run read a calibration file: nothing if it is the one runs look up."""
+    if os.path.abspath(saved) == os.path.abspath(capacity.calibration_path()):
+        return ""
+    return f" given {capacity.ENV_FILE}={shorten(saved)}"
 
 
 def _figure(value: float | None) -> str:
@@ -385,8 +392,8 @@ def _calibrate_sharing(request: tuple[list[int], int, str], mtus: list[int], rep
     for p in points:
         print(f"  {p.tcp:6} {p.mtu:4} {p.queue_packets:6} {p.flows:6} {p.over_max_min:27.2f} {p.drops_per_call:15.1f} "
               f"{p.timeouts_per_call:21.0%}")
-    print(f"# saved in {saved}: runs with sharing tcp ({tcp}, these MTUs, a {queue}-packet queue) now stretch "
-          "congested steps by it")
+    print(f"# saved in {saved}: runs{_reading(saved)} with sharing tcp ({tcp}, these MTUs, a {queue}-packet queue) "
+          "now stretch congested steps by it")
     return 0
 
 

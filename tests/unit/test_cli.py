@@ -907,3 +907,11 @@ def test_a_capture_without_tcpdump_is_refused_before_the_root_check(capsys, tmp_
     assert cli.main(["run", "-b", "1M", "--capture", "bgs0-bgs2", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "capture" in err and "tcpdump" in err and "needs root" not in err and not out.exists()
+
+
+def test_calibrate_says_how_runs_read_a_file_other_than_the_one_they_look_up(monkeypatch, tmp_path):
+    from emulator.plan import capacity
+    looked_up, other = tmp_path / "machine.json", tmp_path / "elsewhere.json"
+    monkeypatch.setenv(capacity.ENV_FILE, str(looked_up))
+    assert cli._reading(str(looked_up)) == ""
+    assert cli._reading(str(other)) == f" given {capacity.ENV_FILE}={other}"
