@@ -94,8 +94,9 @@ def _timeouts(counted, beyond_s: float) -> str:
     """The retransmission timeouts of a lossy call, as counted; where they
     were not (a folder from before), guessed from the time beyond the model."""
     if counted not in (None, ""):
-        return (f" ({counted} retransmission timeouts, each at least {RTO_MIN_S:g} s; {beyond_s:.2f} s beyond "
-                f"the model)" if counted else "")
+        plural = "" if counted == 1 else "s"
+        return (f" ({counted} retransmission timeout{plural}, each at least {RTO_MIN_S:g} s; {beyond_s:.2f} s "
+                f"beyond the model)" if counted else "")
     return (f" ({beyond_s:.2f} s beyond the model: a retransmission timeout takes at least {RTO_MIN_S:g} s)"
             if beyond_s >= 0.75 * RTO_MIN_S else "")
 

@@ -349,6 +349,7 @@ def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_and_
     assert fidelity(1.4, {**lossy, "tcp_timeouts": 2}, 4, beyond_s=0.45) == (
         f"{NETWORK}1.40x max-min sharing: TCP recovered from 120 queue drops with up to 4 flows on a link "
         "(2 retransmission timeouts, each at least 0.2 s; 0.45 s beyond the model); the machine kept up")
+    assert "(1 retransmission timeout, each" in fidelity(1.4, {**lossy, "tcp_timeouts": 1}, 4, beyond_s=0.31)
     assert "timeout" not in fidelity(1.4, {**lossy, "tcp_timeouts": 0}, 4, beyond_s=0.31)
     # an artefact, not the network: every one of these fails
     assert fidelity(3.6, lossy).startswith("FAIL")                                  # no link shared in the model
