@@ -304,6 +304,13 @@ def test_job_rows_measure_iterations_from_the_agents_records():
         assert r["comm_s"] == pytest.approx(1.1 * r["model_comm_s"] + 0.1 * r["compute_s"], rel=1e-9)
         assert r["tcp_retrans"] == 3 and r["fidelity"] == "ok"
     assert job_rows(plan, Call(1, 0, -1), records, {}) == []   # warm-up: not counted
+    # 30% slower with losses: the network's, each job's seconds beyond its model said
+    slow = [[{**s, "start": s["start"] / 1.1 * 1.3, "end": s["end"] / 1.1 * 1.3} for s in steps] for steps in records]
+    lossy = {"cpu_busy": 0.3, "ovs_cpu": 0.3, "queue_drops": 40, "tcp_retrans": 50, "tcp_spurious": 2,
+             "tcp_timeouts": 1, "saturated_util": 0.97}
+    for r in job_rows(plan, Call(0, 0, 0), slow, lossy):
+        assert r["fidelity"].startswith("network:") and r["tcp_timeouts"] == 1
+        assert f"{r['time_s'] - r['model_time_s']:.2f} s beyond the model" in r["fidelity"]
     ops = op_rows(plan, Call(0, 0, 0), records)
     train = [o for o in ops if o["job"] == "train" and o["rank"] == 0 and o["iteration"] == 0]
     assert [o["kind"] for o in train][:3] == ["compute", "compute", "allreduce"]
