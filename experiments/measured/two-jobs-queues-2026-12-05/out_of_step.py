@@ -95,7 +95,7 @@ spec = make_run({"topology": "bigraph:m=2,n=4", "workload": sys.argv[1], "host_r
                  "repetitions": 1, "warmup": 0})
 base = plan_run(spec).predictions[0].time_s
 for sigma in (0.0, 0.2, 0.4):
-    for d in (0.0, 0.08, 0.13, 0.18):
+    for d in (0.0, 0.05, 0.08, 0.13, 0.18):
         SIGMA[0], D[0] = sigma, d
         out = []
         for seed in range(5 if sigma else 1):
