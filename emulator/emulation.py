@@ -242,7 +242,7 @@ class Emulation:
         offsets = [self.servers.offset_of(h) for h in plan.hosts] if self.servers else None
         remote = [self.network.remote(h) is not None for h in plan.hosts]
         self.fleet = fleet = AgentFleet(hosts, ips, calls, self.run_dir, plan.spec.connections, offsets, remote,
-                                        plan.congestion_controls())
+                                        plan.congestion_controls(), self.servers.lost if self.servers else None)
         events, samplers = None, []
         try:
             samplers = self._samplers(plan)
@@ -261,6 +261,7 @@ class Emulation:
         except Exception as e:
             lost = self.servers.unreachable() if self.servers else []
             if lost:   # say what failed: the agents' error is only its echo
+                self.log(f"# lost server {', '.join(lost)}: the run stops and tears down")
                 raise EmulationError(f"lost server {', '.join(lost)} during the run (no answer over ssh for "
                                      f"{ALIVE_S * ALIVE_COUNT} s): {e}") from e
             raise

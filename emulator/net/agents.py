@@ -13,6 +13,7 @@ from emulator.workloads.steps import Schedule, steps_to_data
 
 AGENT_PORT = 5201
 START_DELAY_S = 0.05   # GO is sent this far ahead so every agent is waiting
+LOST_CHECK_S = 1.0     # how often a wait asks whether another server's connection has ended
 
 
 class AgentError(RuntimeError):
@@ -42,13 +43,17 @@ class AgentFleet:
     agent as data: a file per rank with its own steps only."""
 
     def __init__(self, hosts, ips: list[str], calls: list[Schedule], run_dir: str, connections: int = 1,
-                 offsets: list[float] | None = None, remote: list[bool] | None = None, tcp: list[str] | None = None):
+                 offsets: list[float] | None = None, remote: list[bool] | None = None, tcp: list[str] | None = None,
+                 lost=None):
         self.hosts = hosts
         # per rank: its server's clock minus this one's (time.monotonic() is per machine), and
         # whether it runs on another server (its plan goes through its stdin, not a file), and its
         # job's own congestion control ("": the host's)
         self.offsets = offsets or [0.0] * len(hosts)
         self.remote = remote or [False] * len(hosts)
+        # -> the other servers whose ssh connection has ended: their agents' pipes
+        # need not end with it (a session that waits on a dead peer), so each wait asks
+        self.lost = lost
         folder = os.path.join(run_dir, "agents")
         os.makedirs(folder, exist_ok=True)
         unique = {id(sched): sched for sched in calls}   # calls of one size share a schedule
@@ -128,8 +133,11 @@ class AgentFleet:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AgentTimeout(word, sorted(set(range(len(self.procs))) - set(replies)), timeout_s)
-            for key, _ in self.selector.select(timeout=left):
+            for key, _ in self.selector.select(timeout=min(left, LOST_CHECK_S)):
                 self._read(key.data, word)
+            if self.lost is not None and (gone := self.lost()):
+                raise AgentError(f"the ssh connection to {', '.join(gone)} ended while the emulator waited "
+                                 f"for {word}")
             for rank, lines in self._pending.items():
                 while lines and rank not in replies:
                     line = lines.pop(0)

@@ -406,7 +406,7 @@ def open_servers(plan, log=print) -> "Servers":
         servers.shared = {n for n in names if facts[n]["boot_id"] == facts[head]["boot_id"]}
         for name, remote in remotes.items():
             if name not in servers.shared:
-                servers.locks.append(_hold(remote, spec.tcp))
+                servers.locks[name] = _hold(remote, spec.tcp)
         budgets = [spread.Server(n, facts[n]["faithful_mbps"] or 0.0, MAX_EMULATED_HOSTS) for n in spec.servers]
         placement = _placement(plan, budgets, spec.placement, log)
         servers.where = {node: spec.servers[s] for node, s in placement.where.items()}
@@ -520,7 +520,7 @@ class Servers:
         self.controller_ip = controller_ip
         self.offsets: dict[str, float] = {}      # server -> its time.monotonic() minus the head's
         self.shared: set[str] = set()            # servers that are this machine (another name for it)
-        self.locks: list[subprocess.Popen] = []  # the other servers' run locks, held
+        self.locks: dict[str, subprocess.Popen] = {}   # the other servers' run locks, held
         self.record: dict = {}                   # what the results keep: facts, placement, clocks
         self.made_dirs: list[str] = []
 
@@ -560,13 +560,13 @@ class Servers:
 
     def close(self) -> None:
         """The other servers' locks released, the connections closed."""
-        for proc in self.locks:
+        for name, proc in self.locks.items():
             try:
                 proc.stdin.close()
-                proc.wait(timeout=10)
+                proc.wait(timeout=10 if self.remotes[name].alive else 0)   # a lost server's session: no answer
             except (OSError, subprocess.TimeoutExpired):
                 proc.kill()
-        self.locks = []
+        self.locks = {}
         for remote in self.remotes.values():
             remote.close()
         for folder in reversed(self.made_dirs):

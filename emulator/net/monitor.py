@@ -46,7 +46,7 @@ class RemoteSampler:
     """Another server's sampler, read by a thread as it writes."""
 
     def __init__(self, remote, devs: list[str], interval_s: float):
-        self.name = remote.name
+        self.name, self.remote = remote.name, remote
         self.proc = remote.popen([sys.executable, "-m", "emulator.net.monitor", "--serve", ",".join(devs),
                                   "--interval", str(interval_s)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -93,7 +93,7 @@ class RemoteSampler:
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=10 if self.remote.alive else 0)   # a lost server's session: no answer
         except subprocess.TimeoutExpired:
             self.proc.kill()
 

@@ -10,6 +10,7 @@ from emulator.net.monitor import RemoteSampler
 class ThisMachine:
     """A 'server' that is this machine: the sampler runs as a local process."""
     name = "here"
+    alive = True
 
     @staticmethod
     def popen(argv, **kw):
