@@ -317,17 +317,31 @@ def sharing_spec(flows: int, mtu: int, queue: int, tcp: str, reps: int):
                    sharing="max-min", label="tcp-sharing")
 
 
-def sharing_point(flows: int, rows: list[dict], spec, alone: float = 1.0) -> SharingPoint:
+def sharing_point(flows: int, rows: list[dict], spec, alone: float = 1.0,
+                  standing_ms: float | None = None) -> SharingPoint:
     """The measured point of one incast's counted calls (pure): the median
     time over max-min, over that of one flow alone (`alone`: what the model
-    misses without any sharing), the mean drops per call, and the share of
-    calls slower than the median by most of a retransmission timeout."""
+    misses without any sharing), the mean drops per call, the share of
+    calls slower than the median by most of a retransmission timeout, and
+    the queue they kept standing (`standing_ms`, standing_queue_ms's)."""
     median = statistics.median(float(r["time_s"]) for r in rows)
     timeouts = sum(float(r["time_s"]) - median >= 0.75 * RTO_MIN_S for r in rows)
     drops = [float(r["queue_drops"] or 0) for r in rows]
     return SharingPoint(spec.tcp, spec.mtu, spec.host_queue_packets, flows,
                         round(_median_ratio(rows) / alone, 3), round(sum(drops) / len(drops), 1),
-                        spec.host_rate_mbps, round(timeouts / len(rows), 3))
+                        spec.host_rate_mbps, round(timeouts / len(rows), 3),
+                        None if standing_ms is None else round(standing_ms, 1))
+
+
+def standing_queue_ms(links: list[dict], rate_mbps: float) -> float:
+    """The deepest queue's mean backlog over links.csv rows of some calls
+    (pure), in ms at `rate_mbps`: in an incast, the one queue the flows
+    share, and the delay TCP keeps standing in it."""
+    depths: dict[str, list[float]] = {}
+    for r in links:
+        depths.setdefault(r["link"], []).append(float(r["backlog_bytes"] or 0))
+    deepest = max((statistics.fmean(d) for d in depths.values()), default=0.0)
+    return deepest * 8 / (rate_mbps * 1e6) * 1e3
 
 
 def _median_ratio(rows: list[dict]) -> float:
@@ -348,18 +362,26 @@ def measure_sharing(flows_list: list[int], mtu: int, queue: int, tcp: str, reps:
     try:
         with Emulation(plans[-1], work, log=lambda line: log(line) if "WARNING" in line else None) as emu:
             for n, plan in zip(counts, plans):
-                rows = collective_rows(plan, emu.replay(plan), emu.dataplane.datapath)
-                for r in rows:
+                records = emu.replay(plan)
+                rows = collective_rows(plan, records, emu.dataplane.datapath)   # the counted calls'
+                counted = [rec for call, rec in zip(plan.calls, records) if call.repetition >= 0]
+                for r, rec in zip(rows, counted):
                     log(f"#   {n:2} flows into one {queue}-packet queue ({tcp}, MTU {mtu}): "
-                        f"{float(r['time_over_model']):.2f}x max-min, {r['queue_drops']} drops, {r['fidelity']}")
-                measured[n] = [r for r in rows if not machine_failed(r["fidelity"])]
+                        f"{float(r['time_over_model']):.2f}x max-min, {r['queue_drops']} drops, "
+                        f"{standing_queue_ms(rec.links, plan.spec.switch_rate_mbps):.0f} ms standing queue, {r['fidelity']}")
+                kept = [(r, rec) for r, rec in zip(rows, counted) if not machine_failed(r["fidelity"])]
+                measured[n] = ([r for r, _ in kept],
+                               standing_queue_ms([row for _, rec in kept for row in rec.links],
+                                                 plan.spec.switch_rate_mbps))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if not measured[1]:
+    if not measured[1][0]:
         raise RuntimeError(f"one flow alone (MTU {mtu}): no call the machine kept up with; is it busy?")
-    alone = _median_ratio(measured[1])
-    log(f"# one flow alone: {alone:.3f}x max-min (the model without sharing; the factors below are over it)")
-    return [sharing_point(n, measured[n], plan.spec, alone) for n, plan in zip(counts[1:], plans[1:]) if measured[n]]
+    alone = _median_ratio(measured[1][0])
+    log(f"# one flow alone: {alone:.3f}x max-min (the model without sharing; the factors below are over it), "
+        f"{measured[1][1]:.0f} ms standing queue")
+    return [sharing_point(n, measured[n][0], plan.spec, alone, measured[n][1])
+            for n, plan in zip(counts[1:], plans[1:]) if measured[n][0]]
 
 
 def calibrate(datapath: str, mtus: list[int], offloads: list[str], steps: int, reps: int,

@@ -388,10 +388,11 @@ def _calibrate_sharing(request: tuple[list[int], int, str], mtus: list[int], rep
     points = [p for mtu in mtus for p in calibration.measure_sharing(flows, mtu, queue, tcp, reps,
                                                                      lambda line: print(line, flush=True))]
     saved = capacity.save(capacity.Calibration(machine, time.strftime("%Y-%m-%d"), [], "", points), path)
-    print("# tcp    MTU  queue  flows  time over max-min (median)  drops per call  calls with a timeout")
+    print("# tcp    MTU  queue  flows  time over max-min (median)  drops per call  calls with a timeout"
+          "  standing queue")
     for p in points:
         print(f"  {p.tcp:6} {p.mtu:4} {p.queue_packets:6} {p.flows:6} {p.over_max_min:27.2f} {p.drops_per_call:15.1f} "
-              f"{p.timeouts_per_call:21.0%}")
+              f"{p.timeouts_per_call:21.0%} {p.standing_queue_ms:11.0f} ms")
     print(f"# saved in {saved}: runs{_reading(saved)} with sharing tcp ({tcp}, these MTUs, a {queue}-packet queue) "
           "now stretch congested steps by it")
     return 0

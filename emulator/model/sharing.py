@@ -28,6 +28,9 @@ class SharingPoint:
     drops_per_call: float    # packets that queue dropped per call
     rate_mbps: float         # the link rate it was measured at
     timeouts_per_call: float = 0.0   # share of calls that waited a retransmission timeout beyond the median
+    # the shared queue's mean depth during the calls, in ms at the link rate: the delay TCP keeps
+    # standing there (None: not measured)
+    standing_queue_ms: float | None = None
 
     def setting(self) -> tuple:
         return self.tcp, self.mtu, self.queue_packets

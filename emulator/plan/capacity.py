@@ -197,6 +197,11 @@ def _sharing_point(record: dict) -> SharingPoint:
     share = point.timeouts_per_call
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
         raise ValueError(f"sharing: timeouts_per_call of {point.flows} flows must be a share from 0 to 1, got {share!r}")
+    standing = point.standing_queue_ms
+    if standing is not None and (isinstance(standing, bool) or not isinstance(standing, (int, float))
+                                 or not 0 <= standing < math.inf):
+        raise ValueError(f"sharing: standing_queue_ms of {point.flows} flows must be a finite number >= 0, "
+                         f"got {standing!r}")
     if not isinstance(point.tcp, str) or not CONGESTION_CONTROL.match(point.tcp):
         raise ValueError(f"sharing: tcp must be a congestion control's name, got {point.tcp!r}")
     check_key("mtu", point.mtu)

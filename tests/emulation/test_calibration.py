@@ -87,6 +87,8 @@ def test_tcp_sharing_is_measured_into_one_queue_and_kept_for_runs(tmp_path, monk
     assert [(p.tcp, p.mtu, p.queue_packets, p.flows) for p in saved.sharing] == [("cubic", 9000, 100, 4)]
     point = saved.sharing[0]
     assert point.drops_per_call >= 0 and 0 <= point.timeouts_per_call <= 1
+    full_ms = 100 * (9000 + 14) * 8 / (point.rate_mbps * 1e6) * 1e3   # the whole queue at the link rate
+    assert 0 < point.standing_queue_ms <= 1.05 * full_ms   # cubic fills the queue it shares, up to its depth
     timing(0.9 < point.over_max_min < 1.2, point)   # one queue stays busy: near max-min (docs/capacity.md)
     # a run that asks for it compares with it, and says so
     monkeypatch.setenv(capacity.ENV_FILE, path)

@@ -115,7 +115,8 @@ def test_where_nothing_was_measured_the_model_says_so():
 
 @pytest.mark.parametrize("field, value", [("flows", 0), ("over_max_min", -1), ("over_max_min", float("inf")),
                                           ("mtu", "9000"), ("tcp", "no such!"), ("rate_mbps", True),
-                                          ("timeouts_per_call", 1.5)])
+                                          ("timeouts_per_call", 1.5), ("standing_queue_ms", -3.0),
+                                          ("standing_queue_ms", "12")])
 def test_a_bad_sharing_record_names_the_file_and_figure(tmp_path, field, value):
     record = {**point(2, 1.1).__dict__, field: value}
     path = tmp_path / "calibration.json"
@@ -137,6 +138,24 @@ def test_each_run_says_which_model_it_compares_with(tmp_path, monkeypatch, capsy
     assert lines[0].startswith("# model: TCP sharing measured with cubic, MTU 9000") and path in lines[0]
     assert lines[1] == "# model: max-min sharing (asked for)"
     assert lines[2].startswith("# model: max-min sharing (no TCP-sharing calibration for reno")
+
+
+def test_the_standing_queue_is_the_deepest_queue_s_mean_backlog_at_the_link_rate():
+    links = [{"link": "bgs0-eth5", "backlog_bytes": b} for b in (500_000, 700_000, 600_000)]   # the shared queue
+    links += [{"link": "bgs0-eth1", "backlog_bytes": b} for b in (0, "", 90_000)]             # a sender's, nearly empty
+    assert calibration.standing_queue_ms(links, 50.0) == pytest.approx(600_000 * 8 / 50e6 * 1e3)   # 96 ms
+    assert calibration.standing_queue_ms([], 50.0) == 0.0
+
+
+def test_a_point_keeps_its_standing_queue_and_a_file_reads_it_back(tmp_path):
+    spec = calibration.sharing_spec(2, 9000, 100, "cubic", 3)
+    rows = [{"time_over_model": 1.0, "time_s": 0.5, "queue_drops": 0}] * 3
+    measured = calibration.sharing_point(2, rows, spec, standing_ms=96.04)
+    assert measured.standing_queue_ms == 96.0
+    path = str(tmp_path / "calibration.json")
+    capacity.save(capacity.Calibration("m, 2 CPUs", "2026-12-05", [], "", [measured]), path)
+    assert capacity.load(path).sharing == [measured]
+    assert point(2, 1.1).standing_queue_ms is None   # files from before it: not measured, not 0
 
 
 def test_a_point_is_taken_over_one_flow_alone():
