@@ -358,7 +358,7 @@ def measure_sharing(flows_list: list[int], mtu: int, queue: int, tcp: str, reps:
     from emulator.results.calls import collective_rows
     counts = [1, *flows_list]
     plans = [plan_run(sharing_spec(n, mtu, queue, tcp, reps)) for n in counts]
-    measured, work = {}, tempfile.mkdtemp(prefix="bigraph-calibrate-")
+    measured, standing, work = {}, {}, tempfile.mkdtemp(prefix="bigraph-calibrate-")
     try:
         with Emulation(plans[-1], work, log=lambda line: log(line) if "WARNING" in line else None) as emu:
             for n, plan in zip(counts, plans):
@@ -370,18 +370,18 @@ def measure_sharing(flows_list: list[int], mtu: int, queue: int, tcp: str, reps:
                         f"{float(r['time_over_model']):.2f}x max-min, {r['queue_drops']} drops, "
                         f"{standing_queue_ms(rec.links, plan.spec.switch_rate_mbps):.0f} ms standing queue, {r['fidelity']}")
                 kept = [(r, rec) for r, rec in zip(rows, counted) if not machine_failed(r["fidelity"])]
-                measured[n] = ([r for r, _ in kept],
-                               standing_queue_ms([row for _, rec in kept for row in rec.links],
-                                                 plan.spec.switch_rate_mbps))
+                measured[n] = [r for r, _ in kept]
+                standing[n] = standing_queue_ms([row for _, rec in kept for row in rec.links],
+                                                plan.spec.switch_rate_mbps)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if not measured[1][0]:
+    if not measured[1]:
         raise RuntimeError(f"one flow alone (MTU {mtu}): no call the machine kept up with; is it busy?")
-    alone = _median_ratio(measured[1][0])
+    alone = _median_ratio(measured[1])
     log(f"# one flow alone: {alone:.3f}x max-min (the model without sharing; the factors below are over it), "
-        f"{measured[1][1]:.0f} ms standing queue")
-    return [sharing_point(n, measured[n][0], plan.spec, alone, measured[n][1])
-            for n, plan in zip(counts[1:], plans[1:]) if measured[n][0]]
+        f"{standing[1]:.0f} ms standing queue")
+    return [sharing_point(n, measured[n], plan.spec, alone, standing[n])
+            for n, plan in zip(counts[1:], plans[1:]) if measured[n]]
 
 
 def calibrate(datapath: str, mtus: list[int], offloads: list[str], steps: int, reps: int,
