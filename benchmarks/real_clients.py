@@ -58,6 +58,7 @@ def main() -> int:
     p.add_argument("-e", default="4M")
     p.add_argument("-n", type=int, default=5, help="counted repetitions per size")
     p.add_argument("--bw", type=float, default=20, help="host and switch link rate, Mbit/s")
+    p.add_argument("--ranks", type=int, default=0, help="ranks on the fabric's first hosts (default: every host)")
     p.add_argument("--out", default="results/real-clients", help="folder for the CSV and every run's files")
     p.add_argument("--doc", help="also write the fidelity table, as markdown, to this file (docs/fidelity.md)")
     p.add_argument("--quick", action="store_true", help="hdrm only, 1 MiB, 2 counted repetitions")
@@ -81,7 +82,7 @@ def main() -> int:
 def measure(client: str, topology: str, mapping: str, args) -> list[dict]:
     algorithm, script, mpi, env = CLIENTS[client]
     spec = make_run({"topology": topology, "collective": "allreduce", "algorithm": algorithm, "mapping": mapping,
-                     "sizes": f"{args.b}:{args.e}:2", "repetitions": args.n, "warmup": 1,
+                     "sizes": f"{args.b}:{args.e}:2", "repetitions": args.n, "warmup": 1, "ranks": args.ranks,
                      "host_rate_mbps": args.bw, "switch_rate_mbps": args.bw})
     plan = plan_emulated(spec)
     work = os.path.abspath(os.path.join(args.out, f"{client}-{topology.replace(':', '-').replace(',', '-')}-{mapping}"))
@@ -145,8 +146,8 @@ def write_doc(rows: list[dict], path: str, flags: str) -> None:
              "call: our agents over the flow model (with the calls that kept the fidelity verdict) and the "
              "real library on the same hosts, in the same rank order, over our agents. "
              "[results.md](results.md) says what the verdict checks; [capacity.md](capacity.md#tcp-sharing) what the model knows "
-             "of TCP; [exec.md](exec.md) why MPICH's ranks yield rather than poll (its gap to our agents, measured "
-             "in experiments/measured/mpich-progress-2026-12-03/).", "",
+             "of TCP; [exec.md](exec.md#real-libraries-against-our-agents) why MPICH's ranks yield rather than "
+             "poll and where its gap to our agents comes from.", "",
              "| library (our algorithm) | topology | mapping | ranks | size | agents / model | agents' calls trusted "
              "| library / agents | library / model |",
              "|---|---|---|---|---|---|---|---|---|"]
