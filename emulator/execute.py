@@ -134,7 +134,8 @@ def execute(job: Job, page=None) -> int:
             if job.mpiexec:
                 failed += R.mpiexec_failure(work, program.procs[0].returncode)
             _write_captures(work, job, capture_rows(0, links, files, program.t0 + wall, capture.counts))
-            code, text = _write_results(job, work, slots, exits, program.t0, monitor.samples, emu, stopped, failed)
+            code, text = _write_results(job, work, slots, exits, program.t0, monitor.samples, emu, stopped, failed,
+                                        program.cpu_by_host())
             if web:
                 web.finished(exits, program.t0, text, work)
     except BaseException:
@@ -177,10 +178,11 @@ def start(program, emu, slots, work: str, command: list[str], mpiexec: str = "")
 
 
 def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, stopped: str,
-                   failed: list[str]) -> tuple[int, str]:
+                   failed: list[str], cpu: dict[str, tuple[float, float]]) -> tuple[int, str]:
     """ranks.csv, links.csv, machine.csv, summary.txt and the plots; the
     exit code (0: every rank exited 0 by itself and the verdict is ok; 3:
-    they did, but the verdict failed) and the summary."""
+    they did, but the verdict failed) and the summary. `cpu`: per rank
+    host, its processes' seconds on a core and waiting for one."""
     from emulator.results import linkstats
     from emulator.net import counters
     from emulator.results.report import write_program_report
@@ -190,7 +192,7 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     spec = job.plan.spec
     run_keys = {"run": 0, "topology": job.plan.fabric.topology, "policy": spec.policy, "mapping": spec.mapping,
                 "label": spec.label}
-    append_csv(os.path.join(work, "ranks.csv"), R.RANK_COLUMNS, R.rank_rows(0, slots, exits, t0, spec.label))
+    append_csv(os.path.join(work, "ranks.csv"), R.RANK_COLUMNS, R.rank_rows(0, slots, exits, t0, spec.label, cpu))
     links = linkstats.link_rows(0, emu.links, samples, t0)
     machine = linkstats.machine_rows(0, samples, t0, counters.TICKS)
     append_csv(os.path.join(work, "links.csv"), list(run_keys) + linkstats.LINK_COLUMNS,
@@ -204,7 +206,7 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     figures = {**linkstats.machine_totals(samples[0], samples[-1], counters.TICKS),
                **linkstats.call_figures(links, duration, spec.mtu)}
     verdict = fidelity(1.0, figures)   # no model: the machine kept up, saturated links ran at their rate
-    text = summary_text(job, slots, exits, t0, figures, verdict, stopped, failed)
+    text = summary_text(job, slots, exits, t0, figures, verdict, stopped, failed, cpu)
     with open(os.path.join(work, "summary.txt"), "w") as f:
         f.write(text + "\n")
     write_program_report(work)
@@ -225,7 +227,7 @@ def _write_captures(work: str, job: Job, rows: list[dict]) -> None:
 
 
 def summary_text(job: Job, slots, exits, t0: float, figures: dict, verdict: str, stopped: str,
-                 failed: list[str]) -> str:
+                 failed: list[str], cpu: dict[str, tuple[float, float]]) -> str:
     from emulator.pipeline import describe_fabric_run
     lines = [describe_exec(job), "# " + describe_fabric_run(job.plan.spec, job.plan.ranks),
              "#  rank  host      address      exit   start(s)    end(s)"]
@@ -236,6 +238,8 @@ def summary_text(job: Job, slots, exits, t0: float, figures: dict, verdict: str,
     ends = [e.end_s for e in exits if e.end_s is not None]
     if ends and len(ends) == len(exits):
         lines.append(f"# the program took {max(ends) - t0:.3f} s (start to the last rank's end)")
+        if cpu:
+            lines.append(cpu_line(cpu, max(ends) - t0))
     lines.append(f"# switch links over the whole program: the busiest carried {figures['max_link_util']:.0%} of its "
                  f"rate, the mean {figures['mean_link_util']:.0%}; CPU idle {1 - figures['cpu_busy']:.0%}; "
                  f"queue drops {figures['queue_drops']}; fidelity (no model: the machine and the links) {verdict}")
@@ -243,6 +247,15 @@ def summary_text(job: Job, slots, exits, t0: float, figures: dict, verdict: str,
         lines.append(f"# FAILED: stopped ({'after the timeout of ' + format(job.timeout_s, 'g') + ' s' if stopped == 'timeout' else stopped})")
     lines += [f"# FAILED: {line}" for line in failed]
     return "\n".join(lines)
+
+
+def cpu_line(cpu: dict[str, tuple[float, float]], seconds: float) -> str:
+    """The ranks' share of the machine: where their processes wait for a
+    core, the program's times measure the machine as well as the network."""
+    on_cpu, waiting = sum(c for c, _ in cpu.values()), sum(w for _, w in cpu.values())
+    return (f"# the ranks' processes ({len(cpu)} hosts on this machine): {on_cpu:.2f} s on a core "
+            f"({on_cpu / seconds:.2f} of one over the program), {waiting:.2f} s runnable but waiting for one "
+            f"({waiting / seconds:.2f} threads waiting on average)")
 
 
 def _stdout_tail(work: str, rank: int) -> str:

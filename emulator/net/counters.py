@@ -1,7 +1,8 @@
 """Kernel counters, read from the root namespace, that tell a congested
 network from a busy machine: CPU use (all cores, and ovs-vswitchd's share
-of one core), the switch port queues, interface bytes, TCP retransmissions.
-The link monitor samples most of them; retransmissions are read per call."""
+of one core), the switch port queues, interface bytes, TCP retransmissions,
+a program's threads' CPU time and wait for a core. The link monitor samples
+most of them; retransmissions are read per call."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,24 @@ QUEUE_KINDS = {"netem": "", **{kind: d.marks_field for d in DISCIPLINES.values()
 
 OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
+    """Each thread of process `pid`: (seconds on a core, seconds runnable
+    but waiting for one), from /proc/PID/task/TID/schedstat; {} once it is gone."""
+    found = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                on_cpu, waiting = f.read().split()[:2]
+        except (OSError, ValueError):
+            continue
+        found[int(tid)] = (int(on_cpu) / 1e9, int(waiting) / 1e9)
+    return found
 
 
 def cpu_jiffies() -> tuple[int, int]:

@@ -5,7 +5,9 @@ everything it started.
 Every process in a host's network namespace other than Mininet's shell
 belongs to the program (the fabric is up and verified, nothing else runs
 there), so "everything it started" is found by namespace, also what
-daemonised itself, recorded for the sweep and ended by id.
+daemonised itself, recorded for the sweep and ended by id. While it runs,
+each of its threads' time on a core and waiting for one is read with the
+poll (the last POLL_S of a thread's life is missed), by host.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import sys
 import time
 
 from emulator.plan import ranks as R
-from emulator.net import interrupts, processes
+from emulator.net import counters, interrupts, processes
 
 POLL_S = 0.2
 FAIL_GRACE_S = 3.0   # after a rank fails, how long the others get to fail with their own message
@@ -32,6 +34,9 @@ class Program:
         self.namespaces = {_netns(pid) for pid in self.shells} - {None}
         self.procs: list[subprocess.Popen] = []   # a rank's wrapper each, or mpiexec alone
         self.t0 = 0.0
+        # the ranks' hosts on this machine, by namespace; each thread's last (host, CPU s, wait s)
+        self.host_of = {_netns(network.host(s.host).pid): s.host for s in slots if not network.remote(s.host)}
+        self.threads: dict[int, tuple[str, float, float]] = {}
 
     def __enter__(self) -> "Program":
         return self
@@ -76,7 +81,7 @@ class Program:
         `on_poll(exits)` sees each rank's state as it goes."""
         deadline, failed_at = self.t0 + timeout_s, None
         while True:
-            self.record_new()
+            self._read_cpu(self.record_new())
             exits = self.exits()
             if on_poll:
                 on_poll(exits)
@@ -102,8 +107,26 @@ class Program:
                 found.append(int(entry))
         return found
 
-    def record_new(self) -> None:
-        processes.record(*self.members())
+    def record_new(self) -> list[int]:
+        members = self.members()
+        processes.record(*members)
+        return members
+
+    def _read_cpu(self, pids: list[int]) -> None:
+        for pid in pids:
+            host = self.host_of.get(_netns(pid))
+            if host:
+                for tid, (on_cpu, waiting) in counters.thread_cpu(pid).items():
+                    self.threads[tid] = (host, on_cpu, waiting)
+
+    def cpu_by_host(self) -> dict[str, tuple[float, float]]:
+        """Per rank host on this machine: its program's seconds on a core and
+        seconds runnable but waiting for one, summed over its threads."""
+        totals = {host: (0.0, 0.0) for host in self.host_of.values()}
+        for host, on_cpu, waiting in self.threads.values():
+            cpu, wait = totals[host]
+            totals[host] = (cpu + on_cpu, wait + waiting)
+        return totals
 
     def stop(self) -> None:
         """SIGTERM to every process of the program, SIGKILL after a grace;

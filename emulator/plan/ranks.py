@@ -18,7 +18,7 @@ MASTER_PORT = 29500        # torch.distributed's default; every host has its own
 RANKS_FOLDER = "ranks"     # ranks/<rank>/: the rank's cwd, TMPDIR, stdout, stderr, exit.json
 EXIT_FILE = "exit.json"
 STDERR_TAIL_LINES = 8      # of a failed rank, in the error
-RANK_COLUMNS = ["run", "rank", "host", "address", "exit_code", "start_s", "end_s", "label"]
+RANK_COLUMNS = ["run", "rank", "host", "address", "exit_code", "start_s", "end_s", "cpu_s", "cpu_wait_s", "label"]
 
 
 @dataclass(frozen=True)
@@ -139,13 +139,25 @@ def read_exit(out: str, rank: int) -> RankExit:
         return RankExit(rank, None, None, None)
 
 
-def rank_rows(run: int, ranks: list[Slot], exits: list[RankExit], t0: float, label: str) -> list[dict]:
-    """ranks.csv: times from the start of the program (t0), like links.csv's."""
+def rank_rows(run: int, ranks: list[Slot], exits: list[RankExit], t0: float, label: str,
+              cpu: dict[str, tuple[float, float]]) -> list[dict]:
+    """ranks.csv: times from the start of the program (t0), like links.csv's;
+    `cpu`: per host, its processes' seconds on a core and waiting for one
+    (blank for a host not read: on another server)."""
     def since(t):
         return "" if t is None else round(t - t0, 6)
-    return [{"run": run, "rank": s.rank, "host": s.host, "address": s.address,
-             "exit_code": "" if e.exit_code is None else e.exit_code, "start_s": since(e.start_s),
-             "end_s": since(e.end_s), "label": label} for s, e in zip(ranks, exits)]
+    rows = []
+    for s, e in zip(ranks, exits):
+        on_cpu, waiting = cpu.get(s.host, ("", ""))
+        rows.append({"run": run, "rank": s.rank, "host": s.host, "address": s.address,
+                     "exit_code": "" if e.exit_code is None else e.exit_code, "start_s": since(e.start_s),
+                     "end_s": since(e.end_s), "cpu_s": _rounded(on_cpu), "cpu_wait_s": _rounded(waiting),
+                     "label": label})
+    return rows
+
+
+def _rounded(seconds):
+    return round(seconds, 3) if seconds != "" else ""
 
 
 def failures(out: str, exits: list[RankExit]) -> list[str]:

@@ -20,9 +20,14 @@ pytestmark = pytest.mark.emulation
 FABRIC = ["-t", "bigraph:m=2,n=4", "--bw", "50"]
 
 # what a rank sees: its environment, folder, addresses and routes; then it
-# leaves a daemon behind (teardown must end it) and a file in its TMPDIR
+# leaves a daemon behind (teardown must end it) and a file in its TMPDIR.
+# First it spends a second on a core (8 ranks on 2 cores: they wait for
+# one); last it lives a little longer, so the poll reads its threads after
 PROBE = r"""
-import json, os, subprocess, sys
+import json, os, subprocess, sys, time
+end = time.process_time() + 1.0
+while time.process_time() < end:
+    pass
 run = lambda *a: subprocess.run(a, capture_output=True, text=True).stdout
 daemon = subprocess.Popen(["sleep", "300"], start_new_session=True, stdout=subprocess.DEVNULL)
 open(os.path.join(os.environ["TMPDIR"], "scratch"), "w").write("x")
@@ -30,6 +35,7 @@ json.dump({"env": dict(os.environ), "cwd": os.getcwd(), "daemon": daemon.pid,
            "addresses": run("ip", "-o", "-4", "addr"), "routes": run("ip", "route"),
            "hostfile": open(os.environ["BIGRAPH_HOSTFILE"]).read()}, open("probe.json", "w"))
 print("rank", os.environ["RANK"], "done")
+time.sleep(0.5)
 """
 
 
@@ -77,8 +83,12 @@ def test_every_rank_gets_its_environment_hostfile_and_folder(tmp_path, clean_mac
         assert [line.split()[0] for line in probe["routes"].splitlines()] == [f"{ADDRESS_BASE}/{PREFIX_LEN}"]
         assert (folder / "stdout").read_text() == f"rank {r['rank']} done\n"
         assert not processes.alive(probe["daemon"]), "the daemon a rank left was not ended"
+    # each rank's host: its second on a core, and the waits of 8 such ranks on 2 cores (about 3 s each)
+    assert all(float(r["cpu_s"]) >= 0.9 for r in ranks), [r["cpu_s"] for r in ranks]
+    assert sum(float(r["cpu_wait_s"]) for r in ranks) >= 4.0, [r["cpu_wait_s"] for r in ranks]
     summary = (out / "summary.txt").read_text()
     assert "mapping hdrm" in summary and "the program took" in summary
+    assert "the ranks' processes (8 hosts on this machine)" in summary
     for name in ("links.csv", "machine.csv", "routes.json", "heatmap.png", "fabric.png", "spec.json"):
         assert (out / name).exists(), name
     after = shared_folders()

@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -89,8 +90,11 @@ def test_rank_rows_and_failures_name_the_rank_code_and_stderr(tmp_path):
         (folder / "exit.json").write_text(json.dumps({"exit_code": code, "start": 10.0, "end": 12.5}))
     (tmp_path / "ranks" / "1" / "stderr").write_text("".join(f"line {i}\n" for i in range(20)))
     exits = [R.read_exit(str(tmp_path), r) for r in range(3)]
-    rows = R.rank_rows(0, slots, exits, 9.0, "x")
+    cpu = {slots[0].host: (1.23456, 0.5), slots[1].host: (0.25, 2.0)}   # the third host's not read (remote)
+    rows = R.rank_rows(0, slots, exits, 9.0, "x", cpu)
     assert [(r["exit_code"], r["start_s"], r["end_s"]) for r in rows] == [(0, 1.0, 3.5), (3, 1.0, 3.5), ("", "", "")]
+    assert [(r["cpu_s"], r["cpu_wait_s"]) for r in rows] == [(1.235, 0.5), (0.25, 2.0), ("", "")]
+    assert list(rows[0]) == R.RANK_COLUMNS
     failed = R.failures(str(tmp_path), exits)
     assert failed[0].startswith("rank 1 exited with code 3") and "line 19" in failed[0] and "line 11" not in failed[0]
     assert failed[1] == "rank 2 did not finish"
@@ -145,3 +149,26 @@ def test_exec_refuses_bad_input_before_anything(tmp_path, values, command, messa
 def test_exec_refuses_a_timeout_of_nothing(tmp_path):
     with pytest.raises(SpecError, match="--timeout"):
         execute.prepare({}, ["true"], False, 0, str(tmp_path / "out"))
+
+
+def test_a_threads_cpu_and_wait_are_read_from_the_kernel():
+    import threading
+    from emulator.net import counters
+    stop = threading.Event()
+    spinner = threading.Thread(target=lambda: stop.wait(5))
+    spinner.start()
+    try:
+        before = counters.thread_cpu(os.getpid())
+        deadline = time.process_time() + 0.2
+        while time.process_time() < deadline:   # this thread on a core for 0.2 s
+            pass
+        after = counters.thread_cpu(os.getpid())
+    finally:
+        stop.set()
+        spinner.join()
+    me = threading.get_native_id()
+    assert spinner.native_id in after and me in after     # every thread of the process, by its id
+    assert after[me][0] - before[me][0] >= 0.19 and all(wait >= 0 for _, wait in after.values())
+    assert counters.thread_cpu(2 ** 22 + 1) == {}            # no such process
+    line = execute.cpu_line({"bgh0": (1.5, 3.0), "bgh1": (0.5, 1.0)}, 2.0)
+    assert "2.00 s on a core (1.00 of one" in line and "4.00 s runnable but waiting" in line and "2.00 threads" in line
