@@ -25,18 +25,54 @@ FAIL_GRACE_S = 3.0   # after a rank fails, how long the others get to fail with 
 STOP_GRACE_S = 3.0   # between SIGTERM and SIGKILL
 
 
+class HostThreads:
+    """What runs in the hosts: every process in their namespaces but
+    Mininet's shells, and, for the hosts of `slots` on this machine, each
+    of their threads' seconds on a core and runnable but waiting for one,
+    as last read by poll()."""
+
+    def __init__(self, network, slots: list[R.Slot]):
+        self.shells = set(network.host_pids())
+        self.namespaces = {_netns(pid) for pid in self.shells} - {None}
+        self.host_of = {_netns(network.host(s.host).pid): s.host for s in slots if not network.remote(s.host)}
+        self.threads: dict[int, tuple[str, float, float]] = {}   # a thread's host, CPU s, wait s
+
+    def members(self) -> list[int]:
+        """Every process in the hosts' namespaces but Mininet's shells."""
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) not in self.shells and _netns(int(entry)) in self.namespaces:
+                found.append(int(entry))
+        return found
+
+    def poll(self) -> list[int]:
+        """The members now, their threads read."""
+        members = self.members()
+        for pid in members:
+            host = self.host_of.get(_netns(pid))
+            if host:
+                for tid, (on_cpu, waiting) in counters.thread_cpu(pid).items():
+                    self.threads[tid] = (host, on_cpu, waiting)
+        return members
+
+    def by_host(self) -> dict[str, tuple[float, float]]:
+        """Per host read: its processes' seconds on a core and seconds
+        runnable but waiting for one, summed over their threads."""
+        totals = {host: (0.0, 0.0) for host in self.host_of.values()}
+        for host, on_cpu, waiting in self.threads.values():
+            cpu, wait = totals[host]
+            totals[host] = (cpu + on_cpu, wait + waiting)
+        return totals
+
+
 class Program:
     """The processes of one `exec`; `with` ends every one of them."""
 
     def __init__(self, network, slots: list[R.Slot], out: str):
         self.network, self.slots, self.out = network, slots, out
-        self.shells = set(network.host_pids())
-        self.namespaces = {_netns(pid) for pid in self.shells} - {None}
+        self.hosts = HostThreads(network, slots)
         self.procs: list[subprocess.Popen] = []   # a rank's wrapper each, or mpiexec alone
         self.t0 = 0.0
-        # the ranks' hosts on this machine, by namespace; each thread's last (host, CPU s, wait s)
-        self.host_of = {_netns(network.host(s.host).pid): s.host for s in slots if not network.remote(s.host)}
-        self.threads: dict[int, tuple[str, float, float]] = {}
 
     def __enter__(self) -> "Program":
         return self
@@ -81,7 +117,7 @@ class Program:
         `on_poll(exits)` sees each rank's state as it goes."""
         deadline, failed_at = self.t0 + timeout_s, None
         while True:
-            self._read_cpu(self.record_new())
+            processes.record(*self.hosts.poll())   # what it started, and its threads' CPU
             exits = self.exits()
             if on_poll:
                 on_poll(exits)
@@ -99,40 +135,11 @@ class Program:
     def exits(self) -> list[R.RankExit]:
         return [R.read_exit(self.out, s.rank) for s in self.slots]
 
-    def members(self) -> list[int]:
-        """Every process in the hosts' namespaces but Mininet's shells."""
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) not in self.shells and _netns(int(entry)) in self.namespaces:
-                found.append(int(entry))
-        return found
-
-    def record_new(self) -> list[int]:
-        members = self.members()
-        processes.record(*members)
-        return members
-
-    def _read_cpu(self, pids: list[int]) -> None:
-        for pid in pids:
-            host = self.host_of.get(_netns(pid))
-            if host:
-                for tid, (on_cpu, waiting) in counters.thread_cpu(pid).items():
-                    self.threads[tid] = (host, on_cpu, waiting)
-
-    def cpu_by_host(self) -> dict[str, tuple[float, float]]:
-        """Per rank host on this machine: its program's seconds on a core and
-        seconds runnable but waiting for one, summed over its threads."""
-        totals = {host: (0.0, 0.0) for host in self.host_of.values()}
-        for host, on_cpu, waiting in self.threads.values():
-            cpu, wait = totals[host]
-            totals[host] = (cpu + on_cpu, wait + waiting)
-        return totals
-
     def stop(self) -> None:
         """SIGTERM to every process of the program, SIGKILL after a grace;
         then reap our own children."""
         for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 1.0)):
-            left = self.members()
+            left = self.hosts.members()
             if not left:
                 break
             processes.record(*left)
