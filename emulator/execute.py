@@ -252,10 +252,10 @@ def summary_text(job: Job, slots, exits, t0: float, figures: dict, verdict: str,
 def cpu_line(cpu: dict[str, tuple[float, float]], seconds: float) -> str:
     """The ranks' share of the machine: where their processes wait for a
     core, the program's times measure the machine as well as the network."""
-    on_cpu, waiting = R.cpu_share(cpu, seconds)
-    return (f"# the ranks' processes ({len(cpu)} hosts on this machine): {on_cpu * seconds:.2f} s on a core "
-            f"({on_cpu:.2f} of one over the program), {waiting * seconds:.2f} s runnable but waiting for one "
-            f"({waiting:.2f} threads waiting on average)")
+    on_cpu, waiting = sum(c for c, _ in cpu.values()), sum(w for _, w in cpu.values())
+    return (f"# the ranks' processes ({len(cpu)} hosts on this machine): {on_cpu:.2f} s on a core "
+            f"({on_cpu / seconds:.2f} of one over the program), {waiting:.2f} s runnable but waiting for one "
+            f"({waiting / seconds:.2f} threads waiting on average)")
 
 
 def _stdout_tail(work: str, rank: int) -> str:

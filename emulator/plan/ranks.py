@@ -156,12 +156,6 @@ def rank_rows(run: int, ranks: list[Slot], exits: list[RankExit], t0: float, lab
     return rows
 
 
-def cpu_share(cpu: dict[str, tuple[float, float]], seconds: float) -> tuple[float, float]:
-    """(threads on a core, threads runnable but waiting for one) on average
-    over `seconds`, from each host's seconds of both (rank_rows' `cpu`)."""
-    return (sum(c for c, _ in cpu.values()) / seconds, sum(w for _, w in cpu.values()) / seconds)
-
-
 def _rounded(seconds):
     return round(seconds, 3) if seconds != "" else ""
 

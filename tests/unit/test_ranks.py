@@ -155,20 +155,24 @@ def test_a_threads_cpu_and_wait_are_read_from_the_kernel():
     import threading
     from emulator.net import counters
     stop = threading.Event()
-    spinner = threading.Thread(target=lambda: stop.wait(5))
-    spinner.start()
+    waiter = threading.Thread(target=lambda: stop.wait(5))
+    waiter.start()
     try:
         before = counters.thread_cpu(os.getpid())
         deadline = time.process_time() + 0.2
-        while time.process_time() < deadline:   # this thread on a core for 0.2 s
+        while time.process_time() < deadline:   # this thread on a core for 0.2 s, the other asleep
             pass
         after = counters.thread_cpu(os.getpid())
     finally:
         stop.set()
-        spinner.join()
+        waiter.join()
     me = threading.get_native_id()
-    assert spinner.native_id in after and me in after     # every thread of the process, by its id
+    assert waiter.native_id in after and me in after     # every thread of the process, by its id
     assert after[me][0] - before[me][0] >= 0.19 and all(wait >= 0 for _, wait in after.values())
-    assert counters.thread_cpu(2 ** 22 + 1) == {}            # no such process
+    assert counters.thread_cpu(2 ** 22 + 1) == {}           # no such process
+
+
+def test_the_summary_gives_the_ranks_share_of_the_machine():
     line = execute.cpu_line({"bgh0": (1.5, 3.0), "bgh1": (0.5, 1.0)}, 2.0)
-    assert "2.00 s on a core (1.00 of one" in line and "4.00 s runnable but waiting" in line and "2.00 threads" in line
+    assert "(2 hosts on this machine): 2.00 s on a core (1.00 of one over the program)" in line
+    assert "4.00 s runnable but waiting for one (2.00 threads waiting on average)" in line
