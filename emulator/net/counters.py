@@ -97,6 +97,7 @@ TCP_COUNTERS = {
     "tcp_retrans": ("snmp", "Tcp:", "RetransSegs"),
     "tcp_spurious": ("netstat", "TcpExt:", "TCPDSACKRecv"),
     "tcp_timeouts": ("netstat", "TcpExt:", "TCPTimeouts"),
+    "tcp_reordered": ("netstat", "TcpExt:", "TCPSACKReorder"),   # reorderings TCP detected from SACKs
 }
 
 

@@ -19,7 +19,7 @@ from emulator.model.sharing import RTO_MIN_S
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
 COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "queue_marks", "most_drops_port", "tcp_retrans", "tcp_spurious",
-                   "tcp_timeouts", "max_link_util", "mean_link_util", "saturated_util"]
+                   "tcp_timeouts", "tcp_reordered", "max_link_util", "mean_link_util", "saturated_util"]
 
 # The verdict's thresholds (Mininet-HiFi's practice: trust a run only if
 # the machine kept up and the shaped links ran at their rate).
@@ -112,7 +112,14 @@ def _likely_cause(time_over_model: float, counters: dict) -> str:
     if drops or (retrans > spurious and drops in (None, "")):   # none: a folder from before drops were counted
         causes.append("packet losses")
     elif retrans > spurious:   # e.g. a flow reordered across a VM's vCPUs (docs/capacity.md)
-        causes.append("retransmissions without a queue drop: reordering, or losses outside the queues")
+        causes.append("retransmissions without a queue drop: reordering, or losses outside the queues"
+                      + _reordered(counters))
     elif spurious:
-        causes.append("spurious retransmissions: RTT jumps or reordering")
+        causes.append("spurious retransmissions: RTT jumps or reordering" + _reordered(counters))
     return f" ({', '.join(causes)})" if causes else ""
+
+
+def _reordered(counters: dict) -> str:
+    """What TCP itself saw of reordering, where it was counted (not in folders from before)."""
+    seen = counters.get("tcp_reordered")
+    return "" if seen in (None, "") else f"; TCP detected reordering {seen} times"

@@ -392,6 +392,12 @@ def test_retransmissions_the_receivers_saw_twice_are_not_called_losses():
     assert fidelity(1.3, {"tcp_retrans": 6, "tcp_spurious": 5}).endswith("(packet losses)")
     assert fidelity(1.3, {"tcp_retrans": 5}).endswith("(packet losses)")   # folders from before the column
     assert fidelity(1.05, {"tcp_retrans": 5, "tcp_spurious": 5}) == "ok"
+    # where TCP's own count of reorderings was read, the cause says it
+    assert fidelity(1.3, {"tcp_retrans": 5, "tcp_spurious": 5, "tcp_reordered": 0}).endswith(
+        "(spurious retransmissions: RTT jumps or reordering; TCP detected reordering 0 times)")
+    assert fidelity(1.3, {"tcp_retrans": 9, "tcp_spurious": 2, "tcp_reordered": 7, "queue_drops": 0}).endswith(
+        "(retransmissions without a queue drop: reordering, or losses outside the queues; "
+        "TCP detected reordering 7 times)")
 
 
 # --- every table joinable ---------------------------------------------------------
