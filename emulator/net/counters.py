@@ -98,6 +98,7 @@ TCP_COUNTERS = {
     "tcp_spurious": ("netstat", "TcpExt:", "TCPDSACKRecv"),
     "tcp_timeouts": ("netstat", "TcpExt:", "TCPTimeouts"),
     "tcp_reordered": ("netstat", "TcpExt:", "TCPSACKReorder"),   # reorderings TCP detected from SACKs
+    "tcp_loss_probes": ("netstat", "TcpExt:", "TCPLossProbes"),   # tail-loss probes: no ACK for about 2 RTTs
 }
 
 

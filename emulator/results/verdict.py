@@ -19,7 +19,7 @@ from emulator.model.sharing import RTO_MIN_S
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
 COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "queue_drops", "queue_marks", "most_drops_port", "tcp_retrans", "tcp_spurious",
-                   "tcp_timeouts", "tcp_reordered", "max_link_util", "mean_link_util", "saturated_util"]
+                   "tcp_timeouts", "tcp_reordered", "tcp_loss_probes", "max_link_util", "mean_link_util", "saturated_util"]
 
 # The verdict's thresholds (Mininet-HiFi's practice: trust a run only if
 # the machine kept up and the shaped links ran at their rate).
@@ -113,13 +113,19 @@ def _likely_cause(time_over_model: float, counters: dict) -> str:
         causes.append("packet losses")
     elif retrans > spurious:   # e.g. a flow reordered across a VM's vCPUs (docs/capacity.md)
         causes.append("retransmissions without a queue drop: reordering, or losses outside the queues"
-                      + _reordered(counters))
+                      + _tcp_saw(counters))
     elif spurious:
-        causes.append("spurious retransmissions: RTT jumps or reordering" + _reordered(counters))
+        causes.append("spurious retransmissions: RTT jumps or reordering" + _tcp_saw(counters))
     return f" ({', '.join(causes)})" if causes else ""
 
 
-def _reordered(counters: dict) -> str:
-    """What TCP itself saw of reordering, where it was counted (not in folders from before)."""
-    seen = counters.get("tcp_reordered")
-    return "" if seen in (None, "") else f"; TCP detected reordering {seen} times"
+def _tcp_saw(counters: dict) -> str:
+    """What TCP itself counted of reordering and of tail-loss probes (sent
+    when no ACK came for about two RTTs: a switch's delay fires them on the
+    userspace datapath), where they were counted (not in folders from before)."""
+    said = []
+    if counters.get("tcp_reordered") not in (None, ""):
+        said.append(f"TCP detected reordering {counters['tcp_reordered']} times")
+    if counters.get("tcp_loss_probes") not in (None, ""):
+        said.append(f"sent {counters['tcp_loss_probes']} tail-loss probes")
+    return "; " + " and ".join(said) if said else ""

@@ -398,6 +398,10 @@ def test_retransmissions_the_receivers_saw_twice_are_not_called_losses():
     assert fidelity(1.3, {"tcp_retrans": 9, "tcp_spurious": 2, "tcp_reordered": 7, "queue_drops": 0}).endswith(
         "(retransmissions without a queue drop: reordering, or losses outside the queues; "
         "TCP detected reordering 7 times)")
+    # and how many tail-loss probes it sent, where they were counted
+    assert fidelity(1.3, {"tcp_retrans": 5, "tcp_spurious": 5, "tcp_reordered": 1, "tcp_loss_probes": 40}).endswith(
+        "(spurious retransmissions: RTT jumps or reordering; TCP detected reordering 1 times and sent 40 "
+        "tail-loss probes)")
 
 
 # --- every table joinable ---------------------------------------------------------

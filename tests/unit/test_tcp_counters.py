@@ -9,8 +9,8 @@ Ip: 1 64
 Tcp: RtoAlgorithm ActiveOpens RetransSegs InErrs
 Tcp: 1 10 {retrans} 0
 """
-NETSTAT = """TcpExt: SyncookiesSent TCPTimeouts TCPSACKReorder TCPDSACKRecv
-TcpExt: 0 {timeouts} {reordered} {dsack}
+NETSTAT = """TcpExt: SyncookiesSent TCPTimeouts TCPSACKReorder TCPLossProbes TCPDSACKRecv
+TcpExt: 0 {timeouts} {reordered} {probes} {dsack}
 IpExt: InNoRoutes
 IpExt: 0
 """
@@ -23,7 +23,7 @@ def test_every_counter_is_read_from_this_namespaces_proc_files():
 
 
 def test_another_servers_tables_are_summed_per_counter():
-    text = (SNMP.format(retrans=7) + NETSTAT.format(timeouts=2, reordered=4, dsack=3)
-            + SNMP.format(retrans=5) + NETSTAT.format(timeouts=1, reordered=0, dsack=0))
+    text = (SNMP.format(retrans=7) + NETSTAT.format(timeouts=2, reordered=4, probes=6, dsack=3)
+            + SNMP.format(retrans=5) + NETSTAT.format(timeouts=1, reordered=0, probes=2, dsack=0))
     assert counters.tcp_counts_in(text) == {"tcp_retrans": 12, "tcp_spurious": 3, "tcp_timeouts": 3,
-                                            "tcp_reordered": 4}
+                                            "tcp_reordered": 4, "tcp_loss_probes": 8}
