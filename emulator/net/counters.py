@@ -57,6 +57,19 @@ def ovs_ticks() -> int:
     return int(fields[11]) + int(fields[12])   # utime + stime
 
 
+def ovs_wait_s() -> float:
+    """Seconds ovs-vswitchd's main thread, the one that forwards every
+    port's packets on the userspace datapath, was runnable but waiting for a
+    core, since it started (0 where it cannot be read)."""
+    try:
+        with open(OVS_PIDFILE) as f:
+            pid = int(f.read())
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def switch_queues() -> dict[str, tuple[int, int, int, int, int]]:
     """(bytes, packets, backlog bytes, drops, ECN marks) of every switch
     port's egress queue (the one under HTB; HTB itself repeats the counts)."""

@@ -31,7 +31,7 @@ def sample(links: list[DirectedLink], remotes=(), fresh: bool = False) -> Sample
     one each takes when asked now."""
     busy, total = counters.cpu_jiffies()
     s = Sample(time.monotonic(), counters.switch_queues(), cpu_busy=busy, cpu_total=total,
-               ovs_ticks=counters.ovs_ticks())
+               ovs_ticks=counters.ovs_ticks(), ovs_wait_s=counters.ovs_wait_s())
     for remote in remotes:
         sent, received = remote.fresh() if fresh else remote.latest()
         s.sent.update(sent)

@@ -323,6 +323,10 @@ def test_fidelity_passes_a_faithful_call_and_names_every_reason_to_doubt_one():
     assert fidelity(0.80, quiet) == "FAIL: 0.80x the model"
     assert fidelity(1.30, quiet) == "FAIL: 1.30x the model"
     assert fidelity(1.30, {**quiet, "ovs_cpu": 0.95}) == "FAIL: 1.30x the model (switches CPU-bound)"
+    # where its wait for a core was read: on a core or waiting for one, and the verdict says which
+    assert fidelity(1.30, {**quiet, "ovs_cpu": 0.36, "ovs_wait": 0.55}) == (
+        "FAIL: 1.30x the model (switches CPU-bound: Open vSwitch ran 36% of the call and waited for a core 55%)")
+    assert fidelity(1.30, {**quiet, "ovs_cpu": 0.36, "ovs_wait": 0.2}) == "FAIL: 1.30x the model"
     assert fidelity(1.30, {**quiet, "tcp_retrans": 3}) == (
         "FAIL: 1.30x the model (retransmissions without a queue drop: reordering, or losses outside the queues)")
     assert fidelity(1.30, {**quiet, "tcp_retrans": 3, "queue_drops": 2}) == "FAIL: 1.30x the model (packet losses)"
@@ -355,6 +359,8 @@ def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_and_
     assert fidelity(3.6, lossy).startswith("FAIL")                                  # no link shared in the model
     assert fidelity(3.6, {**lossy, "queue_drops": 0}, 15).startswith("FAIL")         # losses nowhere in a queue
     assert fidelity(3.6, {**lossy, "ovs_cpu": 0.9}, 15).startswith("FAIL")           # switches CPU-bound
+    assert fidelity(3.6, {**lossy, "ovs_wait": 0.7}, 15).startswith("FAIL")          # ... waiting for a core
+    assert fidelity(3.6, {**lossy, "ovs_wait": 0.1}, 15).startswith(NETWORK)
     jumpy = {**lossy, "tcp_spurious": 100, "cpu_busy": 0.7}
     assert fidelity(3.6, jumpy, 15).startswith("FAIL")                              # RTT jumps, not losses
     assert fidelity(3.6, {**jumpy, "cpu_busy": 0.5}, 15).startswith(NETWORK)        # ... on a quiet machine the queues'
