@@ -121,9 +121,10 @@ def _switches_busy(counters: dict) -> str:
     """CPU_BOUND, with what Open vSwitch's forwarding thread did, if it was
     on a core or waiting for one BUSY_SWITCHES of the call; else "". A
     thread that waits forwards nothing: a 64-host ring's switch thread ran
-    0.52-0.65 of its calls and waited 0.31-0.42, as saturated as a 64-host
-    halving-doubling's at 0.93-0.95 on a core (docs/capacity.md). Folders
-    from before the wait was read have the share of a core alone."""
+    0.52-0.66 of its calls at 20-30 Mbit/s and waited 0.27-0.42, as
+    saturated as a 64-host halving-doubling's at 0.93-0.95 on a core
+    (docs/capacity.md). Folders from before the wait was read have the
+    share of a core alone."""
     ran, waited = counters.get("ovs_cpu") or 0, counters.get("ovs_wait")
     if waited in (None, ""):
         return CPU_BOUND if ran >= BUSY_SWITCHES else ""
