@@ -38,12 +38,15 @@ def thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
     return found
 
 
-def cpu_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of all cores since boot."""
+def cpu_jiffies() -> tuple[int, int, int]:
+    """(busy, total, stolen) jiffies of all cores since boot. Stolen: time a
+    hypervisor ran something else while this machine's cores had work
+    (counted as busy: the machine had it not)."""
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
     idle = fields[3] + fields[4]   # idle + iowait
-    return sum(fields) - idle, sum(fields)
+    total = sum(fields[:8])        # guest time is counted in user time already
+    return total - idle, total, fields[7] if len(fields) > 7 else 0
 
 
 def ovs_ticks() -> int:

@@ -29,8 +29,8 @@ def sample(links: list[DirectedLink], remotes=(), fresh: bool = False) -> Sample
     """This machine's counters of `links` (the receive counters of those
     whose dev is here), with the latest of every RemoteSampler's, or (fresh)
     one each takes when asked now."""
-    busy, total = counters.cpu_jiffies()
-    s = Sample(time.monotonic(), counters.switch_queues(), cpu_busy=busy, cpu_total=total,
+    busy, total, stolen = counters.cpu_jiffies()
+    s = Sample(time.monotonic(), counters.switch_queues(), cpu_busy=busy, cpu_total=total, cpu_stolen=stolen,
                ovs_ticks=counters.ovs_ticks(), ovs_wait_s=counters.ovs_wait_s())
     for remote in remotes:
         sent, received = remote.fresh() if fresh else remote.latest()

@@ -17,7 +17,7 @@ from emulator.fabric.graph import Fabric, interface_name
 # `link` names a directed link as node:port>peer; node, port and peer are the same as columns
 LINK_COLUMNS = ["call", "t_s", "link", "node", "port", "peer", "kind", "rate_mbps", "tx_bytes", "tx_packets",
                 "util", "backlog_bytes", "drops", "marks"]
-MACHINE_COLUMNS = ["call", "t_s", "cpu_busy", "ovs_cpu", "ovs_wait"]
+MACHINE_COLUMNS = ["call", "t_s", "cpu_busy", "cpu_stolen", "ovs_cpu", "ovs_wait"]
 # The controller's port counter readings (OpenFlow port stats, about every
 # second): it appends them to CONTROLLER_PORTS with `t` in time.monotonic(),
 # the clock every process of the machine shares; each call's ports.csv rows
@@ -69,6 +69,7 @@ class Sample:
     cpu_total: int = 0
     ovs_ticks: int = 0      # ovs-vswitchd CPU time, clock ticks
     ovs_wait_s: float = 0.0   # its forwarding thread's time runnable but waiting for a core
+    cpu_stolen: int = 0     # jiffies a hypervisor gave to something else, all cores
 
 
 def _reading(link: DirectedLink, s: Sample) -> tuple[int, int, int, int, int] | None:
@@ -123,27 +124,26 @@ def machine_rows(call: int, samples: list[Sample], t0: float, ticks_per_s: float
         dt = b.t - a.t
         if dt <= 0:
             continue
-        busy, ovs, wait = _cpu_between(a, b, ticks_per_s)
-        rows.append({"call": call, "t_s": round(b.t - t0, 6), "cpu_busy": round(busy, 4), "ovs_cpu": round(ovs, 4),
-                     "ovs_wait": round(wait, 4)})
+        shares = _cpu_between(a, b, ticks_per_s)
+        rows.append({"call": call, "t_s": round(b.t - t0, 6), **{k: round(v, 4) for k, v in shares.items()}})
     return rows
 
 
-def _cpu_between(a: Sample, b: Sample, ticks_per_s: float) -> tuple[float, float, float]:
-    """(all cores' busy share, ovs-vswitchd's share of one core, the share
-    of the time its forwarding thread waited for a core) between two samples."""
-    dt = max(1e-9, b.t - a.t)
-    return ((b.cpu_busy - a.cpu_busy) / max(1, b.cpu_total - a.cpu_total),
-            (b.ovs_ticks - a.ovs_ticks) / ticks_per_s / dt, (b.ovs_wait_s - a.ovs_wait_s) / dt)
+def _cpu_between(a: Sample, b: Sample, ticks_per_s: float) -> dict[str, float]:
+    """Between two samples: all cores' busy share and the share a hypervisor
+    stole of them, ovs-vswitchd's share of one core, and the share of the
+    time its forwarding thread waited for a core."""
+    dt, jiffies = max(1e-9, b.t - a.t), max(1, b.cpu_total - a.cpu_total)
+    return {"cpu_busy": (b.cpu_busy - a.cpu_busy) / jiffies, "cpu_stolen": (b.cpu_stolen - a.cpu_stolen) / jiffies,
+            "ovs_cpu": (b.ovs_ticks - a.ovs_ticks) / ticks_per_s / dt, "ovs_wait": (b.ovs_wait_s - a.ovs_wait_s) / dt}
 
 
 def machine_totals(first: Sample, last: Sample, ticks_per_s: float) -> dict:
     """What the machine and the switch queues did over a whole call."""
-    busy, ovs, wait = _cpu_between(first, last, ticks_per_s)
     before = {dev: first.sent.get(dev, (0,) * 5) for dev in last.sent}
     drops = {dev: q[3] - before[dev][3] for dev, q in last.sent.items()}
     worst = max(drops, key=drops.get, default="")
-    return {"cpu_busy": busy, "ovs_cpu": ovs, "ovs_wait": wait, "queue_drops": sum(drops.values()),
+    return {**_cpu_between(first, last, ticks_per_s), "queue_drops": sum(drops.values()),
             "queue_marks": sum(q[4] - before[dev][4] for dev, q in last.sent.items()),
             "most_drops_port": worst if drops.get(worst) else ""}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from emulator.model.sharing import RTO_MIN_S
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
-COUNTER_COLUMNS = ["cpu_busy", "ovs_cpu", "ovs_wait", "queue_drops", "queue_marks", "most_drops_port", "tcp_retrans", "tcp_spurious",
+COUNTER_COLUMNS = ["cpu_busy", "cpu_stolen", "ovs_cpu", "ovs_wait", "queue_drops", "queue_marks", "most_drops_port", "tcp_retrans", "tcp_spurious",
                    "tcp_timeouts", "tcp_reordered", "tcp_loss_probes", "max_link_util", "mean_link_util", "saturated_util"]
 
 # The verdict's thresholds (Mininet-HiFi's practice: trust a run only if
@@ -29,6 +29,7 @@ MIN_LINK_RATE = 0.90   # saturated links sent at least 90% of their rate
 BUSY_SWITCHES = 0.85   # ovs-vswitchd's thread on its core or waiting for one: a likely cause
 QUIET_CPU = 0.50       # a machine at least half idle: its RTT jumps are the queues' (spurious retransmissions
                        # came at 2-5 a run in 1.01x uncongested calls there: a probe that was not needed costs no time)
+STOLEN_CPU = 0.05      # a hypervisor ran something else 5% of the cores' time: the machine did not keep up
 NETWORK = "network: "  # a trusted verdict of a call slower than max-min for the network's own reasons
 # the reasons that blame the machine, not the network
 BUSY, SLOW_LINKS, CPU_BOUND = "machine busy", "saturated links ran", "switches CPU-bound"
@@ -47,7 +48,7 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
     `beyond_s`: seconds the call took beyond the model."""
     reasons = []
     if counters.get("cpu_busy", 0) > MAX_CPU_BUSY:
-        reasons.append(f"{BUSY} (CPU idle {1 - counters['cpu_busy']:.0%})")
+        reasons.append(f"{BUSY} (CPU idle {1 - counters['cpu_busy']:.0%}{_stolen(counters, '; ')})")
     saturated = counters.get("saturated_util")
     if saturated is not None and saturated != "" and saturated < MIN_LINK_RATE:
         reasons.append(f"{SLOW_LINKS} at {saturated:.0%} of their rate")
@@ -76,7 +77,7 @@ def _tcp_sharing(time_over_model: float, counters: dict, shared_flows: int, beyo
     retrans, spurious = counters.get("tcp_retrans") or 0, counters.get("tcp_spurious") or 0
     cpu = counters.get("cpu_busy")
     quiet = cpu not in (None, "") and cpu <= QUIET_CPU
-    if not (time_over_model > 1 and shared_flows > 1 and not _switches_busy(counters)
+    if not (time_over_model > 1 and shared_flows > 1 and not _switches_busy(counters) and not _stolen(counters)
             and (spurious <= retrans / 2 or quiet)):
         return None
     drops, saturated = counters.get("queue_drops") or 0, counters.get("saturated_util")
@@ -104,7 +105,7 @@ def _timeouts(counted, beyond_s: float) -> str:
 def _likely_cause(time_over_model: float, counters: dict) -> str:
     if time_over_model < 1:
         return ""
-    causes = [_switches_busy(counters)] if _switches_busy(counters) else []
+    causes = [cause for cause in (_stolen(counters), _switches_busy(counters)) if cause]
     spurious, retrans = counters.get("tcp_spurious") or 0, counters.get("tcp_retrans") or 0
     drops = counters.get("queue_drops")
     if drops or (retrans > spurious and drops in (None, "")):   # none: a folder from before drops were counted
@@ -115,6 +116,16 @@ def _likely_cause(time_over_model: float, counters: dict) -> str:
     elif spurious:
         causes.append("spurious retransmissions: RTT jumps or reordering" + _tcp_saw(counters))
     return f" ({', '.join(causes)})" if causes else ""
+
+
+def _stolen(counters: dict, before: str = "") -> str:
+    """What a hypervisor took of the cores (the steal time of /proc/stat),
+    if STOLEN_CPU or more; else "". The machine's cores were not all its
+    own: what they did not run, the emulation did not get."""
+    stolen = counters.get("cpu_stolen")
+    if stolen in (None, "") or stolen < STOLEN_CPU:
+        return ""
+    return f"{before}a hypervisor took {stolen:.0%} of the cores"
 
 
 def _switches_busy(counters: dict) -> str:

@@ -30,9 +30,9 @@ def test_every_directed_link_is_read_from_its_switch_side():
 
 
 def two_samples(sent_bytes, received_bytes, dt=0.1, backlog=0, drops=0, marks=0):
-    a = Sample(10.0, {"bgs0-eth3": (1000, 10, 0, 5, 7)}, {"bgs0-eth1": (500, 5)}, 100, 200, 50, 3.0)
+    a = Sample(10.0, {"bgs0-eth3": (1000, 10, 0, 5, 7)}, {"bgs0-eth1": (500, 5)}, 100, 200, 50, 3.0, 10)
     b = Sample(10.0 + dt, {"bgs0-eth3": (1000 + sent_bytes, 20, backlog, 5 + drops, 7 + marks)},
-               {"bgs0-eth1": (500 + received_bytes, 9)}, 150, 300, 55, 3.03)
+               {"bgs0-eth1": (500 + received_bytes, 9)}, 150, 300, 55, 3.03, 20)
     return [a, b]
 
 
@@ -64,6 +64,7 @@ def test_machine_rows():
     assert row["cpu_busy"] == pytest.approx(0.5)     # 50 busy of 100 jiffies
     assert row["ovs_cpu"] == pytest.approx(0.5)      # 5 ticks = 0.05 s in 0.1 s
     assert row["ovs_wait"] == pytest.approx(0.3)     # its thread waited for a core 0.03 s of the 0.1 s
+    assert row["cpu_stolen"] == pytest.approx(0.1)   # a hypervisor took 10 of the 100 jiffies
     assert row["t_s"] == pytest.approx(0.1)
 
 
@@ -100,11 +101,11 @@ def test_call_figures():
 
 def test_machine_totals_over_a_call():
     first = Sample(10.0, {"bgs0-eth3": (0, 0, 0, 5, 0), "bgs1-eth2": (0, 0, 0, 1, 3)}, cpu_busy=100,
-                   cpu_total=200, ovs_ticks=50, ovs_wait_s=7.0)
+                   cpu_total=200, ovs_ticks=50, ovs_wait_s=7.0, cpu_stolen=0)
     last = Sample(12.0, {"bgs0-eth3": (0, 0, 0, 9, 0), "bgs1-eth2": (0, 0, 0, 1, 10), "bgs2-eth1": (0, 0, 0, 2, 4)},
-                  cpu_busy=400, cpu_total=600, ovs_ticks=150, ovs_wait_s=7.5)
+                  cpu_busy=400, cpu_total=600, ovs_ticks=150, ovs_wait_s=7.5, cpu_stolen=20)
     totals = linkstats.machine_totals(first, last, ticks_per_s=100)
-    assert totals == {"cpu_busy": pytest.approx(0.75), "ovs_cpu": pytest.approx(0.5),
+    assert totals == {"cpu_busy": pytest.approx(0.75), "cpu_stolen": pytest.approx(0.05), "ovs_cpu": pytest.approx(0.5),
                       "ovs_wait": pytest.approx(0.25), "queue_drops": 6,
                       "queue_marks": 11, "most_drops_port": "bgs0-eth3"}
     quiet = linkstats.machine_totals(first, first, ticks_per_s=100)

@@ -327,6 +327,11 @@ def test_fidelity_passes_a_faithful_call_and_names_every_reason_to_doubt_one():
     assert fidelity(1.30, {**quiet, "ovs_cpu": 0.36, "ovs_wait": 0.55}) == (
         "FAIL: 1.30x the model (switches CPU-bound: Open vSwitch ran 36% of the call and waited for a core 55%)")
     assert fidelity(1.30, {**quiet, "ovs_cpu": 0.36, "ovs_wait": 0.2}) == "FAIL: 1.30x the model"
+    # a hypervisor's steal: the machine's cores were not all its own
+    assert fidelity(1.30, {**quiet, "cpu_stolen": 0.12}) == "FAIL: 1.30x the model (a hypervisor took 12% of the cores)"
+    assert fidelity(1.30, {**quiet, "cpu_stolen": 0.02}) == "FAIL: 1.30x the model"
+    assert fidelity(1.0, {**quiet, "cpu_busy": 0.97, "cpu_stolen": 0.3}) == (
+        "FAIL: machine busy (CPU idle 3%; a hypervisor took 30% of the cores)")
     assert fidelity(1.30, {**quiet, "tcp_retrans": 3}) == (
         "FAIL: 1.30x the model (retransmissions without a queue drop: reordering, or losses outside the queues)")
     assert fidelity(1.30, {**quiet, "tcp_retrans": 3, "queue_drops": 2}) == "FAIL: 1.30x the model (packet losses)"
@@ -361,6 +366,7 @@ def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_and_
     assert fidelity(3.6, {**lossy, "ovs_cpu": 0.9}, 15).startswith("FAIL")           # switches CPU-bound
     assert fidelity(3.6, {**lossy, "ovs_wait": 0.7}, 15).startswith("FAIL")          # ... waiting for a core
     assert fidelity(3.6, {**lossy, "ovs_wait": 0.1}, 15).startswith(NETWORK)
+    assert fidelity(3.6, {**lossy, "cpu_stolen": 0.1}, 15).startswith("FAIL")        # a hypervisor took the cores
     jumpy = {**lossy, "tcp_spurious": 100, "cpu_busy": 0.7}
     assert fidelity(3.6, jumpy, 15).startswith("FAIL")                              # RTT jumps, not losses
     assert fidelity(3.6, {**jumpy, "cpu_busy": 0.5}, 15).startswith(NETWORK)        # ... on a quiet machine the queues'
