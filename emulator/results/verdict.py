@@ -29,10 +29,10 @@ MIN_LINK_RATE = 0.90   # saturated links sent at least 90% of their rate
 BUSY_SWITCHES = 0.85   # ovs-vswitchd's thread on its core or waiting for one: a likely cause
 QUIET_CPU = 0.50       # a machine at least half idle: its RTT jumps are the queues' (spurious retransmissions
                        # came at 2-5 a run in 1.01x uncongested calls there: a probe that was not needed costs no time)
-STOLEN_CPU = 0.05      # a hypervisor ran something else 5% of the cores' time: the machine did not keep up
+STOLEN_CPU = 0.05      # a hypervisor ran something else 5% of the cores' time: half the idle share asked above
 NETWORK = "network: "  # a trusted verdict of a call slower than max-min for the network's own reasons
 # the reasons that blame the machine, not the network
-BUSY, SLOW_LINKS, CPU_BOUND = "machine busy", "saturated links ran", "switches CPU-bound"
+BUSY, SLOW_LINKS, CPU_BOUND, STOLEN = "machine busy", "saturated links ran", "switches CPU-bound", "a hypervisor took"
 
 
 def trusted(verdict: str) -> bool:
@@ -62,7 +62,7 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
 
 def machine_failed(verdict: str) -> bool:
     """Whether a verdict blames the machine (its measurement says nothing of the network)."""
-    return any(cause in verdict for cause in (BUSY, SLOW_LINKS, CPU_BOUND))
+    return any(cause in verdict for cause in (BUSY, SLOW_LINKS, CPU_BOUND, STOLEN))
 
 
 def _tcp_sharing(time_over_model: float, counters: dict, shared_flows: int, beyond_s: float) -> str | None:
@@ -125,7 +125,7 @@ def _stolen(counters: dict, before: str = "") -> str:
     stolen = counters.get("cpu_stolen")
     if stolen in (None, "") or stolen < STOLEN_CPU:
         return ""
-    return f"{before}a hypervisor took {stolen:.0%} of the cores"
+    return f"{before}{STOLEN} {stolen:.0%} of the cores"
 
 
 def _switches_busy(counters: dict) -> str:

@@ -330,6 +330,9 @@ def test_fidelity_passes_a_faithful_call_and_names_every_reason_to_doubt_one():
     # a hypervisor's steal: the machine's cores were not all its own
     assert fidelity(1.30, {**quiet, "cpu_stolen": 0.12}) == "FAIL: 1.30x the model (a hypervisor took 12% of the cores)"
     assert fidelity(1.30, {**quiet, "cpu_stolen": 0.02}) == "FAIL: 1.30x the model"
+    from emulator.results.verdict import machine_failed
+    assert machine_failed(fidelity(1.30, {**quiet, "cpu_stolen": 0.12}))
+    assert not machine_failed(fidelity(1.30, quiet))
     assert fidelity(1.0, {**quiet, "cpu_busy": 0.97, "cpu_stolen": 0.3}) == (
         "FAIL: machine busy (CPU idle 3%; a hypervisor took 30% of the cores)")
     assert fidelity(1.30, {**quiet, "tcp_retrans": 3}) == (
