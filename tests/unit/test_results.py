@@ -369,7 +369,7 @@ def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_and_
     assert fidelity(3.6, {**lossy, "ovs_cpu": 0.9}, 15).startswith("FAIL")           # switches CPU-bound
     assert fidelity(3.6, {**lossy, "ovs_wait": 0.7}, 15).startswith("FAIL")          # ... waiting for a core
     assert fidelity(3.6, {**lossy, "ovs_wait": 0.1}, 15).startswith(NETWORK)
-    assert fidelity(3.6, {**lossy, "cpu_stolen": 0.1}, 15).startswith("FAIL")        # a hypervisor took the cores
+    assert fidelity(3.6, {**lossy, "cpu_stolen": 0.2}, 15).startswith(NETWORK)       # steal is named, not judged by
     jumpy = {**lossy, "tcp_spurious": 100, "cpu_busy": 0.7}
     assert fidelity(3.6, jumpy, 15).startswith("FAIL")                              # RTT jumps, not losses
     assert fidelity(3.6, {**jumpy, "cpu_busy": 0.5}, 15).startswith(NETWORK)        # ... on a quiet machine the queues'
