@@ -49,15 +49,21 @@ def cpu_jiffies() -> tuple[int, int, int]:
     return total - idle, total, fields[7] if len(fields) > 7 else 0
 
 
+def _ovs_file(name: str) -> str:
+    """/proc/PID/`name` of ovs-vswitchd (its main thread's, for per-thread files)."""
+    with open(OVS_PIDFILE) as f:
+        pid = int(f.read())
+    with open(f"/proc/{pid}/{name}") as f:
+        return f.read()
+
+
 def ovs_ticks() -> int:
+    """ovs-vswitchd's CPU time so far, clock ticks (0 where it cannot be read)."""
     try:
-        with open(OVS_PIDFILE) as f:
-            pid = int(f.read())
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, ValueError):
+        fields = _ovs_file("stat").rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])   # utime + stime
+    except (OSError, ValueError, IndexError):
         return 0
-    return int(fields[11]) + int(fields[12])   # utime + stime
 
 
 def ovs_wait_s() -> float:
@@ -65,10 +71,7 @@ def ovs_wait_s() -> float:
     port's packets on the userspace datapath, was runnable but waiting for a
     core, since it started (0 where it cannot be read)."""
     try:
-        with open(OVS_PIDFILE) as f:
-            pid = int(f.read())
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[1]) / 1e9
+        return int(_ovs_file("schedstat").split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return 0.0
 
