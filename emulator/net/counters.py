@@ -20,6 +20,13 @@ OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def _schedstat_s(text: str) -> tuple[float, float]:
+    """(seconds on a core, seconds runnable but waiting for one) of a
+    thread's /proc/.../schedstat."""
+    on_cpu, waiting = text.split()[:2]
+    return int(on_cpu) / 1e9, int(waiting) / 1e9
+
+
 def thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
     """Each thread of process `pid`: (seconds on a core, seconds runnable
     but waiting for one), from /proc/PID/task/TID/schedstat; {} once it is gone."""
@@ -31,10 +38,9 @@ def thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                on_cpu, waiting = f.read().split()[:2]
+                found[int(tid)] = _schedstat_s(f.read())
         except (OSError, ValueError):
             continue
-        found[int(tid)] = (int(on_cpu) / 1e9, int(waiting) / 1e9)
     return found
 
 
@@ -71,8 +77,8 @@ def ovs_wait_s() -> float:
     port's packets on the userspace datapath, was runnable but waiting for a
     core, since it started (0 where it cannot be read)."""
     try:
-        return int(_ovs_file("schedstat").split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
+        return _schedstat_s(_ovs_file("schedstat"))[1]
+    except (OSError, ValueError):
         return 0.0
 
 
