@@ -35,7 +35,7 @@ FLAGS = [
     (("--switch-queue",), "switch_queue_packets", "switch link queue depth, packets"),
     (("--mtu",), "mtu", "interface MTU, bytes (576..9000)"),
     (("--datapath",), "datapath", "auto, kernel or user"),
-    (("--offload",), "offload", "off (hosts send frames), tso (segments up to a quarter of the HTB burst; the userspace "
+    (("--offload",), "offload", "off (hosts send frames), tso (segments up to the HTB burst; the userspace "
                                 "datapath needs Open vSwitch's userspace TSO, which `vm/provision.sh` turns on) "
                                 "or auto (default: tso on the userspace datapath where it is on, else off)"),
     (("--connections",), "connections", "TCP connections per peer pair, 1..16 (default 1)"),

@@ -40,7 +40,7 @@ class Discipline:
 
 
 def _fifo(packets: int, frame: int, rate_mbps: float, threshold: int, tso: bool) -> list[str]:
-    # TSO segments are up to a quarter of a burst long: count bytes (`packets` full
+    # TSO segments are up to a burst long: count bytes (`packets` full
     # frames), as a switch's buffer would
     return ["bfifo", "limit", str(packets * frame)] if tso else ["pfifo", "limit", str(packets)]
 

@@ -23,7 +23,7 @@ from emulator.spec.experiment import OFFLOADS
 @dataclass(frozen=True)
 class Dataplane:
     datapath: str          # "kernel" or "user" (Mininet's OVSSwitch datapath)
-    tso: bool              # hosts send TSO segments (capped at a quarter of the HTB burst) instead of frames
+    tso: bool              # hosts send TSO segments (capped at the HTB burst) instead of frames
     reason: str
 
     @property
@@ -32,7 +32,7 @@ class Dataplane:
         return "tso" if self.tso else "off"
 
     def describe(self) -> str:
-        offload = ("host TSO on, segments capped at a quarter of the HTB burst and an eighth of a queue" if self.tso
+        offload = ("host TSO on, segments capped at the HTB burst and an eighth of a queue" if self.tso
                    else "host tx/TSO/GSO offload off")
         return f"OVS {self.datapath}space datapath, {offload} ({self.reason})".replace("kernelspace", "kernel")
 

@@ -8,15 +8,8 @@ from __future__ import annotations
 
 from emulator.fabric.queues import BURST_MS, FIFO, Discipline, default_threshold
 
-# With TSO, hosts send segments of no more than GSO allows...
+# With TSO, hosts send segments of at most a burst, and no more than GSO allows.
 GSO_MAX_BYTES = 65536
-# ...and at most this share of a link's burst: HTB sends a packet whenever its
-# class has tokens left, so the packet that empties the bucket overdraws it by
-# its size. Segments as large as the burst let a link send up to twice its
-# burst at once (95,000 bytes through a 62,500-byte bucket in 0.2 ms), which
-# the model's token buckets do not, and 64 KiB calls ran 0.50-1.10x their model
-# from one call to the next; a quarter made them 1.07-1.19x (docs/model.md).
-BURST_SEGMENTS = 4
 # ...and at most this share of the smallest queue: a queue of 100 frames at
 # MTU 1500 holds two 64 KB segments, and each drop cost TCP 43 frames at once
 # (calibrated links ran 1.2-1.3x the model with losses from 107 Mbit/s on).
@@ -30,8 +23,7 @@ def burst_bytes(rate_mbps: float, mtu: int) -> int:
 def segment_bytes(rate_mbps: float, mtu: int, queue_packets: int) -> int:
     """Largest TSO segment a host may send on links of `rate_mbps` with
     queues of `queue_packets` frames (at least one frame)."""
-    return max(mtu, min(GSO_MAX_BYTES, burst_bytes(rate_mbps, mtu) // BURST_SEGMENTS,
-                        queue_packets * mtu // QUEUE_SEGMENTS))
+    return max(mtu, min(GSO_MAX_BYTES, burst_bytes(rate_mbps, mtu), queue_packets * mtu // QUEUE_SEGMENTS))
 
 
 def tc_batch(commands: list[list[str]]) -> list[str]:
@@ -47,7 +39,7 @@ def tc_commands(dev: str, rate_mbps: float, queue_packets: int, mtu: int,
     netem takes the queue's place under HTB: its own queue of the same
     depth holds the packets, each `delay_ms` late, `loss_pct` lost (the
     spec allows it with fifo only). tso: packets are TSO segments of up to
-    a quarter of a burst (segment_bytes)."""
+    a burst."""
     rate = f"{rate_mbps}mbit"
     burst = str(burst_bytes(rate_mbps, mtu))
     return [

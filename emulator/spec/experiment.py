@@ -123,7 +123,7 @@ class RunSpec:
     switch_queue_packets: int = LinkProfile.switch_queue_packets
     mtu: int = 9000                    # jumbo frames: 6x less per-packet work for OVS
     datapath: str = "auto"             # auto, kernel or user
-    offload: str = "auto"              # off: hosts send frames; tso: TSO segments up to a quarter of the HTB burst
+    offload: str = "auto"              # off: hosts send frames; tso: TSO segments up to the HTB burst
                                        # (userspace datapath: needs Open vSwitch's userspace TSO);
                                        # auto: tso where it is on, else off (emulator.net.dataplane)
     connections: int = 1               # TCP connections per peer pair (1..16), NCCL-like:

@@ -151,10 +151,9 @@ def test_burst_hand_values():
     assert shaping.burst_bytes(1000, 1500) == 1250000
 
 
-def test_tso_segments_are_a_quarter_burst_at_most_and_never_above_gso():
-    assert shaping.segment_bytes(1, 9000, 100) == 9000       # a frame: the burst is two
-    assert shaping.segment_bytes(40, 9000, 100) == 12500     # a quarter of 10 ms at 40 Mbit/s
-    assert shaping.segment_bytes(200, 9000, 100) == 62500    # a quarter of 10 ms at 200 Mbit/s
+def test_tso_segments_are_a_burst_at_most_and_never_above_gso():
+    assert shaping.segment_bytes(1, 9000, 100) == 18028      # two frames
+    assert shaping.segment_bytes(40, 9000, 100) == 50000     # 10 ms at 40 Mbit/s
     assert shaping.segment_bytes(1000, 9000, 100) == 65536   # GSO's limit
     assert shaping.segment_bytes(1000, 1500, 100) == 18750   # an eighth of the queue
     assert shaping.segment_bytes(1000, 1500, 2) == 1500      # at least a frame
@@ -256,7 +255,7 @@ def test_describe():
     assert dataplane.Dataplane("user", False, "why").describe() == \
         "OVS userspace datapath, host tx/TSO/GSO offload off (why)"
     assert Dataplane("kernel", True, "module").describe() == \
-        "OVS kernel datapath, host TSO on, segments capped at a quarter of the HTB burst and an eighth of a queue (module)"
+        "OVS kernel datapath, host TSO on, segments capped at the HTB burst and an eighth of a queue (module)"
 
 
 def test_build_used_by_rules_matches_named_fabric():
