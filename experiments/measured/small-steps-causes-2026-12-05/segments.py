@@ -1,5 +1,7 @@
 """Per run and size: the median call over the model, the calls' range, and the verdicts, with TCP segments as
-runs take them and with segments of at most a quarter of the links' burst (`*-segments-quarter-*`).
+runs take them and with segments of at most a quarter of the links' burst (`*-segments-quarter-*`): the 8-host
+ring and halving-doubling at 50 Mbit/s, then the 32-host halving-doubling of 256 KiB at 50 Mbit/s, both in turn, twice
+(`h32-*`).
 
     /work/main/.venv/bin/python segments.py > segments.txt
 """
@@ -9,7 +11,8 @@ import os
 import statistics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-for name in ("ring", "ring-segments-quarter", "hd", "hd-segments-quarter"):
+for name in ("ring", "ring-segments-quarter", "hd", "hd-segments-quarter", "h32-burst-1", "h32-segments-quarter-1",
+             "h32-burst-2", "h32-segments-quarter-2"):
     calls, models, verdicts = collections.defaultdict(list), collections.defaultdict(list), collections.Counter()
     for r in csv.DictReader(open(os.path.join(HERE, f"{name}-collectives.csv"))):
         size = int(r["size_bytes"]) >> 10
