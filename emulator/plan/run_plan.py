@@ -56,6 +56,7 @@ class RunPlan:
     run: int = 0                          # its place in the experiment: the `run` column of every table
     sharing: Sharing | None = None        # TCP's measured sharing the model stretches steps by (None: max-min)
     links: EmulatedLinks | None = None    # what the model adds for links emulated on this machine (None: the network alone)
+    _latency: dict[int, float] = field(default_factory=dict, repr=False)   # latency_share's, by key
 
     @property
     def ranks(self) -> int:
@@ -64,6 +65,19 @@ class RunPlan:
     @property
     def is_workload(self) -> bool:
         return bool(self.spec.workload)
+
+    def latency_share(self, key: int) -> float:
+        """The share of the predicted time of schedule `key` that is
+        per-message latency and least step times (--alpha-us and the emulated
+        links' step and switch latencies), not bytes on the links: one less the
+        model without them over the model."""
+        if key not in self._latency:
+            links = self.links and dataclasses.replace(self.links, step_floor_s=0.0, switch_latency_s=0.0)
+            bare = model_for(self.fabric, self.table, dataclasses.replace(self.spec, model_alpha_us=0.0), links)
+            full = self.predictions[key].time_s
+            left = bare(flatten(self.schedules[key]), self.hosts).time_s
+            self._latency[key] = max(0.0, 1 - left / full) if full else 0.0
+        return self._latency[key]
 
     def congestion_controls(self) -> list[str]:
         """Each rank's TCP congestion control: its job's own, or "" (the run's, every host's)."""

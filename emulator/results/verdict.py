@@ -31,6 +31,9 @@ QUIET_CPU = 0.50       # a machine at least half idle: its RTT jumps are the que
                        # came at 2-5 a run in 1.01x uncongested calls there: a probe that was not needed costs no time)
 STOLEN_CPU = 0.05      # a hypervisor ran something else 5% of the cores' time: named as a likely cause, not
                        # judged by (calls with 17-26% stolen kept their verdict: docs/capacity.md)
+LATENCY_BOUND = 0.5    # per-message latency and least step times are this share of the model's time: the
+                       # call measures the emulator's own hosts and switches more than the links (a 32 KiB ring
+                       # ran 0.50x its model and halving-doubling 1.19x there: docs/model.md)
 NETWORK = "network: "  # a trusted verdict of a call slower than max-min for the network's own reasons
 # the reasons that blame the machine, not the network
 BUSY, SLOW_LINKS, CPU_BOUND, STOLEN = "machine busy", "saturated links ran", "switches CPU-bound", "a hypervisor took"
@@ -42,11 +45,13 @@ def trusted(verdict: str) -> bool:
 
 
 def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, model: str = "max-min sharing",
-             beyond_s: float = 0.0) -> str:
+             beyond_s: float = 0.0, latency_share: float = 0.0) -> str:
     """"ok", NETWORK and why the call was slower than the model, or "FAIL: "
     and every reason not to trust the measurement. `shared_flows`: the most
     flows the model put on one link at once; `model`: how it shared links;
-    `beyond_s`: seconds the call took beyond the model."""
+    `beyond_s`: seconds the call took beyond the model; `latency_share`: the
+    share of the model's time that is per-message latency and least step
+    times (RunPlan.latency_share)."""
     reasons = []
     if counters.get("cpu_busy", 0) > MAX_CPU_BUSY:
         reasons.append(f"{BUSY} (CPU idle {1 - counters['cpu_busy']:.0%}{_stolen(counters, '; ')})")
@@ -57,7 +62,7 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
         why = None if reasons else _tcp_sharing(time_over_model, counters, shared_flows, beyond_s)
         if why:
             return f"{NETWORK}{time_over_model:.2f}x {model}: {why}; the machine kept up"
-        reasons.append(f"{time_over_model:.2f}x the model" + _likely_cause(time_over_model, counters))
+        reasons.append(f"{time_over_model:.2f}x the model" + _likely_cause(time_over_model, counters, latency_share))
     return "FAIL: " + "; ".join(reasons) if reasons else "ok"
 
 
@@ -103,10 +108,13 @@ def _timeouts(counted, beyond_s: float) -> str:
             if beyond_s >= 0.75 * RTO_MIN_S else "")
 
 
-def _likely_cause(time_over_model: float, counters: dict) -> str:
+def _likely_cause(time_over_model: float, counters: dict, latency_share: float = 0.0) -> str:
+    latency = (f"latency-bound: {latency_share:.0%} of the model's time is per-message latency and least step "
+               f"times, which this machine's hosts and switches set, not the links' rates"
+               if latency_share >= LATENCY_BOUND else "")
     if time_over_model < 1:
-        return ""
-    causes = [cause for cause in (_stolen(counters), _switches_busy(counters)) if cause]
+        return f" ({latency})" if latency else ""
+    causes = [cause for cause in (latency, _stolen(counters), _switches_busy(counters)) if cause]
     spurious, retrans = counters.get("tcp_spurious") or 0, counters.get("tcp_retrans") or 0
     drops = counters.get("queue_drops")
     if drops or (retrans > spurious and drops in (None, "")):   # none: a folder from before drops were counted

@@ -99,3 +99,22 @@ def test_lockstep_keeps_the_least_step_time_as_the_exact_simulation(algorithm, m
         exact, lockstep = exact_and_lockstep(algorithm, mapping, size, burst=BURST, min_step_s=2e-3,
                                              switch_latency_s=1e-4)
         assert lockstep == pytest.approx(exact, rel=1e-9)
+
+
+def test_a_runs_latency_share_is_what_latencies_add_to_its_model():
+    import dataclasses
+    from emulator.model.buckets import EmulatedLinks
+    from emulator.plan.run_plan import plan_run
+    from emulator.spec.experiment import make_run
+    spec = make_run({"topology": "bigraph:m=2,n=4", "algorithm": "ring", "mapping": "naive",
+                     "sizes": [32 << 10, 8 << 20], "host_rate_mbps": 50, "switch_rate_mbps": 50})
+    links = EmulatedLinks(BURST, 1e-3, "", 1e-4)
+    plan = plan_run(spec, links=links)
+    small, large = plan.latency_share(32 << 10), plan.latency_share(8 << 20)
+    assert small > 0.9 and large < 0.05            # 4 KiB steps are their latencies; 1 MiB steps their bytes
+    no_alpha = dataclasses.replace(spec, model_alpha_us=0.0)
+    bare = plan_run(no_alpha, links=EmulatedLinks(BURST, 0.0, "", 0.0))
+    for size, share in ((32 << 10, small), (8 << 20, large)):
+        without = bare.predictions[size].time_s
+        assert share == pytest.approx(1 - without / plan.predictions[size].time_s)
+    assert plan_run(no_alpha).latency_share(32 << 10) == 0.0   # the network alone, no latency: none

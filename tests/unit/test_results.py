@@ -344,6 +344,18 @@ def test_fidelity_passes_a_faithful_call_and_names_every_reason_to_doubt_one():
         "FAIL: machine busy (CPU idle 5%); saturated links ran at 80% of their rate; 1.50x the model")
 
 
+def test_a_latency_bound_call_says_so_whichever_way_it_missed_the_model():
+    quiet = {"cpu_busy": 0.2, "ovs_cpu": 0.2, "queue_drops": 0, "tcp_retrans": 0}
+    bound = ("latency-bound: 71% of the model's time is per-message latency and least step times, which this "
+             "machine's hosts and switches set, not the links' rates")
+    assert fidelity(0.50, quiet, latency_share=0.71) == f"FAIL: 0.50x the model ({bound})"
+    assert fidelity(1.30, {**quiet, "cpu_stolen": 0.1}, latency_share=0.71) == (
+        f"FAIL: 1.30x the model ({bound}, a hypervisor took 10% of the cores)")
+    assert fidelity(1.30, quiet, latency_share=0.49) == "FAIL: 1.30x the model"      # mostly the links' bytes
+    assert fidelity(1.05, quiet, latency_share=0.9) == "ok"                          # named only where it missed
+    from emulator.results.verdict import machine_failed
+    assert not machine_failed(fidelity(0.50, quiet, latency_share=0.71))             # the model's, not the machine's
+
 
 def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_and_says_why():
     from emulator.results.verdict import NETWORK, trusted
