@@ -21,7 +21,7 @@ import sys
 import time
 
 from emulator.results.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
-from emulator.results.verdict import NETWORK, trusted
+from emulator.results.verdict import LATENCY_BOUND, NETWORK, trusted
 from emulator.inputs import size_name
 from emulator.spec.experiment import Experiment, RunSpec, SpecError
 
@@ -55,7 +55,22 @@ def prepare(experiment: Experiment, out: str | None):
         else:
             print(check.describe(plan.spec.host_rate_mbps))
     plans = with_sharing(plans)
+    for line in filter(None, map(latency_bound, plans)):
+        print(line)
     return plans, folder
+
+
+def latency_bound(plan) -> str:
+    """A line naming the sizes whose model is mostly per-message latency
+    and least step times, which the verdict names for a call that misses
+    it; "" if none (or a workload)."""
+    if plan.is_workload:
+        return ""
+    bound = [f"{size_name(size)} ({share:.0%})" for size in sorted(plan.schedules)
+             if (share := plan.latency_share(size)) >= LATENCY_BOUND]
+    return (f"# latency-bound: per-message latency and least step times are most of the model's time at "
+            f"{', '.join(bound)}; those calls measure this machine's hosts and switches more than the links (larger messages or "
+            f"slower links measure the links)") if bound else ""
 
 
 def with_sharing(plans) -> list:

@@ -118,3 +118,17 @@ def test_a_runs_latency_share_is_what_latencies_add_to_its_model():
         without = bare.predictions[size].time_s
         assert share == pytest.approx(1 - without / plan.predictions[size].time_s)
     assert plan_run(no_alpha).latency_share(32 << 10) == 0.0   # the network alone, no latency: none
+
+
+def test_a_run_names_its_latency_bound_sizes_before_it_starts():
+    from emulator.model.buckets import EmulatedLinks
+    from emulator.pipeline import latency_bound
+    from emulator.plan.run_plan import plan_run
+    from emulator.spec.experiment import make_run
+    spec = make_run({"topology": "bigraph:m=2,n=4", "sizes": [32 << 10, 8 << 20], "host_rate_mbps": 50,
+                     "switch_rate_mbps": 50})
+    plan = plan_run(spec, links=EmulatedLinks(BURST, 1e-3, "", 1e-4))
+    line = latency_bound(plan)
+    assert line.startswith("# latency-bound: ") and f"32K ({plan.latency_share(32 << 10):.0%})" in line
+    assert "8M" not in line
+    assert latency_bound(plan_run(make_run({"topology": "bigraph:m=2,n=4", "sizes": [8 << 20]}))) == ""
