@@ -69,8 +69,8 @@ def latency_bound(plan) -> str:
     bound = [f"{size_name(size)} ({share:.0%})" for size in sorted(plan.schedules)
              if (share := plan.latency_share(size)) >= LATENCY_BOUND]
     return (f"# latency-bound: per-message latency and least step times are most of the model's time at "
-            f"{', '.join(bound)}; those calls measure this machine's hosts and switches more than the links (larger messages or "
-            f"slower links measure the links)") if bound else ""
+            f"{', '.join(bound)}; those calls measure this machine's hosts and switches more than the links "
+            f"(larger messages or slower links measure the links)") if bound else ""
 
 
 def with_sharing(plans) -> list:

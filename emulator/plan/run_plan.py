@@ -56,7 +56,7 @@ class RunPlan:
     run: int = 0                          # its place in the experiment: the `run` column of every table
     sharing: Sharing | None = None        # TCP's measured sharing the model stretches steps by (None: max-min)
     links: EmulatedLinks | None = None    # what the model adds for links emulated on this machine (None: the network alone)
-    _latency: dict[int, float] = field(default_factory=dict, repr=False)   # latency_share's, by key
+    _latency: dict[int, float] = field(default_factory=dict, init=False, repr=False)   # latency_share's, by key
 
     @property
     def ranks(self) -> int:
