@@ -47,7 +47,8 @@ def job_rows(plan, call, records, counters: dict) -> list[dict]:
                          "slowdown_basis": "model alone",
                          "fidelity": fidelity(g["time_s"] / m["time_s"] if m["time_s"] else 1.0, counters,
                                               plan.predictions[call.size_bytes].most_flows_on_a_link,
-                                              beyond_s=g["time_s"] - m["time_s"]),
+                                              beyond_s=g["time_s"] - m["time_s"],
+                                              latency_share=plan.latency_share(call.size_bytes)),
                          **{key: "" if counters.get(key) is None else counters[key] for key in COUNTER_COLUMNS},
                          "tcp": layout.job.tcp or plan.spec.tcp, "label": plan.spec.label})
     return rows

@@ -311,6 +311,7 @@ def test_job_rows_measure_iterations_from_the_agents_records():
     for r in job_rows(plan, Call(0, 0, 0), slow, lossy):
         assert r["fidelity"].startswith("network:") and r["tcp_timeouts"] == 1
         assert f"{r['time_s'] - r['model_time_s']:.2f} s beyond the model" in r["fidelity"]
+    assert "latency-bound" not in job_rows(plan, Call(0, 0, 0), slow, {})[0]["fidelity"]   # compute and bytes
     ops = op_rows(plan, Call(0, 0, 0), records)
     train = [o for o in ops if o["job"] == "train" and o["rank"] == 0 and o["iteration"] == 0]
     assert [o["kind"] for o in train][:3] == ["compute", "compute", "allreduce"]
@@ -357,3 +358,19 @@ def test_a_job_may_set_its_own_congestion_control_for_its_ranks(tmp_path, monkey
     monkeypatch.setattr(capabilities, "congestion_controls", lambda: ["cubic", "reno"])
     with pytest.raises(SpecError, match=r"a job's tcp: this kernel does not offer 'dctcp'; it offers cubic, reno"):
         pipeline.plan_emulated(spec)
+
+
+def test_a_job_of_small_messages_that_misses_its_model_is_called_latency_bound(tmp_path):
+    from emulator.model.buckets import Burst, EmulatedLinks
+    from emulator.plan.run_plan import Call, plan_run
+    from emulator.results.jobs import job_rows
+    from emulator.spec.experiment import make_run
+    path = tmp_path / "small.toml"
+    path.write_text('[[job]]\nname = "s"\nranks = 8\niterations = 2\nops = [{op = "allreduce", bytes = "32K"}]\n')
+    links = EmulatedLinks(Burst(0.01, 1000.0), 1e-3, "", 1e-4)
+    plan = plan_run(make_run({"workload": str(path), "repetitions": 1, "warmup": 0}), links=links)
+    ends = plan.predictions[0].step_end_s
+    half = [[{"start": 0.5 * (e[k - 1] if k else 0.0), "end": 0.5 * e[k], "sent": 0, "received": 0}
+             for k in range(len(e))] for e in ends]
+    for r in job_rows(plan, Call(0, 0, 0), half, {}):
+        assert r["fidelity"].startswith("FAIL: 0.50x the model (latency-bound: ")
