@@ -109,22 +109,36 @@ def _timeouts(counted, beyond_s: float) -> str:
 
 
 def _likely_cause(time_over_model: float, counters: dict, latency_share: float = 0.0) -> str:
-    latency = (f"latency-bound: {latency_share:.0%} of the model's time is per-message latency and least step "
-               f"times, which this machine's hosts and switches set, not the links' rates"
-               if latency_share >= LATENCY_BOUND else "")
-    if time_over_model < 1:
-        return f" ({latency})" if latency else ""
-    causes = [cause for cause in (latency, _stolen(counters), _switches_busy(counters)) if cause]
+    """Why a call missed the model: a latency-bound one either way; a slow
+    one also for the machine's and TCP's reasons."""
+    causes = [_latency_bound(latency_share)]
+    if time_over_model >= 1:
+        causes += [_stolen(counters), _switches_busy(counters), _retransmissions(counters)]
+    causes = [cause for cause in causes if cause]
+    return f" ({', '.join(causes)})" if causes else ""
+
+
+def _latency_bound(latency_share: float) -> str:
+    """The latency-bound cause, if LATENCY_BOUND or more of the model's
+    time is per-message latency and least step times; else ""."""
+    if latency_share < LATENCY_BOUND:
+        return ""
+    return (f"latency-bound: {latency_share:.0%} of the model's time is per-message latency and least step "
+            f"times, which this machine's hosts and switches set, not the links' rates")
+
+
+def _retransmissions(counters: dict) -> str:
+    """What the hosts' retransmissions and the queues' drops say of a slow
+    call; "" if nothing was retransmitted."""
     spurious, retrans = counters.get("tcp_spurious") or 0, counters.get("tcp_retrans") or 0
     drops = counters.get("queue_drops")
     if drops or (retrans > spurious and drops in (None, "")):   # none: a folder from before drops were counted
-        causes.append("packet losses")
-    elif retrans > spurious:   # e.g. a flow reordered across a VM's vCPUs (docs/capacity.md)
-        causes.append("retransmissions without a queue drop: reordering, or losses outside the queues"
-                      + _tcp_saw(counters))
-    elif spurious:
-        causes.append("spurious retransmissions: RTT jumps or reordering" + _tcp_saw(counters))
-    return f" ({', '.join(causes)})" if causes else ""
+        return "packet losses"
+    if retrans > spurious:   # e.g. a flow reordered across a VM's vCPUs (docs/capacity.md)
+        return "retransmissions without a queue drop: reordering, or losses outside the queues" + _tcp_saw(counters)
+    if spurious:
+        return "spurious retransmissions: RTT jumps or reordering" + _tcp_saw(counters)
+    return ""
 
 
 def _stolen(counters: dict, before: str = "") -> str:
