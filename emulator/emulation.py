@@ -7,6 +7,7 @@ every host pinging every other, then the agents; and teardown always.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import threading
@@ -322,7 +323,8 @@ class Emulation:
         files = [capture_file(plan.run, call.size_bytes, call.repetition, link.name) for link in links]
         wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the agents the monotonic one
         with LinkCapture(links, self.run_dir, files) as capture, \
-                LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample, samplers) as monitor:
+                LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample, samplers,
+                            self._iteration_tcp_pids(plan, hosts)) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
         tcp_after = self.network.tcp_counts(hosts)
         record = CallRecord(steps, {
@@ -337,7 +339,18 @@ class Emulation:
                                            self.fabric)
         record.captures = capture_rows(call.index, links, files, t0 + wall, capture.counts)
         record.counters.update(linkstats.call_figures(record.links, call_time(steps), plan.spec.mtu))
+        record.counters_between = functools.partial(linkstats.window_counters, monitor.samples, t0, counters.TICKS,
+                                                    record.links, plan.spec.mtu)
         return record
+
+    def _iteration_tcp_pids(self, plan: RunPlan, hosts: list[str]) -> list[int]:
+        """The host processes whose TCP counters every sample of a call
+        reads, so that each iteration of a workload is judged by its own
+        retransmissions: a workload's hosts, if all are on this machine
+        (another server's are read once per call); none for a collective."""
+        if not plan.is_workload or any(self.network.remote(h) for h in hosts):
+            return []
+        return [self.network.host(h).pid for h in hosts]
 
 
 class _LinkEvents:

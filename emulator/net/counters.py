@@ -106,14 +106,6 @@ def received(dev: str) -> tuple[int, int]:
         return int(b.read()), int(p.read())
 
 
-def _tcp_counter(pid: int, table: str, prefix: str, name: str) -> int:
-    """Counter `name` of the network namespace `pid` lives in, from
-    /proc/PID/net/`table` (a header line and a value line per `prefix`)."""
-    with open(f"/proc/{pid}/net/{table}") as f:
-        lines = [l.split() for l in f if l.startswith(prefix)]
-    return int(lines[1][lines[0].index(name)])
-
-
 # The hosts' TCP counters a call records: column -> (file under /proc/PID/net,
 # table prefix, counter). Spurious: retransmissions the receivers reported
 # as duplicates (DSACK), a tail loss probe fired by an RTT jump, not a lost
@@ -125,20 +117,33 @@ TCP_COUNTERS = {
     "tcp_reordered": ("netstat", "TcpExt:", "TCPSACKReorder"),   # reorderings TCP detected from SACKs
     "tcp_loss_probes": ("netstat", "TcpExt:", "TCPLossProbes"),   # tail-loss probes: no ACK for about 2 RTTs
 }
+TCP_TABLES = sorted({table for table, _prefix, _name in TCP_COUNTERS.values()})
+TCP_PREFIXES = {prefix for _table, prefix, _name in TCP_COUNTERS.values()}
 
 
 def tcp_counts(host_pids: list[int]) -> dict[str, int]:
-    """Every TCP_COUNTERS counter so far, summed over the hosts' namespaces."""
-    return {column: sum(_tcp_counter(pid, table, prefix, name) for pid in host_pids)
-            for column, (table, prefix, name) in TCP_COUNTERS.items()}
+    """Every TCP_COUNTERS counter so far, summed over the hosts' namespaces
+    (each namespace's two tables read once: the link monitor reads them
+    every sample of a workload's calls)."""
+    text = []
+    for pid in host_pids:
+        for table in TCP_TABLES:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                text.append(f.read())
+    return tcp_counts_in("".join(text))
 
 
 def tcp_counts_in(text: str) -> dict[str, int]:
     """tcp_counts from /proc/PID/net/snmp and netstat of several namespaces,
     concatenated (another server's, read in one command): each table a
     header line and a value line."""
+    tables: dict[str, list[list[str]]] = {}   # prefix -> its lines, header and value in turn
+    for line in text.splitlines():
+        prefix = line[:line.find(":") + 1]
+        if prefix in TCP_PREFIXES:
+            tables.setdefault(prefix, []).append(line.split())
     totals = {}
     for column, (_table, prefix, name) in TCP_COUNTERS.items():
-        lines = [l.split() for l in text.splitlines() if l.startswith(prefix)]
+        lines = tables.get(prefix, [])
         totals[column] = sum(int(values[header.index(name)]) for header, values in zip(lines[::2], lines[1::2]))
     return totals

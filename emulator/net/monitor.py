@@ -25,13 +25,15 @@ from emulator.net import counters
 FRESH_TIMEOUT_S = 10.0   # a server's sampler answers a request for a reading within this
 
 
-def sample(links: list[DirectedLink], remotes=(), fresh: bool = False) -> Sample:
+def sample(links: list[DirectedLink], remotes=(), fresh: bool = False, tcp_pids=()) -> Sample:
     """This machine's counters of `links` (the receive counters of those
     whose dev is here), with the latest of every RemoteSampler's, or (fresh)
-    one each takes when asked now."""
+    one each takes when asked now; and the TCP counters of the hosts whose
+    processes are `tcp_pids`, if any."""
     busy, total, stolen = counters.cpu_jiffies()
     s = Sample(time.monotonic(), counters.switch_queues(), cpu_busy=busy, cpu_total=total, cpu_stolen=stolen,
-               ovs_ticks=counters.ovs_ticks(), ovs_wait_s=counters.ovs_wait_s())
+               ovs_ticks=counters.ovs_ticks(), ovs_wait_s=counters.ovs_wait_s(),
+               tcp=counters.tcp_counts(tcp_pids) if tcp_pids else {})
     for remote in remotes:
         sent, received = remote.fresh() if fresh else remote.latest()
         s.sent.update(sent)
@@ -127,9 +129,10 @@ def serve(devs: list[str], interval_s: float) -> None:
 class LinkMonitor:
     """`with LinkMonitor(links, 0.1) as m:` ... then m.samples."""
 
-    def __init__(self, links: list[DirectedLink], interval_s: float, on_sample=None, remotes=()):
+    def __init__(self, links: list[DirectedLink], interval_s: float, on_sample=None, remotes=(), tcp_pids=()):
         self.links = links
         self.remotes = remotes   # RemoteSampler of every other server
+        self.tcp_pids = tcp_pids   # hosts whose TCP counters every sample reads (about 0.1 ms a host)
         self.interval_s = interval_s
         self.on_sample = on_sample   # called with each new Sample (the live view)
         self.samples: list[Sample] = []
@@ -137,7 +140,7 @@ class LinkMonitor:
         self._thread = threading.Thread(target=self._run, name="link-monitor", daemon=True)
 
     def __enter__(self) -> "LinkMonitor":
-        self.samples.append(sample(self.links, self.remotes, fresh=True))
+        self.samples.append(sample(self.links, self.remotes, fresh=True, tcp_pids=self.tcp_pids))
         self._thread.start()
         return self
 
@@ -145,12 +148,12 @@ class LinkMonitor:
         self._stop.set()
         self._thread.join()
         # after a failure (a server lost) the latest readings, without waiting on them
-        self.samples.append(sample(self.links, self.remotes, fresh=exc[0] is None))
+        self.samples.append(sample(self.links, self.remotes, fresh=exc[0] is None, tcp_pids=self.tcp_pids))
 
     def _run(self) -> None:
         next_at = time.monotonic() + self.interval_s
         while not self._stop.wait(max(0.0, next_at - time.monotonic())):
-            s = sample(self.links, self.remotes)
+            s = sample(self.links, self.remotes, tcp_pids=self.tcp_pids)
             self.samples.append(s)
             if self.on_sample is not None:
                 self.on_sample(self.samples)

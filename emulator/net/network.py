@@ -290,7 +290,8 @@ class EmulatedFabric:
             if self.remote(h):
                 by_server.setdefault(self.remote(h), []).append(self.net[h].pid)
         for remote, pids in by_server.items():
-            text = remote.run(["sh", "-c", "".join(f"cat /proc/{p}/net/snmp /proc/{p}/net/netstat; " for p in pids)])
+            files = " ".join(f"/proc/{p}/net/{table}" for p in pids for table in counters.TCP_TABLES)
+            text = remote.run(["sh", "-c", f"cat {files}"])
             more = counters.tcp_counts_in(text)
             totals = {column: totals[column] + more[column] for column in totals}
         return totals

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 from emulator.results.captures import CAPTURE_COLUMNS
 from emulator.results.linkstats import LINK_COLUMNS, MACHINE_COLUMNS, PORT_COLUMNS
@@ -25,6 +26,8 @@ class CallRecord:
     ports: list[dict] = field(default_factory=list)     # ports.csv rows of this call (the controller's counters)
     captures: list[dict] = field(default_factory=list)  # captures.csv rows of this call (its pcaps)
     model_time_s: float | None = None   # the model on the routes in force, if they differ from the plan's
+    counters_between: Callable[[float, float], dict] | None = None   # the counters between two instants of the
+                                   # call, seconds since its start (linkstats.window_counters); None: not sampled
 
 # spec keys that tell two runs apart beyond the run keys and rates (so their
 # rows never merge in a summary); `run`, the run's place in the experiment,
@@ -148,7 +151,7 @@ def write_call(out_dir: str, plan, call, rec: CallRecord, datapath: str) -> dict
     if row is not None:
         append_csv(os.path.join(out_dir, "collectives.csv"), COLLECTIVE_COLUMNS, [row])
     if plan.is_workload:
-        row = jobs.job_rows(plan, call, rec.steps, rec.counters)
+        row = jobs.job_rows(plan, call, rec)
         append_csv(os.path.join(out_dir, "jobs.csv"), jobs.JOB_COLUMNS, row)
         append_csv(os.path.join(out_dir, "ops.csv"), jobs.OP_COLUMNS, jobs.op_rows(plan, call, rec.steps))
         flows = jobs.background_rows(plan, call, rec.steps)

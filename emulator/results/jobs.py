@@ -12,7 +12,7 @@ from emulator.results.verdict import COUNTER_COLUMNS, fidelity
 JOB_COLUMNS = ["topology", "policy", "algorithm", "job", "jobs", "background_flows", "ranks", "placement", "repetition",
                "iteration", "start_s", "end_s",
                "time_s", "compute_s", "comm_s", "model_time_s", "model_comm_s", "alone_model_s", "alone_s",
-               "slowdown", "slowdown_basis", "fidelity", *COUNTER_COLUMNS, "tcp", "label"]   # counters: of the whole call
+               "slowdown", "slowdown_basis", "fidelity", *COUNTER_COLUMNS, "counters_of", "tcp", "label"]
 OP_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "job", "repetition", "iteration", "rank", "host", "op", "kind", "start_s", "end_s",
               "bytes_sent", "bytes_received"]
 
@@ -28,16 +28,17 @@ def _modelled_jobs(plan, key: int, background: bool = False):
         yield layout, model, alone
 
 
-def job_rows(plan, call, records, counters: dict) -> list[dict]:
-    """jobs.csv's rows of one counted call of a workload run."""
+def job_rows(plan, call, record) -> list[dict]:
+    """jobs.csv's rows of one counted call (a CallRecord) of a workload run."""
     if call.repetition < 0:
         return []
     layouts = plan.programs[call.size_bytes].jobs
     flows = sum(1 for layout in layouts if layout.job.background)
     rows = []
     for layout, model, alone in _modelled_jobs(plan, call.size_bytes):
-        got = iterations(layout, *measured(records))
+        got = iterations(layout, *measured(record.steps))
         for g, m, a in zip(got, model, alone):
+            counters, counted = iteration_counters(record, g["start_s"], g["end_s"])
             rows.append({**run_keys(plan), "algorithm": plan.spec.algorithm, "job": layout.job.name,
                          "jobs": len(layouts) - flows, "background_flows": flows,
                          "ranks": layout.job.ranks_in(g["iteration"]),
@@ -50,8 +51,20 @@ def job_rows(plan, call, records, counters: dict) -> list[dict]:
                                               beyond_s=g["time_s"] - m["time_s"],
                                               latency_share=plan.latency_share(call.size_bytes)),
                          **{key: "" if counters.get(key) is None else counters[key] for key in COUNTER_COLUMNS},
-                         "tcp": layout.job.tcp or plan.spec.tcp, "label": plan.spec.label})
+                         "counters_of": counted, "tcp": layout.job.tcp or plan.spec.tcp, "label": plan.spec.label})
     return rows
+
+
+def iteration_counters(record, start_s: float, end_s: float) -> tuple[dict, str]:
+    """(the counters an iteration is judged by, what they were counted
+    over): the machine's, the queues' and the links' of the iteration's own
+    time, and its hosts' TCP counters where they were sampled; what was not
+    sampled, of the whole call. Every job's traffic in that time counts."""
+    if record.counters_between is None:
+        return record.counters, "call"
+    window = record.counters_between(start_s, end_s)
+    counted = "iteration" if "tcp_retrans" in window else "iteration (TCP: the whole call)"
+    return {**record.counters, **window}, counted
 
 
 def model_rows(plan) -> list[dict]:

@@ -70,6 +70,7 @@ class Sample:
     ovs_ticks: int = 0      # ovs-vswitchd CPU time, clock ticks
     ovs_wait_s: float = 0.0   # its forwarding thread's time runnable but waiting for a core
     cpu_stolen: int = 0     # jiffies a hypervisor gave to something else, all cores
+    tcp: dict[str, int] = field(default_factory=dict)   # the hosts' TCP counters so far ({}: not sampled)
 
 
 def _reading(link: DirectedLink, s: Sample) -> tuple[int, int, int, int, int] | None:
@@ -146,6 +147,24 @@ def machine_totals(first: Sample, last: Sample, ticks_per_s: float) -> dict:
     return {**_cpu_between(first, last, ticks_per_s), "queue_drops": sum(drops.values()),
             "queue_marks": sum(q[4] - before[dev][4] for dev, q in last.sent.items()),
             "most_drops_port": worst if drops.get(worst) else ""}
+
+
+def window_counters(samples: list[Sample], t0: float, ticks_per_s: float, link_rows: list[dict], mtu: int,
+                    start_s: float, end_s: float) -> dict:
+    """The machine's, the queues' and the links' figures of a call between
+    two instants (seconds since `t0`, the call's start), as machine_totals
+    and call_figures give them for a whole call, and the hosts' TCP counters
+    where the samples hold them: from the last sample at or before
+    `start_s` to the first at or after `end_s` (up to a sample interval more
+    on either side)."""
+    first = max((s for s in samples if s.t - t0 <= start_s), key=lambda s: s.t, default=samples[0])
+    last = min((s for s in samples if s.t - t0 >= end_s), key=lambda s: s.t, default=samples[-1])
+    figures = machine_totals(first, last, ticks_per_s)
+    if first.tcp and last.tcp:
+        figures.update({column: last.tcp[column] - first.tcp[column] for column in last.tcp})
+    # link rows are stamped with their interval's end, rounded to the microsecond
+    rows = [r for r in link_rows if first.t - t0 + 1e-6 < r["t_s"] <= last.t - t0 + 1e-6]
+    return {**figures, **call_figures(rows, last.t - first.t, mtu)}
 
 
 # --- per-call figures from the rows ----------------------------------------

@@ -51,7 +51,7 @@ TABLES = {
          "iteration": "int", "time_s": "number", "compute_s": "number", "comm_s": "number",
          "model_time_s": "number", "model_comm_s": "number", "alone_model_s": "number", "fidelity": "text"},
         {"algorithm": "text", "jobs": "int", "background_flows": "int", "label": "text", "repetition": "int",
-         "alone_s": "number?", "slowdown": "number?", "slowdown_basis": "text"}, needs_rows=True),
+         "alone_s": "number?", "slowdown": "number?", "slowdown_basis": "text", "counters_of": "text"}, needs_rows=True),
     "background.csv": Table(
         {"background": "text", "from": "text", "to": "text", "asked_mbps": "number", "time_s": "number",
          "bytes": "number", "mbps": "number?", "model_mbps": "number?"},

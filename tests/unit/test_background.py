@@ -12,6 +12,7 @@ from emulator import cli
 from emulator.fabric.topology import LinkProfile, build
 from emulator.model.iterations import iterations, modelled
 from emulator.model.simulation import predict
+from emulator.results.calls import CallRecord
 from emulator.routes.routing import forwarding_table
 from emulator.workloads.job import MAX_BACKGROUND, MAX_CHUNKS, PACE_S, WorkloadError
 from emulator.workloads.program import compile_workload
@@ -233,7 +234,7 @@ def test_background_bytes_are_reported_apart_from_the_jobs(tmp_path):
     apart = JOB.replace('["bgh0", "bgh1"]', '["bgh0", "bgh4"]')   # across switch links, as the flow
     plan = plan_of(tmp_path, apart + '[[background]]\nfrom = "bgh2"\nto = "bgh6"\nrate_mbps = 4\nduration_ms = 500\n')
     records = as_modelled(plan, 1.1)
-    jobs = job_rows(plan, Call(0, 0, 0), records, {})
+    jobs = job_rows(plan, Call(0, 0, 0), CallRecord(records, {}))
     assert [r["job"] for r in jobs] == ["a"] and jobs[0]["jobs"] == 1 and jobs[0]["background_flows"] == 1
     assert all(set(r) == set(JOB_COLUMNS) for r in jobs)
     assert {r["job"] for r in op_rows(plan, Call(0, 0, 0), records)} == {"a"}
@@ -266,7 +267,7 @@ def test_a_run_with_background_is_not_taken_for_the_job_alone():
 
 def test_a_workload_folder_with_background_reports_it_apart(capsys, tmp_path):
     """What the writers write for background traffic (background.csv, link_jobs.csv's kind) the report reads."""
-    from emulator.results.calls import CallRecord, write_call
+    from emulator.results.calls import write_call
     plan = plan_of(tmp_path, JOB + FLOW + 'name = "load"\nrate_mbps = 4\nduration_ms = 500\n')
     folder = tmp_path / "res"
     folder.mkdir()

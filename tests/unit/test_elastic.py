@@ -243,6 +243,7 @@ def test_a_run_plans_only_the_iterations_before_the_stop_and_drops_later_resizes
 def test_jobs_csv_presents_an_elastic_job_as_one_job_with_its_ranks_per_iteration(tmp_path):
     from emulator.plan.run_plan import Call, plan_run
     from emulator.results.jobs import job_rows, op_rows
+    from emulator.results.calls import CallRecord
     from emulator.spec.experiment import make_run
     path = tmp_path / "w.toml"
     path.write_text(elastic())
@@ -251,7 +252,7 @@ def test_jobs_csv_presents_an_elastic_job_as_one_job_with_its_ranks_per_iteratio
     records = [[{"start": ends[r][k - 1] if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
                  "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
                for r in range(plan.ranks)]
-    rows = job_rows(plan, Call(0, 0, 0), records, {})
+    rows = job_rows(plan, Call(0, 0, 0), CallRecord(records, {}))
     assert [(r["job"], r["iteration"], r["ranks"], r["jobs"]) for r in rows] == \
         [("e", 0, 4, 1), ("e", 1, 4, 1), ("e", 2, 8, 1), ("e", 3, 8, 1)]
     assert all(r["time_s"] == pytest.approx(r["model_time_s"]) and r["fidelity"] == "ok" for r in rows)

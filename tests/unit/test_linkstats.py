@@ -112,6 +112,27 @@ def test_machine_totals_over_a_call():
     assert (quiet["queue_drops"], quiet["most_drops_port"]) == (0, "")
 
 
+def test_window_counters_count_only_the_samples_around_a_window():
+    # a call of four 0.1 s intervals from t0 = 10: 7 drops and 3 retransmissions in the second, 1 drop in the fourth
+    drops, retrans, busy = [0, 0, 7, 7, 8], [0, 0, 3, 3, 3], [0, 10, 90, 100, 110]
+    samples = [Sample(10.0 + 0.1 * i, {"bgs0-eth3": (0, 0, 0, drops[i], 0)}, cpu_busy=busy[i], cpu_total=100 * i,
+                      tcp={"tcp_retrans": retrans[i]}) for i in range(5)]
+    rows = [row("a", round(0.1 * i, 6), 100_000 if i == 2 else 0) for i in range(1, 5)]
+    second = linkstats.window_counters(samples, 10.0, 100, rows, MTU, 0.12, 0.18)   # within the second interval
+    assert (second["queue_drops"], second["tcp_retrans"], second["most_drops_port"]) == (7, 3, "bgs0-eth3")
+    assert second["cpu_busy"] == pytest.approx(0.8)
+    assert second["max_link_util"] == pytest.approx(1.0)   # 100 kB in its 0.1 s at 8 Mbit/s
+    third = linkstats.window_counters(samples, 10.0, 100, rows, MTU, 0.2, 0.3)   # exactly the third interval
+    assert (third["queue_drops"], third["tcp_retrans"], third["max_link_util"]) == (0, 0, 0.0)
+    whole = linkstats.window_counters(samples, 10.0, 100, rows, MTU, 0.0, 0.4)
+    assert (whole["queue_drops"], whole["tcp_retrans"]) == (8, 3)
+    assert whole["max_link_util"] == pytest.approx(0.25)
+    # beyond the samples: the first and the last; without TCP in the samples, no TCP figure
+    bare = [Sample(s.t, s.sent, cpu_busy=s.cpu_busy, cpu_total=s.cpu_total) for s in samples]
+    beyond = linkstats.window_counters(bare, 10.0, 100, rows, MTU, -1.0, 9.0)
+    assert beyond["queue_drops"] == 8 and "tcp_retrans" not in beyond
+
+
 def test_port_rows_keep_the_readings_of_the_call_from_its_start():
     fabric = bigraph(2, 4)
     up = next(l for l in fabric.links if l.kind == "switch")

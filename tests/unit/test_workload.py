@@ -16,6 +16,7 @@ from emulator.workloads.templates import TEMPLATES
 from emulator.fabric.topology import LinkProfile, build
 from emulator.workloads.workload import parse_workload
 from emulator.workloads.job import Job, Op, Workload, WorkloadError, sweep_job
+from emulator.results.calls import CallRecord
 
 MiB = 1 << 20
 
@@ -296,22 +297,32 @@ def test_job_rows_measure_iterations_from_the_agents_records():
     records = [[{"start": 1.1 * (ends[k - 1] if k else 0.0), "end": 1.1 * ends[k], "sent": sum(t.nbytes for t in s.sends),
                  "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
                for r, ends in enumerate(pred.step_end_s)]
-    rows = job_rows(plan, Call(0, 0, 0), records, {"cpu_busy": 0.5, "tcp_retrans": 3})
+    rows = job_rows(plan, Call(0, 0, 0), CallRecord(records, {"cpu_busy": 0.5, "tcp_retrans": 3}))
     assert [(r["job"], r["iteration"]) for r in rows] == [("train", 0), ("train", 1), ("stream", 0), ("stream", 1)]
     assert all(set(r) == set(JOB_COLUMNS) for r in rows)
     for r in rows:
         assert r["time_s"] == pytest.approx(1.1 * r["model_time_s"], rel=1e-9)
         assert r["comm_s"] == pytest.approx(1.1 * r["model_comm_s"] + 0.1 * r["compute_s"], rel=1e-9)
         assert r["tcp_retrans"] == 3 and r["fidelity"] == "ok"
-    assert job_rows(plan, Call(1, 0, -1), records, {}) == []   # warm-up: not counted
+    assert job_rows(plan, Call(1, 0, -1), CallRecord(records, {})) == []   # warm-up: not counted
     # 30% slower with losses: the network's, each job's seconds beyond its model said
     slow = [[{**s, "start": s["start"] / 1.1 * 1.3, "end": s["end"] / 1.1 * 1.3} for s in steps] for steps in records]
     lossy = {"cpu_busy": 0.3, "ovs_cpu": 0.3, "queue_drops": 40, "tcp_retrans": 50, "tcp_spurious": 2,
              "tcp_timeouts": 1, "saturated_util": 0.97}
-    for r in job_rows(plan, Call(0, 0, 0), slow, lossy):
+    for r in job_rows(plan, Call(0, 0, 0), CallRecord(slow, lossy)):
         assert r["fidelity"].startswith("network:") and r["tcp_timeouts"] == 1
         assert f"{r['time_s'] - r['model_time_s']:.2f} s beyond the model" in r["fidelity"]
-    assert "latency-bound" not in job_rows(plan, Call(0, 0, 0), slow, {})[0]["fidelity"]   # compute and bytes
+    assert "latency-bound" not in job_rows(plan, Call(0, 0, 0), CallRecord(slow, {}))[0]["fidelity"]   # compute and bytes
+    # the same iterations, with the losses counted in the first iteration's time only: the others are judged alone
+    first_end = min(r["end_s"] for r in job_rows(plan, Call(0, 0, 0), CallRecord(slow, lossy)) if r["iteration"] == 0)
+    windowed = CallRecord(slow, lossy, counters_between=lambda start, end: {
+        **{key: lossy[key] if end <= first_end else 0 for key in ("queue_drops", "tcp_retrans", "tcp_timeouts")},
+        "tcp_spurious": 0, "saturated_util": lossy["saturated_util"] if end <= first_end else None})
+    for r in job_rows(plan, Call(0, 0, 0), windowed):
+        assert r["counters_of"] == "iteration"
+        lost = r["end_s"] <= first_end
+        assert r["fidelity"].startswith("network:") == lost and r["queue_drops"] == (40 if lost else 0), r
+    assert {r["counters_of"] for r in job_rows(plan, Call(0, 0, 0), CallRecord(slow, lossy))} == {"call"}
     ops = op_rows(plan, Call(0, 0, 0), records)
     train = [o for o in ops if o["job"] == "train" and o["rank"] == 0 and o["iteration"] == 0]
     assert [o["kind"] for o in train][:3] == ["compute", "compute", "allreduce"]
@@ -372,5 +383,5 @@ def test_a_job_of_small_messages_that_misses_its_model_is_called_latency_bound(t
     ends = plan.predictions[0].step_end_s
     half = [[{"start": 0.5 * (e[k - 1] if k else 0.0), "end": 0.5 * e[k], "sent": 0, "received": 0}
              for k in range(len(e))] for e in ends]
-    for r in job_rows(plan, Call(0, 0, 0), half, {}):
+    for r in job_rows(plan, Call(0, 0, 0), CallRecord(half, {})):
         assert r["fidelity"].startswith("FAIL: 0.50x the model (latency-bound: ")
