@@ -294,9 +294,10 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     failed = sum(not trusted(v) for v in verdicts)
     network = sum(v.startswith(NETWORK) for v in verdicts)
     if network:
-        print(f"# {network} of {len(verdicts)} counted calls were slower than max-min sharing for the network's own "
-              "reasons (TCP recovering from drops at shared queues, or sharing busy links unevenly, the machine "
-              "keeping up): trusted, and their fidelity column says so")
+        print(f"# {network} of {len(verdicts)} counted calls (or iterations of a workload's jobs) missed max-min "
+              "sharing for the network's own reasons (TCP recovering from drops at shared queues, sharing busy links "
+              "unevenly, or giving jobs on the same links unequal shares, the machine keeping up): trusted, and their "
+              "fidelity column says so")
     if not ok:
         return EXIT_FAILED
     if failed:

@@ -34,9 +34,12 @@ def job_rows(plan, call, record) -> list[dict]:
         return []
     layouts = plan.programs[call.size_bytes].jobs
     flows = sum(1 for layout in layouts if layout.job.background)
+    jobs = [(layout, iterations(layout, *measured(record.steps)), model, alone)
+            for layout, model, alone in _modelled_jobs(plan, call.size_bytes)]
+    workload = _ends(got for _, got, _, _ in jobs) / (_ends(model for _, _, model, _ in jobs) or 1.0)
+    sharing = sharing_jobs(plan)
     rows = []
-    for layout, model, alone in _modelled_jobs(plan, call.size_bytes):
-        got = iterations(layout, *measured(record.steps))
+    for layout, got, model, alone in jobs:
         for g, m, a in zip(got, model, alone):
             counters, counted = iteration_counters(record, g["start_s"], g["end_s"])
             rows.append({**run_keys(plan), "algorithm": plan.spec.algorithm, "job": layout.job.name,
@@ -49,10 +52,25 @@ def job_rows(plan, call, record) -> list[dict]:
                          "fidelity": fidelity(g["time_s"] / m["time_s"] if m["time_s"] else 1.0, counters,
                                               plan.predictions[call.size_bytes].most_flows_on_a_link,
                                               beyond_s=g["time_s"] - m["time_s"],
-                                              latency_share=plan.latency_share(call.size_bytes)),
+                                              latency_share=plan.latency_share(call.size_bytes),
+                                              workload_over_model=workload if layout.job.name in sharing else None),
                          **{key: "" if counters.get(key) is None else counters[key] for key in COUNTER_COLUMNS},
                          "counters_of": counted, "tcp": layout.job.tcp or plan.spec.tcp, "label": plan.spec.label})
     return rows
+
+
+def _ends(jobs_iterations) -> float:
+    """When the last iteration of any of the jobs ended (seconds since the call's start)."""
+    return max((i["end_s"] for its in jobs_iterations for i in its), default=0.0)
+
+
+def sharing_jobs(plan) -> set[str]:
+    """The jobs whose bytes cross a switch link with another job's or a
+    background flow's (link_job_rows: the plan's routes)."""
+    on_link: dict[str, set[str]] = {}
+    for row in link_job_rows(plan):
+        on_link.setdefault(row["link"], set()).add(row["job"])
+    return {job for jobs in on_link.values() if len(jobs) > 1 for job in jobs}
 
 
 def iteration_counters(record, start_s: float, end_s: float) -> tuple[dict, str]:

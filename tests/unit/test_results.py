@@ -413,6 +413,21 @@ def test_a_congested_call_slowed_by_uneven_shares_without_a_loss_is_the_networks
     assert fidelity(0.8, even, 4).startswith("FAIL")                                  # faster than the model
 
 
+def test_an_iteration_out_of_step_in_a_workload_that_kept_to_its_model_is_the_networks():
+    from emulator.results.verdict import NETWORK
+    quiet = {"cpu_busy": 0.27, "ovs_cpu": 0.3, "queue_drops": 0, "tcp_retrans": 0}   # two tenants' iterations
+    out = ("jobs out of step: TCP gave the jobs sharing its links unequal shares, and the whole workload took "
+           "1.02x its model; the machine kept up")
+    assert fidelity(0.53, quiet, 2, workload_over_model=1.02) == f"{NETWORK}0.53x max-min sharing: {out}"
+    assert fidelity(1.39, quiet, 2, workload_over_model=1.02) == f"{NETWORK}1.39x max-min sharing: {out}"
+    assert fidelity(0.53, quiet, 2).startswith("FAIL")                                  # no other job on its links
+    assert fidelity(0.53, quiet, 2, workload_over_model=1.2).startswith("FAIL")         # the workload missed too
+    assert fidelity(0.53, quiet, 2, workload_over_model=0.8).startswith("FAIL")
+    assert fidelity(0.53, {**quiet, "ovs_cpu": 0.9}, 2, workload_over_model=1.0).startswith("FAIL")   # switches
+    assert fidelity(0.53, {**quiet, "cpu_busy": 0.95}, 2, workload_over_model=1.0).startswith("FAIL")  # machine
+    assert fidelity(1.05, quiet, 2, workload_over_model=1.3) == "ok"                     # within the model anyway
+
+
 def test_retransmissions_the_receivers_saw_twice_are_not_called_losses():
     from emulator.results.verdict import fidelity
     assert fidelity(1.3, {"tcp_retrans": 5, "tcp_spurious": 5}).endswith("(spurious retransmissions: RTT jumps or reordering)")

@@ -286,7 +286,8 @@ def test_jobs_csv_takes_its_slowdown_over_the_measured_alone_run_where_there_is_
 
 
 def test_job_rows_measure_iterations_from_the_agents_records():
-    from emulator.results.jobs import JOB_COLUMNS, job_rows, op_rows
+    from emulator.results.jobs import JOB_COLUMNS, job_rows, op_rows, sharing_jobs
+    from emulator.model.iterations import iterations, modelled
     from emulator.plan.run_plan import Call, plan_run
     from emulator.spec.experiment import make_run
     import os
@@ -323,6 +324,22 @@ def test_job_rows_measure_iterations_from_the_agents_records():
         lost = r["end_s"] <= first_end
         assert r["fidelity"].startswith("network:") == lost and r["queue_drops"] == (40 if lost else 0), r
     assert {r["counters_of"] for r in job_rows(plan, Call(0, 0, 0), CallRecord(slow, lossy))} == {"call"}
+    # train's first iteration 1.3x the model and its second faster, the workload as modelled: the jobs out of step
+    assert sharing_jobs(plan) == {"train", "stream"}
+    train = next(layout for layout in plan.programs[0].jobs if layout.job.name == "train")
+    t1, t2 = [i["end_s"] for i in iterations(train, *modelled(pred))]
+
+    def warp(t):   # train's clock: its first iteration stretched, its second squeezed, its end where it was
+        return 1.3 * t if t <= t1 else 1.3 * t1 + (t - t1) * (t2 - 1.3 * t1) / (t2 - t1)
+    stepped = [[{**s, "start": s["start"] / 1.1, "end": s["end"] / 1.1} for s in steps] for steps in records]
+    for rank in train.ranks:
+        stepped[rank] = [{**s, "start": warp(s["start"]), "end": warp(s["end"])} for s in stepped[rank]]
+    out = [r for r in job_rows(plan, Call(0, 0, 0), CallRecord(stepped, {"cpu_busy": 0.3})) if r["job"] == "train"]
+    assert out[0]["time_s"] > 1.15 * out[0]["model_time_s"] and out[1]["time_s"] < 0.85 * out[1]["model_time_s"]
+    assert all(r["fidelity"].startswith("network: ") and "jobs out of step" in r["fidelity"] for r in out), out
+    late = [[{**s, "end": s["end"] + (2.0 if rank in train.ranks else 0.0)} for s in steps]   # the workload late too
+            for rank, steps in enumerate(stepped)]
+    assert not any("out of step" in r["fidelity"] for r in job_rows(plan, Call(0, 0, 0), CallRecord(late, {})))
     ops = op_rows(plan, Call(0, 0, 0), records)
     train = [o for o in ops if o["job"] == "train" and o["rank"] == 0 and o["iteration"] == 0]
     assert [o["kind"] for o in train][:3] == ["compute", "compute", "allreduce"]
