@@ -107,9 +107,9 @@ def _out_of_step(counters: dict, workload_over_model: float | None) -> str | Non
     """Why an iteration of a job that shares links with others missed the
     model while the whole workload kept to it (None if not so): TCP gave
     the jobs unequal shares, so one ran ahead while another fell behind,
-    where the model keeps them in step. A busy machine would have slowed
-    the workload, not traded time between its jobs (two tenants' iterations
-    ran 0.53-1.54x the model in workloads of 1.02x: docs/jobs.md)."""
+    where the model keeps them in step; a machine behind would slow the
+    whole workload (two tenants' iterations ran 0.53-1.54x the model in
+    workloads of 1.02-1.04x: docs/results.md)."""
     if workload_over_model is None or abs(workload_over_model - 1) > TOLERANCE or _switches_busy(counters):
         return None
     return (f"jobs out of step: TCP gave the jobs sharing its links unequal shares, and the whole workload "
