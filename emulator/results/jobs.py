@@ -65,11 +65,13 @@ def _ends(jobs_iterations) -> float:
 
 
 def sharing_jobs(plan) -> set[str]:
-    """The jobs whose bytes cross a switch link with another job's or a
-    background flow's (link_job_rows: the plan's routes)."""
+    """The jobs whose bytes cross a switch link with another job's
+    (link_job_rows: the plan's routes); background flows, paced at the
+    rate they ask, do not count."""
     on_link: dict[str, set[str]] = {}
     for row in link_job_rows(plan):
-        on_link.setdefault(row["link"], set()).add(row["job"])
+        if row["kind"] == "job":
+            on_link.setdefault(row["link"], set()).add(row["job"])
     return {job for jobs in on_link.values() if len(jobs) > 1 for job in jobs}
 
 

@@ -230,7 +230,7 @@ def as_modelled(plan, slower: float = 1.0) -> list[list[dict]]:
 def test_background_bytes_are_reported_apart_from_the_jobs(tmp_path):
     from emulator.plan.run_plan import Call
     from emulator.results.jobs import (BACKGROUND_COLUMNS, JOB_COLUMNS, background_rows, job_rows, link_job_rows,
-                                       op_rows)
+                                       op_rows, sharing_jobs)
     apart = JOB.replace('["bgh0", "bgh1"]', '["bgh0", "bgh4"]')   # across switch links, as the flow
     plan = plan_of(tmp_path, apart + '[[background]]\nfrom = "bgh2"\nto = "bgh6"\nrate_mbps = 4\nduration_ms = 500\n')
     records = as_modelled(plan, 1.1)
@@ -247,6 +247,11 @@ def test_background_bytes_are_reported_apart_from_the_jobs(tmp_path):
     assert background_rows(plan, Call(0, 0, -1), records) == []     # warm-up: not counted
     kinds = {(r["job"], r["kind"]) for r in link_job_rows(plan)}
     assert ("bg1", "background") in kinds and ("a", "job") in kinds
+    beside = plan_of(tmp_path, apart + '[[background]]\nfrom = "bgh1"\nto = "bgh5"\nrate_mbps = 4\nduration_ms = 500\n')
+    by_link: dict = {}
+    for r in link_job_rows(beside):
+        by_link.setdefault(r["link"], set()).add(r["job"])
+    assert {"a", "bg1"} in by_link.values() and sharing_jobs(beside) == set()   # a flow shares, but is not a job
 
 
 def test_a_run_with_background_is_not_taken_for_the_job_alone():
