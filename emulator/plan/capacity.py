@@ -81,7 +81,7 @@ class Calibration:
 
 # Measured with `bigraph-emu calibrate --quick` on the reference machine (2
 # cores, Debian 12, userspace datapath, Open vSwitch 3.1, HTB burst 10 ms,
-# TSO segments at most an eighth of a queue; experiments/measured/
+# TSO segments at most an eighth of a queue; lab/
 # capacity-2026-12-03). Used, and said to be used, on a machine that has not
 # been calibrated.
 REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-12-03", [
@@ -89,13 +89,13 @@ REFERENCE = Calibration("reference machine (2-core Debian 12 VM)", "2026-12-03",
     Point("user", 1500, "tso", 8305.0, 3374.0, 241.0),
     Point("user", 9000, "off", 3325.0, 3118.0, 222.7),
     # step latency, the least time of a step on 8 hosts: calibration.fit_step_latency on the ring calls of
-    # 32-256 KiB measured there with the agents' pooled threads (experiments/measured/
+    # 32-256 KiB measured there with the agents' pooled threads (lab/
     # uncongested-sizes-2026-12-03/links-ring-collectives.csv; 0.65 ms on the faster machine of 2026-12-04)
     # switch latency a port: calibration.measure_switch_latency on a machine of the same kind, 2026-12-04 (5.5-6.9 us
-    # in four measurements, experiments/measured/switch-latency-2026-12-04/), not on the reference machine itself
+    # in four measurements, lab/switch-latency-2026-12-04/), not on the reference machine itself
     Point("user", 9000, "tso", 8821.0, 7994.0, 571.0, step_latency_us=1300.0, port_latency_us=5.8),
 ], "reference", [
-    # `calibrate --tcp-sharing 2,4,8,16` (experiments/measured/sharing-2026-12-03): congestion control, MTU,
+    # `calibrate --tcp-sharing 2,4,8,16` (lab/sharing-2026-12-03): congestion control, MTU,
     # queue packets, flows, time over max-min (over one flow's), drops per call, link rate, timeouts per call
     SharingPoint("bbr", 1500, 100, 2, 1.003, 31.8, 50.0, 0.0),
     SharingPoint("bbr", 1500, 100, 4, 1.046, 50.8, 50.0, 0.2),

@@ -34,7 +34,7 @@ def test_two_jobs_run_at_once_and_slow_each_other_down(tmp_path, clean_machine, 
     assert [(r["job"], r["iteration"]) for r in rows] == [("a", "0"), ("a", "1"), ("b", "0"), ("b", "1")]
     # the model (max-min here: an incast's TCP factor is 1.00x) leaves out how the jobs' steps fall against
     # each other: one call can run 0.88x while its neighbour runs 1.33x (40 calls in
-    # experiments/measured/two-jobs-sharing-2026-12-04), so the median call is judged; and a call slower for
+    # lab/two-jobs-sharing-2026-12-04), so the median call is judged; and a call slower for
     # TCP's own loss recovery (a `network:` verdict: drops and a retransmission timeout, which max-min leaves
     # out; one ran 1.60x on 2026-12-05) is not held to the model's bound; one out of step is
     over_model = [float(r["time_s"]) / float(r["model_time_s"]) for r in rows]

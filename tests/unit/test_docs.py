@@ -28,7 +28,7 @@ CODE_PACKAGES = ("emulator", "controller")
 # A repository path: it starts with one of the repository's own folders (or
 # is one of its top-level files) and is not part of a longer path such as
 # /var/lib/bigraph-emu/... or results/<folder>/experiments/...
-TOP = r"(?:emulator|controller|experiments|benchmarks|docs|tests|vm|\.ci)"
+TOP = r"(?:emulator|controller|experiments|lab|benchmarks|docs|tests|vm|\.ci)"
 PATH = re.compile(r"(?<![\w./~<>-])(" + TOP + r"/[\w.*/<>-]*|(?:README\.md|pyproject\.toml|setup\.cfg)\b)")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
