@@ -9,6 +9,11 @@ saved to controller-ports.csv, from which the emulator takes each call's
 ports.csv), reroutes when a switch-switch port goes down or up,
 and with the "adaptive" policy moves host pairs off overloaded links. Every
 change is logged to events.jsonl.
+
+Like FAUCET's app, it decides nothing itself: counters go to
+emulator.routes.readings with the time they arrived, which returns the
+controller-ports.csv rows and the adaptive policy's moves; RouteState
+returns the rules. The app sends those and writes the files.
 """
 from __future__ import annotations
 
@@ -26,9 +31,10 @@ from os_ken.ofproto import ofproto_v1_3
 
 from emulator.routes.routing import POLICIES, pair_paths
 from emulator.routes.rules import ETH_TYPE_IPV4, FlowRule
-from emulator.routes.state import RouteState, link_loads, rule_changes
+from emulator.routes.readings import Readings, adapt
+from emulator.routes.state import RouteState, rule_changes
 from emulator.fabric.graph import Fabric
-from emulator.results.linkstats import CONTROLLER_PORTS, PORT_READING_COLUMNS
+from emulator.records.links import CONTROLLER_PORTS, PORT_READING_COLUMNS
 
 cfg.CONF.register_cli_opts([
     cfg.StrOpt("fabric", help="fabric JSON written by the emulator"),
@@ -42,7 +48,6 @@ cfg.CONF.register_cli_opts([
 LOG = logging.getLogger("bigraph.controller")
 POLL_S = 1.0            # port counter period
 ADAPTIVE_POLL_S = 0.5   # the adaptive policy reads counters more often
-ACTIVE_BYTES_PER_S = 1e4   # a pair sending less than this is idle
 READ_BACK_S = 5.0          # a switch answers a flow stats request well within this
 
 
@@ -63,14 +68,12 @@ class FabricRoutes(app_manager.OSKenApp):
         self.adapts = POLICIES[conf.policy].adapts
         self.poll_s = ADAPTIVE_POLL_S if self.adapts else POLL_S
         self.by_dpid = {s.dpid: s.name for s in self.fabric.switches}
-        self.host_by_ip = {h.ip: h.name for h in self.fabric.hosts}
+        self.readings = Readings(self.fabric)         # port and per-pair counters: the adaptive policy's input
         self.datapaths = {}                           # switch -> datapath
         self.installed: dict[str, set[FlowRule]] = {}  # what each switch holds, as far as we know
         self.confirmed: dict[str, int] = {}           # switch -> rules, confirmed by barrier
         self.held: dict[int, list] = {}               # dpid -> flow stats parts of a connect read-back
         self.asked: dict[str, float] = {}             # switch -> when its read-back was asked
-        self.counters: dict = {}                      # (switch, port) -> (previous, latest) (t, tx, rx)
-        self.pair_bytes: dict = {}                    # (switch, src, dst) -> (t, bytes, rate) of a per-pair rule
         self.ready = False
         LOG.info("fabric %s, %d switches, policy %s", self.fabric.topology, len(self.by_dpid), conf.policy)
         hub.spawn(self._poll_loop)
@@ -134,7 +137,8 @@ class FabricRoutes(app_manager.OSKenApp):
                 self.confirmed.pop(name, None)   # confirmed again by the barrier after the sync
                 self._sync(name, reason="connected", keep=len(have))
             return
-        self._count_pairs(name, ev.msg.body)
+        counts = [(stat.match.get("ipv4_src"), stat.match.get("ipv4_dst"), stat.byte_count) for stat in ev.msg.body]
+        self.readings.read_pairs(name, time.monotonic(), counts)
 
     def _sync(self, name: str, reason: str, keep: int | None = None) -> int:
         """Make switch `name` hold exactly the state's rules; returns how many changed."""
@@ -198,54 +202,21 @@ class FabricRoutes(app_manager.OSKenApp):
         name = self.by_dpid.get(ev.msg.datapath.id)
         if name is None:
             return
-        now = time.monotonic()
-        rows = []
-        for stat in ev.msg.body:
-            if stat.port_no in self.fabric.ports(name):
-                key = (name, stat.port_no)
-                self.counters[key] = (self.counters.get(key, (None, None))[1], (now, stat.tx_bytes, stat.rx_bytes))
-                rows.append(f"{now:.6f},{name},{stat.port_no},{stat.tx_bytes},{stat.rx_bytes},{stat.tx_dropped}\n")
+        counts = [(stat.port_no, stat.tx_bytes, stat.rx_bytes, stat.tx_dropped) for stat in ev.msg.body]
+        rows = self.readings.read_ports(name, time.monotonic(), counts)
         path = os.path.join(self.out_dir, CONTROLLER_PORTS)
         new = not os.path.exists(path)
         with open(path, "a") as f:
             if new:
                 f.write(",".join(PORT_READING_COLUMNS) + "\n")
-            f.writelines(rows)
-
-    def _count_pairs(self, switch: str, stats):
-        """Bytes of every per-pair rule of a switch: which pairs are sending,
-        how fast. Counted per switch: a pair has rules on several switches,
-        and a rule reinstalled after a move starts again from zero."""
-        now = time.monotonic()
-        for stat in stats:
-            src, dst = stat.match.get("ipv4_src"), stat.match.get("ipv4_dst")
-            if src in self.host_by_ip and dst in self.host_by_ip:
-                key = (switch, self.host_by_ip[src], self.host_by_ip[dst])
-                before = self.pair_bytes.get(key)
-                rate = _rate(before, now, stat.byte_count) if before and stat.byte_count >= before[1] else 0.0
-                self.pair_bytes[key] = (now, stat.byte_count, rate)
-
-    def _pair_rates(self) -> dict:
-        """Each pair's rate: the most any of its switches counted."""
-        rates = {}
-        for (_, src, dst), (_, _, rate) in self.pair_bytes.items():
-            rates[(src, dst)] = max(rate, rates.get((src, dst), 0.0))
-        return rates
+            f.writelines(row.csv_line() for row in rows)
 
     def _adapt(self):
-        tx, rx = {}, {}
-        for key, (old, new) in self.counters.items():
-            if old is not None:
-                tx[key] = _rate((old[0], old[1]), new[0], new[1])
-                rx[key] = _rate((old[0], old[2]), new[0], new[2])
-        rates = {pair: r for pair, r in self._pair_rates().items() if r > ACTIVE_BYTES_PER_S}
-        if not rates:
-            return
-        moves, switches = self.state.move(rates, link_loads(self.state.fabric, tx, rx))
-        for s in sorted(switches):
+        moves, switches = adapt(self.state, self.readings)
+        for s in switches:
             self._sync(s, reason="adaptive")
         for m in moves:
-            self._event("move", pair=list(m.pair), old=[list(h) for h in m.old], new=[list(h) for h in m.new])
+            self._event("move", **m.event())
         if moves:
             self._write_routes()
 
@@ -258,10 +229,6 @@ class FabricRoutes(app_manager.OSKenApp):
     def _write_routes(self):
         routes = {f"{a}>{b}": p for (a, b), p in pair_paths(self.state.fabric, self.state.table).items()}
         _write_json(os.path.join(self.out_dir, "routes.json"), routes)
-
-
-def _rate(before: tuple[float, int], now: float, count: int) -> float:
-    return (count - before[1]) / max(1e-6, now - before[0])
 
 
 def _rule(stat) -> FlowRule:

@@ -28,6 +28,10 @@ class Move:
     old: tuple[Link, ...]   # the route the pair leaves
     new: tuple[Link, ...]   # the route it takes instead
 
+    def event(self) -> dict:
+        """Its details in events.jsonl (JSON has lists, not tuples)."""
+        return {"pair": list(self.pair), "old": [list(hop) for hop in self.old], "new": [list(hop) for hop in self.new]}
+
 
 def capacities(fabric: Fabric) -> dict[Link, float]:
     """Bytes per second every directed link can carry."""
