@@ -106,8 +106,16 @@ def adapt(state: RouteState, readings: Readings) -> tuple[list[Move], list[str]]
     active = {pair: rate for pair, rate in readings.pair_rates().items() if rate > ACTIVE_BYTES_PER_S}
     if not active:
         return [], []
-    moves, switches = state.move(active, link_loads(state.fabric, *readings.port_rates()))
+    tx, rx = (_links_up(state.fabric, rates) for rates in readings.port_rates())
+    moves, switches = state.move(active, link_loads(state.fabric, tx, rx))
     return moves, sorted(switches)
+
+
+def _links_up(fabric: Fabric, rates: dict[tuple[str, int], float]) -> dict[tuple[str, int], float]:
+    """The rates of the ports `fabric` (the links that are up) cables: a
+    switch still reports the port of a link that is down, and a load on a
+    link the decision does not know is refused."""
+    return {(switch, port): rate for (switch, port), rate in rates.items() if port in fabric.ports(switch)}
 
 
 def _rate(before: Count, after: Count) -> float:

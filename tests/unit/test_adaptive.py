@@ -207,8 +207,9 @@ class Switches:
                    key=lambda r: r.priority)
 
     def answer(self, readings, now):
-        """Every switch answers a port and a flow stats request at `now`."""
-        f = self.state.fabric
+        """Every switch answers a port and a flow stats request at `now`,
+        with every port it was built with (those of links that are down too)."""
+        f = self.state.full
         for s in (s.name for s in f.switches):
             readings.read_ports(s, now, [(p, self.tx[(s, p)], self.rx[(s, p)], 0) for p in f.ports(s)])
             readings.read_pairs(s, now, [(r.ipv4_src, r.ipv4_dst, self.rule_bytes[(s, r)])
@@ -348,6 +349,23 @@ def test_adapt_moves_no_idle_pair(ecmp_collision):
         switches.answer(readings, now)
     assert readings.port_rates()[0][("bgs0", 4)] > LINE
     assert adapt(state, readings) == ([], [])
+
+
+def test_adapt_with_a_link_down_decides_on_the_links_that_are_up():
+    """The port of a link that is down is still read; the decision leaves it
+    out and moves pairs over the links that are left."""
+    f = leafspine(2, 3, 2)
+    state, readings = RouteState(f, "adaptive"), Readings(f)
+    switches = Switches(state)
+    switches.answer(readings, 0.0)
+    assert state.port_changed("bgs0", 3, up=False)   # bgs0-bgs2; ecmp on the rest hashes both pairs onto bgs4
+    for now in (1.0, 2.0):
+        switches.send(HALF_EACH, 1.0)
+        switches.answer(readings, now)
+    assert ("bgs0", 3) in readings.port_rates()[0]
+    moves, changed = adapt(state, readings)
+    assert [(m.pair, m.old[1], m.new[1]) for m in moves] == [(("bgh0", "bgh2"), ("bgs0", 5), ("bgs0", 4))]
+    assert changed == ["bgs0"]
 
 
 @pytest.mark.parametrize("stride", [4, 8])
