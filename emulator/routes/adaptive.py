@@ -2,10 +2,11 @@
 
 The "adaptive" policy starts from the ecmp table: like Hedera, hashing
 spreads the pairs from the start, and the controller only has to move the
-ones that collide. Every fraction of a second the controller measures the
-load of every directed link, asks `plan_moves` which pairs to move, applies
-them with `apply_moves` and reinstalls the rules of the switches it returns.
-Nothing here talks to a switch.
+ones that collide. Every fraction of a second the controller reads its
+switches' counters; `emulator.routes.readings.adapt` makes them the load of
+every directed link and the pairs that send, asks `plan_moves` which pairs
+to move and applies them with `apply_moves`, and the controller reinstalls
+the rules of the switches it returns. Nothing here talks to a switch.
 
 Link = (node, egress port), as `emulator.routes.routing.path` lists them.
 """
