@@ -4,12 +4,20 @@ A `Fabric` is plain data. The topology builders create it, the emulator
 instantiates it in Mininet, the controller reads the same JSON file to
 install routes, and the flow model predicts on it: all of them see the same
 switches, ports, addresses and link rates.
+
+A fabric may hold nodes of accelerators (emulator/fabric/nodes.py): then
+its hosts are the accelerators, node switches join them to the NICs, and
+the records below carry which node they belong to. The fields that say so
+are left out of the JSON where they hold their defaults, so a fabric
+without nodes reads and writes as before.
 """
 from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+
+from emulator.fabric.nodes import LINK_NETWORK, NodeShape
 
 # RFC 2544 benchmarking range: never collides with a real network.
 ADDRESS_BASE = ipaddress.IPv4Address("198.18.0.0")
@@ -26,8 +34,10 @@ HOST_PREFIX = "bgh"
 class Switch:
     name: str
     dpid: int
-    tier: str      # "upper"/"lower" (BiGraph), "edge"/"agg"/"core", "leaf"/"spine"
+    tier: str      # "upper"/"lower" (BiGraph), "edge"/"agg"/"core", "leaf"/"spine", "rail"; in a node
+                   # "pcie", "pcieroot", "nvswitch" (emulator/fabric/nodes.py)
     index: int     # position inside its tier
+    node: int = -1   # the node it belongs to; -1: a switch of the network
 
 
 @dataclass(frozen=True)
@@ -36,8 +46,10 @@ class Host:
     index: int
     ip: str
     mac: str
-    switch: str    # the switch its NIC is cabled to
+    switch: str    # the switch its NIC is cabled to (an accelerator's: its node switch)
     port: int      # that switch's port number
+    node: int = -1   # an accelerator's node; -1: a plain host with its own NIC
+    local: int = 0   # an accelerator's index in its node
 
 
 @dataclass(frozen=True)
@@ -48,9 +60,11 @@ class Link:
     b_port: int
     rate_mbps: float
     queue_packets: int
-    kind: str      # "host" (NIC to switch) or "switch" (switch to switch)
+    kind: str      # "host" (NIC to switch) or "switch" (switch to switch; a node's NIC cable too)
     delay_ms: float = 0.0   # netem, each direction
     loss_pct: float = 0.0
+    scope: str = LINK_NETWORK   # "network", or "node": inside a node (nodes.LINK_NODE)
+    nic: int = -1   # a node's NIC cable: its endpoint (NIC j of node i: i*K + j); -1 for any other link
 
     def ends(self):
         return ((self.a, self.a_port), (self.b, self.b_port))
@@ -110,14 +124,41 @@ class Fabric:
     def hosts_on(self, switch: str) -> list[Host]:
         return self._hosts_on.get(switch, [])
 
+    # --- nodes (emulator/fabric/nodes.py) -------------------------------------
+    def node_shape(self) -> NodeShape | None:
+        """What every node is, or None: a fabric without nodes."""
+        shape = self.params.get("node")
+        return NodeShape.from_dict(shape) if shape else None
+
+    def nodes(self) -> list[list[str]]:
+        """The accelerators' host names node by node; without nodes, each host alone."""
+        shape = self.node_shape()
+        if shape is None:
+            return [[h.name] for h in self.hosts]
+        n = shape.accelerators
+        return [[h.name for h in self.hosts[i:i + n]] for i in range(0, len(self.hosts), n)]
+
+    def nic_endpoint(self, host: str) -> int:
+        """The endpoint (NIC) index an accelerator uses, i*K + floor(a*K/N);
+        a plain host's own index."""
+        h = self._host[host]
+        shape = self.node_shape()
+        if shape is None or h.node < 0:
+            return h.index
+        return h.node * shape.nics + shape.nic_index(h.local)
+
+    def nic_of(self, host: str) -> str:
+        """The name of the NIC endpoint an accelerator uses ("nic<endpoint>")."""
+        return nic_name(self.nic_endpoint(host))
+
     # --- JSON --------------------------------------------------------------
     def to_dict(self) -> dict:
         return {
             "topology": self.topology,
             "params": self.params,
-            "switches": [asdict(s) for s in self.switches],
-            "hosts": [asdict(h) for h in self.hosts],
-            "links": [asdict(l) for l in self.links],
+            "switches": [_record(s) for s in self.switches],
+            "hosts": [_record(h) for h in self.hosts],
+            "links": [_record(l) for l in self.links],
         }
 
     @classmethod
@@ -138,6 +179,25 @@ class Fabric:
     def load(cls, path) -> "Fabric":
         with open(path) as f:
             return cls.from_dict(json.load(f))
+
+
+# fields records gained with nodes, and their defaults: written only where they differ
+_NODE_FIELDS = {cls: {f.name: f.default for f in fields(cls) if f.name in names}
+                for cls, names in ((Switch, ("node",)), (Host, ("node", "local")), (Link, ("scope", "nic")))}
+
+
+def _record(item) -> dict:
+    """A record as JSON: every field, but the node fields at their defaults."""
+    d = asdict(item)
+    for name, default in _NODE_FIELDS[type(item)].items():
+        if d[name] == default:
+            del d[name]
+    return d
+
+
+def nic_name(endpoint: int) -> str:
+    """The name of NIC endpoint `endpoint` (Fabric.nic_of)."""
+    return f"nic{endpoint}"
 
 
 def host_of_address(ip: str) -> str | None:
