@@ -16,12 +16,14 @@ To add an algorithm, write one record and put it in ALGORITHMS.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from emulator.fabric.mapping import Nodes   # (node, local index) of every rank, from the placement
 from emulator.workloads.flat import Flat, one_each
 from emulator.workloads.steps import Step, Transfer, chunks, exchange
 
@@ -52,6 +54,9 @@ class Algorithm:
     # (ranks, bytes, reduce_scatter, allgather) -> the name of the algorithm that runs the call,
     # for one that picks per call (auto); None: this one runs
     picks: Callable[[int, int, bool, bool], str] | None = None
+    # (the node of every rank, from the placement) -> the record that runs on those nodes, for
+    # an algorithm that reads them (hierarchical); None: it runs the same on any placement
+    placed: Callable[[Nodes], Algorithm] | None = None
 
     def alpha_beta_s(self, halves: int, ranks: int, size_bytes: float, rate_mbps: float, alpha_s: float) -> float:
         """Closed-form time of a congestion-free call (docs/eflops.md): each
@@ -445,12 +450,181 @@ AUTO = Algorithm(
     _auto_steps, picks=_auto_picks)
 
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (RING, HALVING_DOUBLING, TREE, AUTO)}
+# --- hierarchical: rings inside the nodes, then across them -----------------------
+
+def node_positions(nodes: Nodes) -> Nodes:
+    """Each rank's (node position, local position): its node among the
+    group's nodes by node index, itself among the group's ranks on that
+    node by local index (then rank). Equal placements give equal positions,
+    so calls on them share one schedule; a plain host keeps node -1."""
+    ids = sorted({node for node, _ in nodes if node >= 0})
+    where = {node: g for g, node in enumerate(ids)}
+    on: dict[int, list[int]] = {}
+    for rank, (node, _) in enumerate(nodes):
+        on.setdefault(node, []).append(rank)
+    local = {}
+    for node, ranks in on.items():
+        for position, rank in enumerate(sorted(ranks, key=lambda r: (nodes[r][1], r))):
+            local[rank] = position if node >= 0 else 0
+    return tuple((where.get(node, -1), local[rank]) for rank, (node, _) in enumerate(nodes))
 
 
-def algorithm(name: str) -> Algorithm:
+def _hier_shape(places: Nodes) -> str:
+    """What the placement lacks for hierarchical ("": nothing)."""
+    if any(g < 0 for g, _ in places):
+        return ("a fabric with nodes (accelerators in machines, each node's ranks joined by its interconnect); "
+                "on plain hosts it would be ring: use ring")
+    counts = [0] * (1 + max(g for g, _ in places))
+    for g, _ in places:
+        counts[g] += 1
+    if len(set(counts)) > 1:
+        shown = ", ".join(map(str, counts[:8])) + (", ..." if len(counts) > 8 else "")
+        return (f"the same number of its ranks on every node it spans, so that each rank has a peer of the same "
+                f"local position on every other node (got {shown} ranks on its {len(counts)} nodes)")
+    return ""
+
+
+def _ring_among(members: list[int], me: int, sizes: list[int], phase: str, shift: int) -> list[Step]:
+    """_ring_half over `members` (ranks, in ring order), `me` the position of the rank."""
+    made: dict[Step, Step] = {}
+    out = []
+    for step in _ring_half(len(members), me, sizes, phase, shift):
+        if step not in made:
+            made[step] = Step(tuple(Transfer(members[t.peer], t.nbytes) for t in step.sends),
+                              tuple(Transfer(members[t.peer], t.nbytes) for t in step.recvs), step.phase)
+        out.append(made[step])
+    return out
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The ranks of a hierarchical call: rank[g][l] on node position g,
+    local position l (L ranks on each of M nodes), and where each rank is."""
+    rank: tuple[tuple[int, ...], ...]
+    places: Nodes
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.rank), len(self.rank[0])   # M, L
+
+
+def _hier_steps(grid: _Grid, rank: int, size: int, reduce_scatter: bool, allgather: bool) -> list[Step]:
+    """Reduce-scatter: a ring over the rank's node (chunks of S/L; it ends
+    owning chunk l+1, as ring), then a ring over the ranks of its local
+    position on the other nodes, reducing that chunk in M shards.
+    Allgather: the same rings in reverse order. Allreduce is both: the
+    middle two rings make the allreduce of the node's chunk across nodes."""
+    g, l = grid.places[rank]
+    nodes, local = grid.shape
+    in_node, across = list(grid.rank[g]), [grid.rank[i][l] for i in range(nodes)]
+    sizes = chunks(size, local)
+    shard = chunks(sizes[(l + 1) % local], nodes)
+    steps = []
+    if reduce_scatter:
+        steps += _ring_among(in_node, l, sizes, "reduce-scatter", 0)
+        steps += _ring_among(across, g, shard, "inter-node reduce-scatter", 0)
+    if allgather:
+        steps += _ring_among(across, g, shard, "inter-node allgather", 1)
+        steps += _ring_among(in_node, l, sizes, "allgather", 1)
+    return steps
+
+
+def _hier_flat(grid: _Grid, size: int, reduce_scatter: bool, allgather: bool) -> Flat:
+    """_hier_steps for every rank at once (each ring as _ring_flat's)."""
+    nodes, local = grid.shape
+    at = np.array(grid.rank, dtype=np.int64)
+    g, l = (np.array(c, dtype=np.int64) for c in zip(*grid.places))
+    sizes = np.array(chunks(size, local), dtype=np.int64)
+    owned = sizes[(l + 1) % local][:, None]   # the chunk each rank reduces across nodes
+    in_node = (at[g, (l + 1) % local], at[g, (l - 1) % local], l, local, lambda c: sizes[c])
+    across = (at[(g + 1) % nodes, l], at[(g - 1) % nodes, l], g, nodes,
+              lambda c: owned // nodes + (c < owned % nodes))
+    columns = []
+    for (nxt, prev, me, n, part), shift in ((in_node, 0), (across, 0), (across, 1), (in_node, 1)):
+        if n > 1 and (reduce_scatter if shift == 0 else allgather):
+            chunk = me[:, None] + shift - np.arange(n - 1)[None, :]
+            columns.append((np.repeat(nxt[:, None], n - 1, axis=1), part(chunk % n),
+                            np.repeat(prev[:, None], n - 1, axis=1), part((chunk - 1) % n)))
+    send_peer, send_bytes, recv_peer, recv_bytes = (np.concatenate(side, axis=1) for side in zip(*columns))
+    return one_each(len(grid.places), send_peer.shape[1], send_peer.ravel(), send_bytes.ravel(),
+                    recv_peer.ravel(), recv_bytes.ravel())
+
+
+def _hier_rounds(grid: _Grid, size: int, reduce_scatter: bool, allgather: bool):
+    """Three rounds, each repeated: the ring in the nodes (L-1 steps), the
+    rings across (M-1 per half), the ring in the nodes again."""
+    nodes, local = grid.shape
+    at = np.array(grid.rank, dtype=np.int64)
+    g, l = (np.array(c, dtype=np.int64) for c in zip(*grid.places))
+    rank = at[g, l]
+    chunk = -(-size // local)
+    shard = -(-chunk // nodes)
+    in_node = (rank, at[g, (l + 1) % local], np.full(len(rank), chunk))
+    across = (rank, at[(g + 1) % nodes, l], np.full(len(rank), shard))
+    rounds = [(*in_node, local - 1)] if reduce_scatter and local > 1 else []
+    if nodes > 1:
+        rounds.append((*across, (reduce_scatter + allgather) * (nodes - 1)))
+    if allgather and local > 1:
+        rounds.append((*in_node, local - 1))
+    note = "" if size % (nodes * local) == 0 else \
+        f"hierarchical chunks taken as {chunk} bytes in the nodes and {shard} across (at most 1 byte more each)"
+    return rounds, note
+
+
+def _hier_unplaced(p: int, rank: int, size: int, reduce_scatter: bool, allgather: bool) -> list[Step]:
+    raise ValueError("hierarchical needs the node of every rank: build it with the placement's nodes")
+
+
+HIERARCHICAL_HELP = ("NCCL's and Horovod's hierarchical allreduce on a fabric with nodes: a ring reduce-scatter "
+                     "inside each node over its interconnect, a ring allreduce of each rank's 1/L across the nodes "
+                     "among the ranks of the same local position (over their NICs, on their rail), a ring "
+                     "allgather inside the node; needs L ranks on each of M nodes (L+M-2 latencies per half)")
+
+
+def _hierarchical_on(nodes: Nodes) -> Algorithm:
+    return _hierarchical(node_positions(nodes))
+
+
+@functools.lru_cache(maxsize=64)
+def _hierarchical(places: Nodes) -> Algorithm:
+    """The record of hierarchical on ranks at these (node, local) positions."""
+    shape = _hier_shape(places)
+
+    def needs(p: int, reduce_scatter: bool, allgather: bool) -> str:
+        if p != len(places):
+            return f"the node of each of its ranks (the placement gave {len(places)})"
+        return shape
+    if shape:
+        return dataclasses.replace(HIERARCHICAL, needs=needs, placed=None)
+    grid = [[0] * (len(places) // (1 + max(g for g, _ in places))) for _ in range(1 + max(g for g, _ in places))]
+    for rank, (g, l) in enumerate(places):
+        grid[g][l] = rank
+    on = _Grid(tuple(map(tuple, grid)), places)
+    nodes, local = on.shape
+    return Algorithm(
+        HIERARCHICAL.name, HIERARCHICAL.help,
+        lambda p, rank, size, rs, ag: _hier_steps(on, rank, size, rs, ag),
+        half_messages=lambda p: local - 1 + nodes - 1, needs=needs,
+        flat=lambda p, size, rs, ag: _hier_flat(on, size, rs, ag),
+        rounds=lambda p, size, rs, ag: _hier_rounds(on, size, rs, ag))
+
+
+HIERARCHICAL = Algorithm(
+    "hierarchical", HIERARCHICAL_HELP, _hier_unplaced,
+    needs=lambda p, rs, ag: "the nodes its ranks run on (a placement on a fabric with nodes)",
+    placed=_hierarchical_on)
+
+
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (RING, HALVING_DOUBLING, TREE, AUTO, HIERARCHICAL)}
+
+
+def algorithm(name: str, nodes: Nodes | None = None) -> Algorithm:
+    """The record of `name`; for one that reads the nodes of its ranks
+    (`placed`), the record for `nodes` (None: not known here, and it refuses
+    through its `needs`)."""
     try:
-        return ALGORITHMS[name]
+        record = ALGORITHMS[name]
     except KeyError:
         raise ValueError(f"unknown algorithm {name!r}; choose one of: {', '.join(ALGORITHMS)}") from None
+    return record.placed(tuple(nodes)) if record.placed and nodes is not None else record
 

@@ -4,7 +4,10 @@ emulator.workloads.algorithms; and the same schedule in the forms the model
 reads (arrays, lock-step rounds), through each record's fast path where it
 has one and by flattening the steps where it does not. An algorithm that
 picks per call (auto) is resolved here, in one place (chosen_algorithm):
-every form is built from the algorithm it picked.
+every form is built from the algorithm it picked. So is one that reads the
+node of every rank (hierarchical): every function takes `nodes`, the
+(node, local index) of each rank from the placement
+(emulator.fabric.mapping.rank_nodes), None where no placement is known.
 
 The host agents replay a Schedule exactly over TCP and the flow model
 predicts it.
@@ -14,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import random as _random
 
+from emulator.workloads.algorithms import Nodes, node_positions
 from emulator.workloads.algorithms import algorithm as algorithm_record
 from emulator.workloads.collectives import collective as collective_record
 from emulator.workloads.flat import Flat, flatten, round_of
@@ -24,30 +28,46 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _rank_steps(collective: str, algorithm: str, p: int, rank: int, size: int) -> list[Step]:
+def _rank_steps(collective: str, algorithm: str, p: int, rank: int, size: int, nodes: Nodes | None) -> list[Step]:
     c = collective_record(collective)
     if c.uses_algorithm:
-        return algorithm_record(algorithm).rank_steps(p, rank, size, c.reduce_scatter, c.allgather)
+        return algorithm_record(algorithm, nodes).rank_steps(p, rank, size, c.reduce_scatter, c.allgather)
     return c.rank_steps(p, rank, size)
 
 
-def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Schedule:
+def build_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int,
+                   nodes: Nodes | None = None) -> Schedule:
     """The schedule of one collective call of `size_bytes` on `ranks` ranks,
     named after the algorithm that runs it (chosen_algorithm).
 
     `algorithm` matters for the collectives that run an algorithm's halves;
-    the others have one algorithm each and ignore it."""
-    algorithm = checked_algorithm(collective, algorithm, ranks, size_bytes)
-    steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes)) for r in range(ranks))
+    the others have one algorithm each and ignore it. `nodes`: where the
+    ranks run, for an algorithm that reads it (module docstring)."""
+    algorithm = checked_algorithm(collective, algorithm, ranks, size_bytes, nodes)
+    steps = tuple(tuple(_rank_steps(collective, algorithm, ranks, r, size_bytes, nodes)) for r in range(ranks))
     return Schedule(collective, algorithm, ranks, size_bytes, steps)
 
 
-def check_collective(collective: str, algorithm: str, ranks: int, size_bytes: int) -> None:
+def check_collective(collective: str, algorithm: str, ranks: int, size_bytes: int,
+                     nodes: Nodes | None = None) -> None:
     """ValueError unless `build_schedule` can build this collective."""
-    checked_algorithm(collective, algorithm, ranks, size_bytes)
+    checked_algorithm(collective, algorithm, ranks, size_bytes, nodes)
 
 
-def checked_algorithm(collective: str, algorithm: str, ranks: int, size_bytes: int) -> str:
+def reads_nodes(algorithm: str) -> bool:
+    """Whether `algorithm` reads the node of every rank (its schedule differs by placement)."""
+    return algorithm_record(algorithm).placed is not None
+
+
+def nodes_for(algorithm: str, nodes: Nodes | None) -> Nodes | None:
+    """`nodes` as `algorithm` reads them: None for one that does not read
+    them, else each rank's (node, local) position, the same for every
+    placement of the same shape (a key for schedules kept for reuse)."""
+    return node_positions(tuple(nodes)) if nodes is not None and reads_nodes(algorithm) else None
+
+
+def checked_algorithm(collective: str, algorithm: str, ranks: int, size_bytes: int,
+                      nodes: Nodes | None = None) -> str:
     """chosen_algorithm, after check_collective's checks."""
     collective_record(collective)   # each raises naming the unknown name and the known ones
     alg = algorithm_record(algorithm)
@@ -55,11 +75,11 @@ def checked_algorithm(collective: str, algorithm: str, ranks: int, size_bytes: i
         raise ValueError(f"a collective needs at least 2 ranks (an integer), got {ranks!r}")
     if not _is_int(size_bytes) or size_bytes < 1:
         raise ValueError(f"message size must be >= 1 byte (an integer), got {size_bytes!r}")
-    need = algorithm_need(collective, algorithm, ranks)
+    need = algorithm_need(collective, algorithm, ranks, nodes)
     if need:
         raise ValueError(f"{alg.name} {collective} needs {need}; got {ranks} ranks")
     chosen = chosen_algorithm(collective, algorithm, ranks, size_bytes)
-    need = algorithm_need(collective, chosen, ranks)
+    need = algorithm_need(collective, chosen, ranks, nodes)
     if need:   # an algorithm that picks must pick one that runs
         raise ValueError(f"{alg.name} picked {chosen}, which for {collective} needs {need}; got {ranks} ranks")
     return chosen
@@ -73,31 +93,31 @@ def chosen_algorithm(collective: str, algorithm: str, ranks: int, size_bytes: in
     return picks(ranks, size_bytes, c.reduce_scatter, c.allgather) if c.uses_algorithm and picks else algorithm
 
 
-def algorithm_need(collective: str, algorithm: str, ranks: int) -> str:
+def algorithm_need(collective: str, algorithm: str, ranks: int, nodes: Nodes | None = None) -> str:
     """What the algorithm needs to run this collective on `ranks` ranks ("": nothing more)."""
     c = collective_record(collective)
-    return algorithm_record(algorithm).needs(ranks, c.reduce_scatter, c.allgather) if c.uses_algorithm else ""
+    return algorithm_record(algorithm, nodes).needs(ranks, c.reduce_scatter, c.allgather) if c.uses_algorithm else ""
 
 
-def flat_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int) -> Flat:
+def flat_schedule(collective: str, algorithm: str, ranks: int, size_bytes: int, nodes: Nodes | None = None) -> Flat:
     """flatten(build_schedule(...)), straight as arrays where the record has a fast path."""
-    algorithm = checked_algorithm(collective, algorithm, ranks, size_bytes)
+    algorithm = checked_algorithm(collective, algorithm, ranks, size_bytes, nodes)
     c = collective_record(collective)
     if c.uses_algorithm:
-        fast = algorithm_record(algorithm).flat
+        fast = algorithm_record(algorithm, nodes).flat
         made = fast(ranks, size_bytes, c.reduce_scatter, c.allgather) if fast else None
     else:
         made = c.flat(ranks, size_bytes) if c.flat else None
-    return made if made is not None else flatten(build_schedule(collective, algorithm, ranks, size_bytes))
+    return made if made is not None else flatten(build_schedule(collective, algorithm, ranks, size_bytes, nodes))
 
 
-def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int):
+def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int, nodes: Nodes | None = None):
     """The collective as rounds all ranks run in lock-step: ([(one step per
     rank as a Flat, how many times it repeats)], what is approximated beyond
     the lock-step), or None where its algorithm gives no rounds."""
-    algorithm = checked_algorithm(collective, algorithm, ranks, size_bytes)
+    algorithm = checked_algorithm(collective, algorithm, ranks, size_bytes, nodes)
     c = collective_record(collective)
-    rounds = algorithm_record(algorithm).rounds if c.uses_algorithm else None
+    rounds = algorithm_record(algorithm, nodes).rounds if c.uses_algorithm else None
     made = rounds(ranks, size_bytes, c.reduce_scatter, c.allgather) if rounds else None
     if made is None:
         return None
@@ -106,14 +126,14 @@ def lockstep_rounds(collective: str, algorithm: str, ranks: int, size_bytes: int
 
 
 def alpha_beta_time(collective: str, algorithm: str, ranks: int, size_bytes: float,
-                    rate_mbps: float, alpha_s: float) -> float:
+                    rate_mbps: float, alpha_s: float, nodes: Nodes | None = None) -> float:
     """Closed-form alpha-beta time (docs/eflops.md) of a congestion-free
     collective: the halves it runs, as the record of the algorithm that
-    runs it has them."""
+    runs it has them (every link at `rate_mbps`, a node's interconnect too)."""
     c = collective_record(collective)
     if not c.uses_algorithm:
         raise ValueError(f"no alpha-beta formula for collective {collective!r}")
-    chosen = algorithm_record(chosen_algorithm(collective, algorithm, ranks, size_bytes))
+    chosen = algorithm_record(chosen_algorithm(collective, algorithm, ranks, size_bytes), nodes)
     return chosen.alpha_beta_s(c.halves, ranks, size_bytes, rate_mbps, alpha_s)
 
 
