@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 
-from emulator.workloads.schedule import lockstep_rounds
+from emulator.workloads.schedule import lockstep_rounds, reads_nodes
 from emulator.model.iterations import iterations, modelled
 from emulator.model.simulation import predict, predict_lockstep
 from emulator.workloads.program import representative
@@ -50,6 +50,8 @@ def collectives(job, algorithm: str) -> list[tuple]:
             if group == 1:
                 continue
             call = (op.kind, op.algorithm or algorithm, phase.ranks, op.nbytes)
+            if reads_nodes(call[1]):   # its schedule depends on the placement: the exact simulation has it
+                raise NotLockstep(f"job {job.name!r}: {call[1]} reads the nodes of its ranks")
             if group < phase.ranks:
                 raise NotLockstep(f"job {job.name!r}: {op.kind} on group {op.group}, a part of the job's ranks")
             if op.kind in ("send", "recv") or op.matrix is not None or not _rounds(*call):

@@ -36,6 +36,7 @@ import numpy as np
 from emulator.model.buckets import Buckets, Burst
 from emulator.routes.routing import ForwardingTable, HopTable, path
 from emulator.fabric.graph import HOST_PORT, Fabric
+from emulator.fabric.mapping import rank_nodes
 from emulator.workloads.flat import Flat, flatten
 from emulator.workloads.schedule import flat_schedule, lockstep_rounds
 from emulator.workloads.steps import Schedule
@@ -938,9 +939,10 @@ def predict_collective(fabric: Fabric, table: ForwardingTable, collective: str, 
     "auto": lock-step past EXACT_FLOWS flows."""
     if method not in METHODS:
         raise ValueError(f"unknown model method {method!r}; choose one of: {', '.join(METHODS)}")
-    rounds = None if method == "exact" else lockstep_rounds(collective, algorithm, len(hosts), size_bytes)
+    nodes = rank_nodes(fabric, hosts)   # for an algorithm that reads them (hierarchical)
+    rounds = None if method == "exact" else lockstep_rounds(collective, algorithm, len(hosts), size_bytes, nodes)
     if rounds and (method == "lockstep" or sum(r.sends.peer.size * n for r, n in rounds[0]) > EXACT_FLOWS):
         return predict_lockstep(fabric, table, rounds[0], hosts, alpha_s, efficiency, rounds[1], progress, burst,
                                 min_step_s, switch_latency_s)
-    return predict(fabric, table, flat_schedule(collective, algorithm, len(hosts), size_bytes), hosts,
+    return predict(fabric, table, flat_schedule(collective, algorithm, len(hosts), size_bytes, nodes), hosts,
                    alpha_s, efficiency, progress, burst, min_step_s, switch_latency_s)

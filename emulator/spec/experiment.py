@@ -17,7 +17,7 @@ from emulator.routes.routing import POLICIES
 from emulator.fabric.captured import captured_links
 from emulator.fabric.graph import Fabric
 from emulator.inputs import InputError, as_name, is_name, read_text, shorten, to_float, to_int
-from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks
+from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks, rank_nodes
 from emulator.model.sharing import MODELS as SHARING_MODELS
 from emulator.inputs import parse_size, size_sweep
 from emulator.fabric.queues import DISCIPLINES, FIFO
@@ -465,10 +465,10 @@ def _check_placement(spec: RunSpec, fabric: Fabric) -> None:
         raise SpecError(f"mapping: {mapping.name!r} needs a power-of-two rank count ({mapping.power_of_two}), "
                         f"got {ranks} ranks on {fabric.topology}; use naive or random")
     try:
-        hosts_for_ranks(fabric, spec.mapping, ranks, spec.seed)
+        placed = hosts_for_ranks(fabric, spec.mapping, ranks, spec.seed)
     except ValueError as e:
         raise SpecError(f"mapping: {e}") from None
-    need = algorithm_need(spec.collective, spec.algorithm, ranks)
+    need = algorithm_need(spec.collective, spec.algorithm, ranks, rank_nodes(fabric, placed))
     if need:
         raise SpecError(f"algorithm: {spec.algorithm} {spec.collective} needs {need}; got {ranks} ranks")
 

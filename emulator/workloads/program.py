@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from emulator.fabric.graph import HOST_PORT, Fabric
-from emulator.fabric.mapping import place
-from emulator.workloads.schedule import build_schedule, check_collective
+from emulator.fabric.mapping import place, rank_nodes
+from emulator.workloads.schedule import build_schedule, check_collective, nodes_for
 from emulator.workloads.steps import Schedule, Step, Transfer
 from emulator.workloads.job import TOKEN_BYTES, Job, Op, Workload, WorkloadError, group_of
 from emulator.workloads.templates import job_ops
@@ -72,9 +72,10 @@ def compile_workload(workload: Workload, fabric: Fabric, mapping: str = "naive",
     layouts, steps, hosts = [], [], []
     for job, placed in place_jobs(workload, fabric, mapping, ranks):
         layout = JobLayout(job, len(hosts), placed)
+        nodes = rank_nodes(fabric, placed)
         for rank in range(job.most_ranks):
             speed = 1.0 if job.background else workload.speed(placed[rank])
-            mine, bounds, compute = _rank_steps(job, rank, speed, layout.offset, algorithm, block_s)
+            mine, bounds, compute = _rank_steps(job, rank, speed, layout.offset, algorithm, block_s, nodes=nodes)
             steps.append(tuple(mine))
             layout.iterations.append(bounds)
             layout.compute_s.append(compute)
@@ -167,10 +168,11 @@ def _sized(job: Job, ranks: int) -> Job:
 
 
 def _rank_steps(job: Job, rank: int, speed: float, offset: int, algorithm: str, block_s=None,
-                rendezvous: bool = True):
+                rendezvous: bool = True, nodes=None):
     """(steps, per-iteration (first, end) step indices, per-iteration compute
     seconds); block_s as compile_workload's; an iteration `rank` has no
-    part in (an elastic job's) is empty."""
+    part in (an elastic job's) is empty. nodes: (node, local) of every
+    rank of the job (mapping.rank_nodes), None where not known."""
     builder = _Builder(offset)
     if job.start_s:
         builder.add(Step(phase="start", compute_s=job.start_s, op=-1))
@@ -189,7 +191,7 @@ def _rank_steps(job: Job, rank: int, speed: float, offset: int, algorithm: str, 
             elif op.kind == "wait":
                 builder.wait(op.tag, index, job.name)
             else:
-                builder.communicate(op, index, _comm_steps(phase, rank, op, algorithm, block_s))
+                builder.communicate(op, index, _comm_steps(phase, rank, op, algorithm, block_s, nodes))
         builder.end_iteration(len(ops))
         bounds.append((first, len(builder.steps)))
         compute.append(seconds)
@@ -304,8 +306,9 @@ class _Builder:
 # --- groups and the steps of one communication op ------------------------------------
 
 
-def _comm_steps(job: Job, rank: int, op: Op, algorithm: str, block_s=None) -> list[Step]:
-    """The steps of `op` on `rank`, peers as job-local ranks (block_s: as compile_workload's)."""
+def _comm_steps(job: Job, rank: int, op: Op, algorithm: str, block_s=None, nodes=None) -> list[Step]:
+    """The steps of `op` on `rank`, peers as job-local ranks (block_s, nodes: as compile_workload's
+    and _rank_steps')."""
     group, me = group_of(job, rank, op.group)
     if op.kind in ("send", "recv"):
         if len(group) == 1:
@@ -327,11 +330,12 @@ def _comm_steps(job: Job, rank: int, op: Op, algorithm: str, block_s=None) -> li
         recvs = tuple(Transfer(group[i], op.matrix[i][me]) for i in range(len(group)) if i != me and op.matrix[i][me])
         return [Step(sends, recvs, "all-to-all")]
     collective = (op.kind, op.algorithm or algorithm, len(group), op.nbytes)
+    placed = nodes_for(collective[1], None if nodes is None else tuple(nodes[g] for g in group))
     try:
         if block_s:
-            check_collective(*collective)
+            check_collective(*collective, placed)
             return [Step(phase=op.kind, compute_s=block_s(*collective))]
-        steps = _collective(*collective)[me]
+        steps = _collective(*collective, placed)[me]
     except ValueError as e:
         raise WorkloadError(f"job {job.name!r}: {op.kind} on group {op.group} ({len(group)} ranks): {e}") from None
     if group == range(job.ranks):   # the whole job: peers are already its ranks
@@ -341,5 +345,5 @@ def _comm_steps(job: Job, rank: int, op: Op, algorithm: str, block_s=None) -> li
 
 
 @functools.lru_cache(maxsize=256)
-def _collective(kind: str, algorithm: str, ranks: int, nbytes: int):
-    return build_schedule(kind, algorithm, ranks, nbytes).steps
+def _collective(kind: str, algorithm: str, ranks: int, nbytes: int, nodes=None):
+    return build_schedule(kind, algorithm, ranks, nbytes, nodes).steps
