@@ -330,8 +330,8 @@ def _comm_steps(job: Job, rank: int, op: Op, algorithm: str, block_s=None, nodes
         recvs = tuple(Transfer(group[i], op.matrix[i][me]) for i in range(len(group)) if i != me and op.matrix[i][me])
         return [Step(sends, recvs, "all-to-all")]
     collective = (op.kind, op.algorithm or algorithm, len(group), op.nbytes)
-    placed = nodes_for(collective[1], None if nodes is None else tuple(nodes[g] for g in group))
     try:
+        placed = nodes_for(collective[1], None if nodes is None else tuple(nodes[g] for g in group))
         if block_s:
             check_collective(*collective, placed)
             return [Step(phase=op.kind, compute_s=block_s(*collective))]
