@@ -1,8 +1,11 @@
-"""Pure topology builders: BiGraph, k-ary fat-tree, two-tier leaf-spine.
+"""Pure topology builders: BiGraph, k-ary fat-tree, two-tier leaf-spine,
+rail-optimized.
 
 Each builder returns a `Fabric` with explicit port numbers. Users name a
 topology as `kind:key=value,...`, e.g. `bigraph:m=4,n=8`, `fattree:k=4`,
-`leafspine:leaves=4,spines=2,hosts=4` (see `parse_topology`).
+`leafspine:leaves=4,spines=2,hosts=4`, `rail:nodes=4,rails=4,spines=2`
+(see `parse_topology`). `with_nodes` turns a fabric's endpoints into the
+NICs of nodes of accelerators (emulator/fabric/nodes.py).
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from emulator.fabric.graph import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Host, Link, Switch, host_address
+from emulator.fabric.nodes import LINK_NETWORK, LINK_NODE, NVSWITCH, PCIE, PCIE_ROOT, NodeShape
 from emulator.inputs import shorten, to_int
 
 MAX_HOSTS = 1 << 17   # 131,072: the flow model's largest case (the emulator stops far below)
@@ -48,9 +52,9 @@ class _Builder:
         self.links: list[Link] = []
         self._next_port: dict[str, int] = {}
 
-    def add_switch(self, tier: str, index: int) -> str:
+    def add_switch(self, tier: str, index: int, node: int = -1) -> str:
         name = f"{SWITCH_PREFIX}{len(self.switches)}"
-        self.switches.append(Switch(name, dpid=len(self.switches) + 1, tier=tier, index=index))
+        self.switches.append(Switch(name, dpid=len(self.switches) + 1, tier=tier, index=index, node=node))
         self._next_port[name] = 1
         return name
 
@@ -59,20 +63,32 @@ class _Builder:
         self._next_port[switch] += 1
         return port
 
-    def add_host(self, switch: str) -> str:
+    def add_host(self, switch: str, node: int = -1, local: int = 0, rate_mbps: float | None = None) -> str:
+        """A host cabled to `switch`; an accelerator (node >= 0) at the interconnect's `rate_mbps`."""
         index = len(self.hosts)
         name = f"{HOST_PREFIX}{index}"
         ip, mac = host_address(index)
         port = self._port(switch)
-        self.hosts.append(Host(name, index, ip, mac, switch, port))
+        self.hosts.append(Host(name, index, ip, mac, switch, port, node, local))
         p = self.profile
-        self.links.append(Link(name, HOST_PORT, switch, port, p.host_rate_mbps, p.host_queue_packets, "host"))
+        scope = LINK_NODE if node >= 0 else LINK_NETWORK
+        self.links.append(Link(name, HOST_PORT, switch, port, p.host_rate_mbps if rate_mbps is None else rate_mbps,
+                               p.host_queue_packets, "host", scope=scope))
         return name
 
-    def connect(self, a: str, b: str) -> None:
+    def connect(self, a: str, b: str, rate_mbps: float | None = None, scope: str = LINK_NETWORK) -> None:
         p = self.profile
         self.links.append(Link(a, self._port(a), b, self._port(b),
-                               p.switch_rate_mbps, p.switch_queue_packets, "switch"))
+                               p.switch_rate_mbps if rate_mbps is None else rate_mbps, p.switch_queue_packets,
+                               "switch", scope=scope))
+
+    def cable_nic(self, node_switch: str, endpoint: Host) -> None:
+        """NIC `endpoint` of a node: its node switch's next port cabled to the
+        fabric switch port the endpoint had, at the host-link rate."""
+        p = self.profile
+        self.links.append(Link(node_switch, self._port(node_switch), endpoint.switch, endpoint.port,
+                               p.host_rate_mbps, p.host_queue_packets, "switch", scope=LINK_NETWORK,
+                               nic=endpoint.index))
 
     def fabric(self, topology: str, params: dict) -> Fabric:
         return Fabric(topology, self.switches, self.hosts, self.links, params)
@@ -164,11 +180,82 @@ def leafspine(leaves: int, spines: int, hosts: int, uplinks: int = 1,
                            "hosts": hosts, "uplinks": uplinks})
 
 
+def rail(nodes: int, rails: int, spines: int, profile: LinkProfile = LinkProfile()) -> Fabric:
+    """Rail-optimized two-tier Clos: `rails` rail (leaf) switches, each
+    cabled to every one of `spines` spines; endpoint r of node s (host
+    s*rails + r) on rail switch r, at port s+1. With nodes of accelerators
+    (`--nics` equal to `rails`), NIC r of every node is on rail r; without,
+    the fabric is nodes*rails plain hosts, host s*rails + r on rail r, as
+    if each node had one accelerator a NIC and no interconnect."""
+    for name, value in (("nodes", nodes), ("rails", rails), ("spines", spines)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"rail needs {name} >= 1, got {name}={value}")
+    if nodes * rails < 2:
+        raise ValueError(f"rail needs at least 2 endpoints (nodes x rails), got nodes={nodes}, rails={rails}")
+    _check_size(nodes * rails, nodes * rails + rails * spines)
+    b = _Builder(profile)
+    rail_switches = [b.add_switch("rail", r) for r in range(rails)]
+    spine = [b.add_switch("spine", i) for i in range(spines)]
+    for _ in range(nodes):
+        for r in rail_switches:
+            b.add_host(r)
+    for r in rail_switches:
+        for s in spine:
+            b.connect(r, s)
+    return b.fabric(f"rail:nodes={nodes},rails={rails},spines={spines}",
+                    {"kind": "rail", "nodes": nodes, "rails": rails, "spines": spines})
+
+
 BUILDERS = {
     "bigraph": (bigraph, {"m": 2, "n": 4}),
     "fattree": (fattree, {"k": 4}),
     "leafspine": (leafspine, {"leaves": 4, "spines": 2, "hosts": 2, "uplinks": 1}),
+    "rail": (rail, {"nodes": 4, "rails": 4, "spines": 2}),
 }
+
+
+def with_nodes(base: Fabric, shape: NodeShape, profile: LinkProfile = LinkProfile()) -> Fabric:
+    """`base` with its endpoints turned into the NICs of nodes of `shape`
+    (emulator/fabric/nodes.py says the shapes): NIC j of node i is endpoint
+    i*K + j, cabled to the same fabric switch port; the fabric's switches
+    and switch links keep their names and ports, and the node switches
+    follow them, node by node. Raises ValueError naming the node key (nics)
+    a base fabric cannot take."""
+    n, k = shape.accelerators, shape.nics
+    shape = shape.resolved(profile.host_rate_mbps)
+    endpoints = len(base.hosts)
+    if base.params.get("kind") == "rail" and base.params["rails"] != k:
+        raise ValueError(f"nics: {base.topology} has {base.params['rails']} rails, one per NIC of a node, but "
+                         f"nics is {k}; give nics = rails")
+    if endpoints % k:
+        raise ValueError(f"nics: {base.topology} has {endpoints} endpoints, not a multiple of the {k} NICs of a "
+                         f"node (NIC j of node i is endpoint i*{k} + j)")
+    nodes = endpoints // k
+    per_nic = n // k
+    pcie_links = k * per_nic + k + (k if k > 1 else 0)
+    _check_size(nodes * n, len(base.links) + nodes * (n + k if shape.interconnect == "nvlink" else pcie_links))
+    b = _Builder(profile)
+    b.switches = list(base.switches)
+    rate = shape.interconnect_mbps
+    for i in range(nodes):
+        nics = base.hosts[i * k:(i + 1) * k]
+        if shape.interconnect == "nvlink":
+            nvswitch = b.add_switch(NVSWITCH, i, node=i)
+            for a in range(n):
+                b.add_host(nvswitch, node=i, local=a, rate_mbps=rate)
+            for nic in nics:
+                b.cable_nic(nvswitch, nic)
+            continue
+        pcie = [b.add_switch(PCIE, i * k + j, node=i) for j in range(k)]
+        root = b.add_switch(PCIE_ROOT, i, node=i) if k > 1 else None
+        for j, (switch, nic) in enumerate(zip(pcie, nics)):
+            for a in shape.users(j):
+                b.add_host(switch, node=i, local=a, rate_mbps=rate)
+            b.cable_nic(switch, nic)
+            if root:
+                b.connect(switch, root, rate_mbps=rate, scope=LINK_NODE)
+    b.links += [link for link in base.links if link.kind == "switch"]
+    return b.fabric(base.topology, {**base.params, "node": shape.to_dict()})
 
 
 def parse_topology(text: str) -> tuple[str, dict]:
@@ -196,9 +283,11 @@ def parse_topology(text: str) -> tuple[str, dict]:
 
 
 @functools.lru_cache(maxsize=16)
-def build(text: str, profile: LinkProfile = LinkProfile()) -> Fabric:
-    """Build a fabric from its user-facing name. Built once per name and
-    profile: fabrics are never changed after building, and a sweep's points
-    (or an experiment's runs) share theirs."""
+def build(text: str, profile: LinkProfile = LinkProfile(), node: NodeShape | None = None) -> Fabric:
+    """Build a fabric from its user-facing name, with nodes of `node`'s
+    shape at its endpoints (None: plain hosts). Built once per name,
+    profile and shape: fabrics are never changed after building, and a
+    sweep's points (or an experiment's runs) share theirs."""
     kind, params = parse_topology(text)
-    return BUILDERS[kind][0](profile=profile, **params)
+    fabric = BUILDERS[kind][0](profile=profile, **params)
+    return fabric if node is None else with_nodes(fabric, node, profile)

@@ -16,6 +16,18 @@ a switch uses, so their paths are always shortest; "bigraph" and
 "traffic-aware" pick one shortest path per pair; "valiant" detours through a
 random switch. The flow model follows the same tables (`path`), so model and
 emulation route every flow identically.
+
+On a fabric with nodes of accelerators (emulator/fabric/nodes.py) every
+policy routes the network alone (`network_fabric`: the fabric's switches,
+with the NICs as endpoints), and its table is lifted onto the accelerators
+(`LiftedTable`): a fabric switch's entry for an accelerator is its entry
+for that accelerator's NIC (per-source entries given to the accelerators
+that send through each source NIC); a node switch forwards traffic for its
+own node's accelerators over the interconnect, and traffic for other nodes
+towards the NIC the source accelerator sends through: its own, or, with
+"pxn", the local NIC on the destination's rail. `forwarding_table` and
+`model_table` both lift, so the model, the controller, the verification
+and `topo --path` see the same routes.
 """
 from __future__ import annotations
 
@@ -23,13 +35,13 @@ import itertools
 import random
 import zlib
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from emulator.fabric.graph import HOST_PORT, Fabric, Switch
+from emulator.fabric.graph import HOST_PORT, Fabric, Host, Link, Switch, host_address, nic_name
 from emulator.workloads.steps import Schedule
 
 @dataclass(frozen=True)
@@ -44,6 +56,10 @@ class Policy:
     adapts: bool = False             # the controller moves pairs from measured counters while traffic runs
     fabric_kind: str | None = None   # routes only fabrics of this kind
     hops: "HopRule | None" = None    # chooses only among equal-cost next hops, by this rule
+    needs_nodes: bool = False        # routes only fabrics with nodes of accelerators
+    nic_rule: str = "own"            # on a fabric with nodes, the NIC an accelerator's traffic for another node
+                                     # leaves by: "own" (the one it uses, floor(a*K/N)) or "rail" (the local NIC
+                                     # with the destination's NIC index: PXN)
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,11 @@ _POLICY_LIST = (
     _next_hop_policy("adaptive", "Hedera-style: starts as ecmp; the controller moves pairs off links above "
                                  "90% load onto the least-loaded shortest path (emulator/routes/adaptive.py)",
                      BY_PAIR_HASH, adapts=True),
+    Policy("pxn", "NCCL's PXN on a rail fabric of nodes: an accelerator's traffic for another node crosses its "
+                  "node's interconnect to the local NIC on the destination's rail (the NIC with the destination's "
+                  "NIC index), then that rail; shortest paths otherwise",
+           lambda fabric, demands, seed: _hop_table(fabric, LOWEST_PORT), fabric_kind="rail", needs_nodes=True,
+           nic_rule="rail"),
 )
 POLICIES: dict[str, Policy] = {p.name: p for p in _POLICY_LIST}
 
@@ -128,8 +149,21 @@ def forwarding_table(fabric: Fabric, policy: str = "shortest", demands: dict | N
     """Output port of every switch for every destination host.
 
     demands: {(src host, dst host): bytes}, required by "traffic-aware" and
-    ignored by the others. seed: the random choices of "valiant"."""
-    return policy_record(policy).build(fabric, demands, seed)
+    ignored by the others. seed: the random choices of "valiant". On a
+    fabric with nodes, the policy's table of the network, lifted onto the
+    accelerators (LiftedTable)."""
+    record = policy_record(policy)
+    if fabric.node_shape() is None:
+        _check_nodes(fabric, record)
+        return record.build(fabric, demands, seed)
+    nodes = NodeRoutes(fabric, record)
+    return LiftedTable(nodes, record.build(nodes.network, nodes.network_demands(demands), seed))
+
+
+def _check_nodes(fabric: Fabric, record: Policy) -> None:
+    if record.needs_nodes:
+        raise ValueError(f"policy {record.name} routes fabrics with nodes of accelerators (accelerators, nics), "
+                         f"not the plain hosts of {fabric.topology}")
 
 
 # --- next-hop policies: shortest, spread, ecmp --------------------------------------
@@ -354,9 +388,190 @@ class _HopRow(Mapping):
 
 def model_table(fabric: Fabric, policy: str = "shortest", seed: int = 1) -> "ForwardingTable":
     """forwarding_table as the flow model reads it: a next-hop policy's
-    entries worked out on demand (HopTable), the others' all at once."""
-    hops = policy_record(policy).hops
-    return HopTable(fabric, hops) if hops else forwarding_table(fabric, policy, None, seed)
+    entries worked out on demand (HopTable), the others' all at once; on a
+    fabric with nodes, lifted (LiftedTable, entries worked out on demand)."""
+    record = policy_record(policy)
+    if fabric.node_shape() is None:
+        return HopTable(fabric, record.hops) if record.hops else forwarding_table(fabric, policy, None, seed)
+    nodes = NodeRoutes(fabric, record)
+    base = HopTable(nodes.network, record.hops) if record.hops else record.build(nodes.network, None, seed)
+    return LiftedTable(nodes, base)
+
+
+# --- nodes: the network's routes lifted onto the accelerators ----------------------
+
+def network_fabric(fabric: Fabric) -> Fabric:
+    """The network of a fabric with nodes: its switches (not the nodes'),
+    the links between them, and one endpoint per NIC cable (host "nic<e>",
+    index e, on the fabric switch port the cable reaches), in endpoint
+    order: the fabric the policies route. It keeps the fabric's ports, so
+    its tables hold for the fabric with nodes."""
+    network = {s.name for s in fabric.switches if s.node < 0}
+    hosts, links = [], []
+    for link in sorted((l for l in fabric.links if l.nic >= 0), key=lambda l: l.nic):
+        (a, a_port), (b, b_port) = link.ends()
+        switch, port = (b, b_port) if b in network else (a, a_port)
+        name = nic_name(link.nic)
+        hosts.append(Host(name, link.nic, *host_address(link.nic), switch, port))
+        links.append(Link(name, HOST_PORT, switch, port, link.rate_mbps, link.queue_packets, "host",
+                          link.delay_ms, link.loss_pct))
+    links += [l for l in fabric.links if l.kind == "switch" and l.a in network and l.b in network]
+    return Fabric(fabric.topology, [s for s in fabric.switches if s.name in network], hosts, links,
+                  {k: v for k, v in fabric.params.items() if k != "node"})
+
+
+class NodeRoutes:
+    """A fabric with nodes seen from its network (`network_fabric`), and
+    how a policy's routes there become the accelerators' (its nic_rule)."""
+
+    def __init__(self, fabric: Fabric, record: Policy):
+        self.fabric, self.record = fabric, record
+        self.shape = fabric.node_shape()
+        self.network = network_fabric(fabric)
+        self.members = fabric.nodes()
+        self.cable: dict[int, tuple[str, int]] = {}   # NIC endpoint -> (its node switch, that switch's port)
+        for link in fabric.links:
+            if link.nic >= 0:
+                (a, a_port), (b, b_port) = link.ends()
+                self.cable[link.nic] = (a, a_port) if fabric.switch(a).node >= 0 else (b, b_port)
+        self.toward: dict[str, dict[str, int]] = {}   # node switch -> {switch of its node -> port on the way}
+        for s in fabric.switches:
+            if s.node >= 0:
+                self.toward[s.name] = self._inside_ports(s)
+
+    def _inside_ports(self, start: Switch) -> dict[str, int]:
+        """The first port on the way from `start` to every switch of its
+        node, over the node's own links (breadth first, lowest port first)."""
+        first: dict[str, int] = {}
+        queue = deque([(start.name, None)])
+        seen = {start.name}
+        while queue:
+            here, port = queue.popleft()
+            for p, nb in self.fabric.switch_neighbours(here):
+                if nb not in seen and self.fabric.switch(nb).node == start.node:
+                    seen.add(nb)
+                    first[nb] = p if port is None else port
+                    queue.append((nb, first[nb]))
+        return first
+
+    def source_nic(self, src: Host, dst: Host) -> int:
+        """The NIC endpoint an accelerator's traffic for an accelerator of
+        another node leaves by: its own, or (nic_rule "rail", PXN) its
+        node's NIC with the destination's NIC index."""
+        local = dst.local if self.record.nic_rule == "rail" else src.local
+        return src.node * self.shape.nics + self.shape.nic_index(local)
+
+    def senders(self, nic: int, dst: Host) -> list[str]:
+        """The accelerators whose traffic for `dst` leaves by NIC `nic`."""
+        node, j = divmod(nic, self.shape.nics)
+        if node == dst.node:
+            return []
+        if self.record.nic_rule == "rail":
+            return list(self.members[node]) if j == self.shape.nic_index(dst.local) else []
+        return [self.members[node][a] for a in self.shape.users(j)]
+
+    def _inside(self, switch: str, target: str, target_port: int) -> int:
+        """The port of `switch` towards port `target_port` of `target`, both of one node."""
+        return target_port if switch == target else self.toward[switch][target]
+
+    def entry(self, base: ForwardingTable, switch: str, dst: str):
+        """The lifted entry of (`switch`, accelerator `dst`) from the
+        network's table `base`."""
+        d, here = self.fabric.host(dst), self.fabric.switch(switch)
+        k = self.shape.nics
+        if here.node < 0:   # a fabric switch: its entry for dst's NIC, per NIC become per accelerator
+            entry = base[switch][nic_name(self.fabric.nic_endpoint(dst))]
+            if not isinstance(entry, dict):
+                return entry
+            lifted = {ANY_SOURCE: entry[ANY_SOURCE]}
+            for nic, port in entry.items():
+                if nic != ANY_SOURCE and port != entry[ANY_SOURCE]:
+                    lifted.update((a, port) for a in self.senders(self.network.host(nic).index, d))
+            return lifted
+        if d.node == here.node:   # inside the node: over the interconnect
+            return self._inside(switch, d.switch, d.port)
+        # to another node: towards the NIC each local source sends by; others (none) by dst's NIC index
+        default = self._inside(switch, *self.cable[here.node * k + self.shape.nic_index(d.local)])
+        pins = {}
+        for a in self.members[here.node]:
+            port = self._inside(switch, *self.cable[self.source_nic(self.fabric.host(a), d)])
+            if port != default:
+                pins[a] = port
+        return {ANY_SOURCE: default, **pins} if pins else default
+
+    def network_demands(self, demands: dict | None) -> dict | None:
+        """The accelerators' demands as the network's: bytes between the
+        NICs they leave and arrive by (pairs inside a node left out)."""
+        if demands is None:
+            return None
+        _by_demand(self.fabric, demands)   # every host known, every demand >= 0
+        out: dict[tuple[str, str], float] = {}
+        for (src, dst), nbytes in demands.items():
+            s, d = self.fabric.host(src), self.fabric.host(dst)
+            if s.node != d.node and nbytes > 0:
+                pair = (nic_name(self.source_nic(s, d)), nic_name(self.fabric.nic_endpoint(dst)))
+                out[pair] = out.get(pair, 0) + nbytes
+        return out
+
+    def inside_hops(self, start: str, target: str, target_port: int) -> Route:
+        """The hops (switch, egress port) from node switch `start` to port
+        `target_port` of node switch `target`, both of one node."""
+        hops, here = [], start
+        while here != target:
+            port = self.toward[here][target]
+            hops.append((here, port))
+            here = self.fabric.peer(here, port)[0]
+        return hops + [(target, target_port)]
+
+
+class LiftedTable(Mapping):
+    """A network's table (`base`: a dict, or a HopTable) lifted onto a
+    fabric with nodes (NodeRoutes.entry), entry by entry as asked for; an
+    entry once worked out (or set: set_route) is kept."""
+
+    def __init__(self, nodes: NodeRoutes, base: ForwardingTable):
+        self.nodes, self.base = nodes, base
+        self.fabric = nodes.fabric
+        self._rows: dict[str, _LiftedRow] = {}
+
+    def __getitem__(self, switch: str) -> "_LiftedRow":
+        if switch not in self._rows:
+            if not self.fabric.is_switch(switch):
+                raise KeyError(switch)
+            self._rows[switch] = _LiftedRow(self, switch)
+        return self._rows[switch]
+
+    def __iter__(self):
+        return (s.name for s in self.fabric.switches)
+
+    def __len__(self) -> int:
+        return len(self.fabric.switches)
+
+
+class _LiftedRow(MutableMapping):
+    """One switch's entries of a LiftedTable, by destination accelerator."""
+
+    def __init__(self, table: LiftedTable, switch: str):
+        self.table, self.switch = table, switch
+        self.known: dict = {}
+
+    def __getitem__(self, dst: str):
+        if dst not in self.known:
+            self.table.fabric.host(dst)   # KeyError for a name that is not a host
+            self.known[dst] = self.table.nodes.entry(self.table.base, self.switch, dst)
+        return self.known[dst]
+
+    def __setitem__(self, dst: str, entry) -> None:
+        self.known[dst] = entry
+
+    def __delitem__(self, dst: str) -> None:
+        raise TypeError("a switch keeps an entry for every host")
+
+    def __iter__(self):
+        return (h.name for h in self.table.fabric.hosts)
+
+    def __len__(self) -> int:
+        return len(self.table.fabric.hosts)
 
 
 # --- following a table ------------------------------------------------------------
@@ -502,13 +717,30 @@ class ShortestRoutes:
         self._hops: dict[str, dict[str, int]] = {}
         self._between: dict[tuple[str, str], list[Route]] = {}
         self._lowest: dict[tuple[str, str], Route] = {}
+        self._nodes = NodeRoutes(fabric, POLICIES["shortest"]) if fabric.node_shape() else None
+        self._network = ShortestRoutes(self._nodes.network) if self._nodes else None
 
     def between(self, src: str, dst: str) -> list[Route]:
+        if self._nodes:
+            return self._lifted(src, dst)
         a, b = self.fabric.host(src).switch, self.fabric.host(dst)
         key = (a, b.switch)
         if key not in self._between:
             self._between[key] = self._switch_routes(a, b.switch)
         return [[(src, HOST_PORT)] + r + [(b.switch, b.port)] for r in self._between[key]]
+
+    def _lifted(self, src: str, dst: str) -> list[Route]:
+        """On a fabric with nodes: inside the source's node to its NIC, every
+        shortest route of the network to the destination's NIC, inside the
+        destination's node to it (one route inside a node)."""
+        nodes, s, d = self._nodes, self.fabric.host(src), self.fabric.host(dst)
+        start = [(src, HOST_PORT)]
+        if s.node == d.node:
+            return [start + nodes.inside_hops(s.switch, d.switch, d.port)]
+        out_nic, in_nic = nodes.source_nic(s, d), self.fabric.nic_endpoint(dst)
+        leave = start + nodes.inside_hops(s.switch, *nodes.cable[out_nic])
+        into = nodes.inside_hops(nodes.cable[in_nic][0], d.switch, d.port)
+        return [leave + r[1:] + into for r in self._network.between(nic_name(out_nic), nic_name(in_nic))]
 
     def lowest(self, a: str, b: str) -> Route:
         """Hops (switch, port) from switch a up to, not including, switch b,
@@ -547,7 +779,7 @@ def table_from_switch_paths(fabric: Fabric, paths: dict[tuple[str, str], list[st
 
 def _table_of_routes(fabric: Fabric, routes: dict[tuple[str, str], Route]) -> ForwardingTable:
     """The "shortest" table with every pair of `routes` pinned to its route."""
-    table = _hop_table(fabric, LOWEST_PORT)
+    table = forwarding_table(fabric, "shortest") if fabric.node_shape() else _hop_table(fabric, LOWEST_PORT)
     for (src, dst), route in routes.items():
         set_route(fabric, table, src, dst, route)
     return table

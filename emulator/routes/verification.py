@@ -1,13 +1,15 @@
-"""Route verification (pure): does every switch hold exactly the rules the
-policy computed, and do probe packets cross exactly the switches the
-routes say? The adapters read `ovs-ofctl dump-flows`; this module parses
-and judges what they read."""
+"""Route verification (pure): do the routes arrive without a loop (and,
+on a fabric with nodes, keep a node's traffic inside it and send the rest
+out by the right NIC), does every switch hold exactly the rules the policy
+computed, and do probe packets cross exactly the switches the routes say?
+The adapters read `ovs-ofctl dump-flows`; this module parses and judges
+what they read."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from emulator.routes.routing import ForwardingTable, path, switch_path
+from emulator.routes.routing import ForwardingTable, NodeRoutes, path, policy_record, switch_path
 from emulator.routes.rules import FlowRule, switch_rules
 from emulator.fabric.graph import Fabric
 
@@ -35,6 +37,44 @@ def parse_flow(line: str) -> InstalledRule | None:
 
 def parse_flows(text: str) -> list[InstalledRule]:
     return [r for r in map(parse_flow, text.splitlines()) if r is not None]
+
+
+def route_problems(fabric: Fabric, table: ForwardingTable, policy: str = "shortest", limit: int = 5) -> list[str]:
+    """What is wrong with a table's routes (empty: nothing): every ordered
+    pair of hosts must arrive, without a loop. On a fabric with nodes also:
+    a pair inside a node crosses only its node's switches, and any other
+    pair leaves its node by the NIC the policy's nic_rule names (its own,
+    or PXN's) and enters the destination's by the destination's NIC, each
+    once. At most `limit` problems are named."""
+    nodes = NodeRoutes(fabric, policy_record(policy)) if fabric.node_shape() else None
+    problems: list[str] = []
+    for src in fabric.hosts:
+        for dst in fabric.hosts:
+            if src.name == dst.name:
+                continue
+            try:
+                hops = path(fabric, table, src.name, dst.name)
+            except (RuntimeError, KeyError) as e:
+                problems.append(f"{src.name}->{dst.name}: does not arrive ({e})")
+            else:
+                if nodes:
+                    problems += _node_route_problems(fabric, nodes, src, dst, hops)
+            if len(problems) >= limit:
+                return problems[:limit]
+    return problems
+
+
+def _node_route_problems(fabric: Fabric, nodes: NodeRoutes, src, dst, hops) -> list[str]:
+    pair = f"{src.name}->{dst.name}"
+    if src.node == dst.node:
+        out = [node for node, _ in hops[1:] if fabric.switch(node).node != src.node]
+        return [f"{pair}: leaves its node through {out[0]}"] if out else []
+    nics = [fabric.peer(node, port)[2].nic for node, port in hops[1:]]
+    crossed = [nic for nic in nics if nic >= 0]
+    want = [nodes.source_nic(src, dst), fabric.nic_endpoint(dst.name)]
+    if crossed != want:
+        return [f"{pair}: crosses NICs {crossed}, should leave by NIC {want[0]} and arrive by NIC {want[1]}"]
+    return []
 
 
 def rule_differences(fabric: Fabric, table: ForwardingTable, installed: dict[str, list[InstalledRule]]) -> list[str]:
