@@ -38,11 +38,17 @@ QUICK = [CASES[0], CASES[1], CASES[5]]
 
 def _agent_command(baseline: str | None, work: str) -> list[str]:
     if not baseline:
-        return [sys.executable, "-m", "emulator.net.agent"]
+        return [sys.executable, "-m", "emulator.replay.agent"]
     path = os.path.join(work, "baseline_agent.py")
+    # the agent lived in emulator/net/ before the replay stage had a package of its own
+    for where in ("emulator/replay/agent.py", "emulator/net/agent.py"):
+        shown = subprocess.run(["git", "show", f"{baseline}:{where}"], cwd=REPO, capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"no agent in {baseline}: {shown.stderr.strip()}")
     with open(path, "w") as f:
-        f.write(subprocess.run(["git", "show", f"{baseline}:emulator/net/agent.py"], cwd=REPO, check=True,
-                               capture_output=True, text=True).stdout)
+        f.write(shown.stdout)
     return [sys.executable, path]
 
 

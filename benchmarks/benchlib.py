@@ -190,7 +190,7 @@ def ratio(a, b, width: int = 6) -> str:
 
 def ovs_ticks() -> int:
     """CPU clock ticks ovs-vswitchd has used (to spot a flood during a baseline)."""
-    from emulator.net.counters import ovs_ticks as ticks
+    from emulator.measure.counters import ovs_ticks as ticks
     return ticks()
 
 

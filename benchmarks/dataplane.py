@@ -30,11 +30,11 @@ import os
 import benchlib
 
 from emulator import calibration
-from emulator.results.metrics import payload_efficiency
+from emulator.records.metrics import payload_efficiency
 from emulator.net import interrupts, shaping
 from emulator.net.dataplane import detect
 from emulator.net.network import TSQ_FRAMES
-from emulator.net.rawpath import raw_capacity
+from emulator.measure.rawpath import raw_capacity
 from emulator.fabric.topology import LinkProfile
 
 TARGET = 0.80

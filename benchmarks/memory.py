@@ -57,7 +57,7 @@ def pss(pid: int) -> int:
 
 
 def ovs_pid() -> int | None:
-    from emulator.net.counters import OVS_PIDFILE
+    from emulator.measure.counters import OVS_PIDFILE
     try:
         with open(OVS_PIDFILE) as f:
             return int(f.read())

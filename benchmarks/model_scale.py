@@ -440,7 +440,7 @@ def topology_hosts(topology: str) -> int:
 
 def scale_plot(out: str, size: int, resume: bool, timeout: float, quick: bool) -> None:
     import csv
-    from emulator.results.metrics import busbw_mbps
+    from emulator.records.metrics import busbw_mbps
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "model-scale.csv")
     rows = []
@@ -588,7 +588,7 @@ def simai_run(binary: str, ranks: int, size: int, nic_gib_s: float) -> dict:
 
 
 def simai_side_by_side(binary: str, size: int) -> None:
-    from emulator.results.metrics import payload_efficiency
+    from emulator.records.metrics import payload_efficiency
     from emulator.workloads.schedule import alpha_beta_time
     efficiency = payload_efficiency(RunSpec().mtu)
     nic_gib_s = SIMAI_RATE_MBPS * 1e6 / 8 * efficiency / 2 ** 30   # SimAI's GBps is 2**30 bytes/s

@@ -31,7 +31,7 @@ from emulator import execute
 
 from emulator.plan import ranks as R
 from emulator.emulation import Emulation                      # noqa: E402
-from emulator.net.programs import Program                     # noqa: E402
+from emulator.replay.programs import Program                     # noqa: E402
 from emulator.pipeline import plan_emulated                   # noqa: E402
 from emulator.results.calls import call_time, collective_rows      # noqa: E402
 from emulator.results.verdict import trusted                        # noqa: E402

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from webtools import _samples  # noqa: E402  (the tests' synthetic counters)
 
 from emulator.results import linkstats
+from emulator.records import links as link_records
 from emulator.plan.run_plan import plan_run  # noqa: E402
 from emulator.spec.experiment import make_run  # noqa: E402
 from emulator.web import view  # noqa: E402
@@ -30,7 +31,7 @@ from emulator.web.server import WebView  # noqa: E402
 def cpu_per_sample(topology: str, samples: int, interval_s: float, web: WebView | None) -> float:
     plan = plan_run(make_run({"topology": topology, "collective": "allreduce", "algorithm": "ring",
                               "sizes": "1M", "repetitions": 1, "warmup": 0}))
-    links = linkstats.directed_links(plan.fabric)
+    links = link_records.directed_links(plan.fabric)
     series = _samples(links, samples, samples * interval_s, 0)
     roles = view.rank_roles(plan)
     if web:

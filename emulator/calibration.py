@@ -35,7 +35,7 @@ from emulator.model.sharing import RTO_MIN_S, SharingPoint
 from emulator.fabric.topology import build
 from emulator.plan.capacity import (MANY_PORTS_TOPOLOGY, PROBE_TOPOLOGY, Calibration, Point, calibration_ports, link_burst,
                                     switch_ports)
-from emulator.results.metrics import payload_efficiency
+from emulator.records.metrics import payload_efficiency
 from emulator.results.verdict import machine_failed
 
 CALL_SECONDS = 1.5          # each counted call lasts about this long
@@ -193,7 +193,7 @@ def try_rate(rate_mbps: float, mtu: int, offload: str, datapath: str, reps: int,
 def calibrate_point(datapath: str, mtu: int, offload: str, steps: int, reps: int, log=print) -> Point:
     """Raw and faithful capacity of one setting on this machine."""
     from emulator.net.dataplane import detect
-    from emulator.net.rawpath import raw_capacity
+    from emulator.measure.rawpath import raw_capacity
     dataplane = detect(datapath, offload)
     payload = raw_capacity(dataplane, mtu, IPERF_SECONDS, [1])[1][0]
     raw = payload / payload_efficiency(mtu)
@@ -253,7 +253,7 @@ def one_way_times(plan, sizes=SWITCH_LATENCY_SIZES, trips: int = SWITCH_LATENCY_
     message each way between hosts that many switches apart, one pair at a
     time, on the plan's fabric brought up as a run brings it up."""
     from emulator.emulation import Emulation
-    from emulator.net.pingpong import round_trips
+    from emulator.measure.pingpong import round_trips
     out, work = {}, tempfile.mkdtemp(prefix="bigraph-calibrate-")
     try:
         with Emulation(plan, work, log=lambda line: None) as emu:

@@ -11,8 +11,9 @@ import shutil
 import sys
 import time
 
+from emulator import exits
 from emulator import pipeline
-from emulator.flags import (EXIT_BAD_INPUT, EXIT_CODES, FLAG_KEYS, blame_flag, check_values, flag_values, parser,
+from emulator.flags import (FLAG_KEYS, blame_flag, check_values, flag_values, parser,
                             typed_flags, web_address)
 from emulator.inputs import shorten, to_int
 from emulator.net import capabilities, interrupts, processes
@@ -20,7 +21,7 @@ from emulator.plan import capacity, predictions
 from emulator.plan.describe import describe_fabric, describe_path, fabric_data, route_hops, routes_of
 from emulator.plan.folders import check_out_folder, folder_plans, folder_specs, is_program_folder
 from emulator.results.calls import write_model_steps
-from emulator.results.metrics import MODEL_HEADER, avg_busbw_line, model_row
+from emulator.records.metrics import MODEL_HEADER, avg_busbw_line, model_row
 from emulator.spec.experiment import OFFLOADS, Experiment, SpecError, load_experiment, make_run
 from emulator.spec.vary import varied_runs
 
@@ -194,7 +195,7 @@ def run_summary(out: str, code: int) -> dict:
     """A finished run as data (run --json): its folder, exit code, and per
     run and size (or job) the figures of summary.txt."""
     from emulator.results.report import summary_records
-    return {"folder": out, "exit_code": code, "exit": EXIT_CODES[code], **summary_records(out)}
+    return {"folder": out, "exit_code": code, "exit": exits.MEANINGS[code], **summary_records(out)}
 
 
 def compare_experiment(args) -> Experiment:
@@ -465,24 +466,24 @@ def main(argv=None) -> int:
         return COMMANDS[args.command](check_values(args))
     except SpecError as e:
         print(f"bigraph-emu: error: {shorten(blame_flag(str(e), typed_flags(args)))}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     except BrokenPipeError:   # e.g. `| head -1`: the reader stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's flush goes nowhere
         if args.command in PRINT_ONLY:   # the reader has what it wanted
             return 0
         print(f"bigraph-emu: {args.command} stopped: its output was closed", file=sys.stderr)
-        return pipeline.EXIT_FAILED
+        return exits.FAILED
     except processes.MachineBusy as e:
         print(f"bigraph-emu: {args.command}: {e}", file=sys.stderr)
-        return pipeline.EXIT_BUSY
+        return exits.BUSY
     except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
         if interrupts.lost_terminal(e):   # a hang-up's first sign can be a failed write, before SIGHUP
-            return interrupts.EXIT_CODE
+            return exits.INTERRUPTED
         print(f"bigraph-emu: {args.command} failed: {failure(e)}", file=sys.stderr)
-        return pipeline.EXIT_FAILED
+        return exits.FAILED
     except (KeyboardInterrupt, interrupts.Interrupted):
         print("bigraph-emu: interrupted", file=sys.stderr)
-        return interrupts.EXIT_CODE
+        return exits.INTERRUPTED
 
 
 if __name__ == "__main__":

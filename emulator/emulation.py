@@ -15,17 +15,19 @@ import time
 
 from emulator.routes.routing import POLICIES, table_from_switch_paths
 from emulator.results import linkstats
+from emulator.records import links as link_records
 from emulator.routes import verification
-from emulator.results.captures import capture_file, capture_rows
+from emulator.records.captures import capture_file, capture_rows
 from emulator.fabric.captured import captured_links
 from emulator.fabric.queues import DISCIPLINES
-from emulator.net import congestion, counters, interrupts, ovs_buffers, processes
-from emulator.net.agents import START_DELAY_S, AgentFleet
-from emulator.net.capture import LinkCapture
+from emulator.net import congestion, interrupts, ovs_buffers, processes
+from emulator.measure import counters
+from emulator.replay.agents import START_DELAY_S, AgentFleet
+from emulator.measure.capture import LinkCapture
 from emulator.net.cluster import ALIVE_COUNT, ALIVE_S
 from emulator.net.controller_process import ControllerProcess
 from emulator.net.dataplane import Dataplane, detect
-from emulator.net.monitor import LinkMonitor
+from emulator.measure.monitor import LinkMonitor
 from emulator.net.network import EmulatedFabric
 from emulator.plan.run_plan import RunPlan, model_for, route_demands
 from emulator.results.calls import CallRecord, append_csv, call_time
@@ -53,7 +55,7 @@ class Emulation:
         self.fleet: AgentFleet | None = None   # the agents of the workload under way
         self.servers = None                    # cluster.Servers of a fabric over several servers
         self.allowed_tcp = None                # the hosts' congestion control allowed to namespaces, until teardown
-        self.links = linkstats.directed_links(self.fabric)
+        self.links = link_records.directed_links(self.fabric)
         self.on_sample = None                  # called with the monitor's samples (the live view)
 
     def __enter__(self) -> "Emulation":
@@ -275,7 +277,7 @@ class Emulation:
 
     def _samplers(self, plan: RunPlan) -> list:
         """A link sampler on every other server that holds switches."""
-        from emulator.net.monitor import RemoteSampler
+        from emulator.measure.monitor import RemoteSampler
         if not self.servers:
             return []
         out = []
@@ -318,7 +320,7 @@ class Emulation:
         predicted = plan.predictions[call.size_bytes].time_s
         adapts = POLICIES[plan.spec.policy].adapts
         routes_at_start = self._installed_paths() if adapts else None
-        tcp_before = self.network.tcp_counts(hosts)
+        tcp_before = counters.hosts_tcp_counts(self.network, hosts)
         links = captured_links(self.fabric, plan.spec.capture) if call.repetition >= 0 else []   # counted calls
         files = [capture_file(plan.run, call.size_bytes, call.repetition, link.name) for link in links]
         wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the agents the monotonic one
@@ -326,7 +328,7 @@ class Emulation:
                 LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample, samplers,
                             self._iteration_tcp_pids(plan, hosts)) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))
-        tcp_after = self.network.tcp_counts(hosts)
+        tcp_after = counters.hosts_tcp_counts(self.network, hosts)
         record = CallRecord(steps, {
             **linkstats.machine_totals(monitor.samples[0], monitor.samples[-1], counters.TICKS),
             **{column: tcp_after[column] - tcp_before[column] for column in tcp_after}})

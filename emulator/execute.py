@@ -104,12 +104,12 @@ def execute(job: Job, page=None) -> int:
     """Bring-up, the program, the results; the exit code (_write_results').
     `page`: the web view (pipeline.web_view), shown the links and each
     rank's state as it goes, then the summary and the plots."""
-    from emulator.results.captures import FOLDER as CAPTURES, capture_rows
+    from emulator.records.captures import FOLDER as CAPTURES, capture_rows
     from emulator.fabric.captured import captured_links
     from emulator.emulation import Emulation
-    from emulator.net.capture import LinkCapture
-    from emulator.net.monitor import LinkMonitor
-    from emulator.net.programs import Program
+    from emulator.measure.capture import LinkCapture
+    from emulator.measure.monitor import LinkMonitor
+    from emulator.replay.programs import Program
     from emulator.pipeline import PARTIAL, describe_fabric_run
     work = job.out + PARTIAL
     os.makedirs(work)
@@ -184,9 +184,9 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     they did, but the verdict failed) and the summary. `cpu`: per rank
     host, its processes' seconds on a core and waiting for one."""
     from emulator.results import linkstats
-    from emulator.net import counters
+    from emulator.records import links as link_records
+    from emulator.measure import counters
     from emulator.results.report import write_program_report
-    from emulator.pipeline import EXIT_FAILED, EXIT_OK, EXIT_UNTRUSTED
     from emulator.results.calls import append_csv
     from emulator.results.verdict import fidelity
     spec = job.plan.spec
@@ -195,12 +195,12 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     append_csv(os.path.join(work, "ranks.csv"), R.RANK_COLUMNS, R.rank_rows(0, slots, exits, t0, spec.label, cpu))
     links = linkstats.link_rows(0, emu.links, samples, t0)
     machine = linkstats.machine_rows(0, samples, t0, counters.TICKS)
-    append_csv(os.path.join(work, "links.csv"), list(run_keys) + linkstats.LINK_COLUMNS,
+    append_csv(os.path.join(work, "links.csv"), list(run_keys) + link_records.LINK_COLUMNS,
                [{**run_keys, **r} for r in links])
-    append_csv(os.path.join(work, "machine.csv"), list(run_keys) + linkstats.MACHINE_COLUMNS,
+    append_csv(os.path.join(work, "machine.csv"), list(run_keys) + link_records.MACHINE_COLUMNS,
                [{**run_keys, **r} for r in machine])
     ports = linkstats.port_rows(0, emu.controller.port_readings(), t0, samples[-1].t, job.plan.fabric)
-    append_csv(os.path.join(work, "ports.csv"), list(run_keys) + linkstats.PORT_COLUMNS,
+    append_csv(os.path.join(work, "ports.csv"), list(run_keys) + link_records.PORT_COLUMNS,
                [{**run_keys, **r} for r in ports])
     duration = samples[-1].t - samples[0].t
     figures = {**linkstats.machine_totals(samples[0], samples[-1], counters.TICKS),
@@ -213,13 +213,13 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     print(_stdout_tail(work, 0))
     print(text)
     if failed or stopped:
-        return EXIT_FAILED, text
-    return (EXIT_OK if verdict == "ok" else EXIT_UNTRUSTED), text
+        return exits.FAILED, text
+    return (exits.OK if verdict == "ok" else exits.UNTRUSTED), text
 
 
 def _write_captures(work: str, job: Job, rows: list[dict]) -> None:
     """captures.csv: the pcaps of --capture, which the report reads into capture_flows.csv."""
-    from emulator.results.captures import CAPTURE_COLUMNS
+    from emulator.records.captures import CAPTURE_COLUMNS
     from emulator.results.calls import append_csv
     if rows:
         keys = {"run": 0, "topology": job.plan.fabric.topology}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from emulator import exits
 from emulator.inputs import shorten, size_name, to_float, to_int
 from emulator import pipeline, version
-from emulator.net import interrupts
 from emulator.routes.routing import POLICIES
 from emulator.fabric.mapping import MAPPINGS
 from emulator.workloads.algorithms import ALGORITHMS
@@ -137,16 +137,6 @@ EXAMPLES = {
 }
 
 
-EXIT_BAD_INPUT = 2
-
-
-# every exit code of every command (the README's table says the same)
-EXIT_CODES = {pipeline.EXIT_OK: "done; a run: every call passed the fidelity verdict",
-              pipeline.EXIT_FAILED: "failed: the emulation (or a command) failed, or an agent moved wrong bytes",
-              EXIT_BAD_INPUT: "bad input: nothing was created",
-              pipeline.EXIT_UNTRUSTED: "a run finished, but some calls failed the fidelity verdict",
-              pipeline.EXIT_BUSY: "another emulation holds this machine: try again when it ends",
-              interrupts.EXIT_CODE: "interrupted (Ctrl-C, SIGTERM, a hang-up); teardown has run"}
 
 
 # flags whose value is a number: read here with the project's strict rule (argparse's type=int and
@@ -230,7 +220,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bigraph-emu", description=USAGE,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="exit codes:\n" + "\n".join(f"  {code:3}  {meaning}"
-                                                                   for code, meaning in sorted(EXIT_CODES.items())))
+                                                                   for code, meaning in sorted(exits.MEANINGS.items())))
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     out_help = "results folder, new or empty (default: results/<time>-<name>)"

@@ -20,7 +20,8 @@ import shutil
 import sys
 import time
 
-from emulator.results.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
+from emulator import exits
+from emulator.records.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
 from emulator.results.verdict import LATENCY_BOUND, NETWORK, trusted
 from emulator.inputs import size_name
 from emulator.spec.experiment import Experiment, RunSpec, SpecError
@@ -29,12 +30,6 @@ from emulator.plan import capacity
 from emulator.plan.folders import PARTIAL, check_out_folder   # a run writes OUT.partial/, renamed when done
 from emulator.plan.capacity import MAX_EMULATED_HOSTS, MAX_EMULATED_SWITCHES  # noqa: E402 - one place, re-exported
 MAX_UNASKED_S = 3600   # a run the model predicts to be longer needs --yes
-# What a run's exit code says (the README's table; the CLI adds bad input and interruptions)
-EXIT_OK = 0
-EXIT_FAILED = 1      # the emulation failed, or an agent moved a wrong number of bytes
-EXIT_UNTRUSTED = 3   # the run finished, but some calls failed the fidelity verdict
-EXIT_BUSY = 4        # another emulation holds this machine: nothing of this one was built
-FINISHED = (EXIT_OK, EXIT_UNTRUSTED)   # its results folder is complete
 
 
 # --- before the network: plans and checks ---------------------------------------------
@@ -299,12 +294,12 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
               "unevenly, or giving jobs on the same links unequal shares, the machine keeping up): trusted, and their "
               "fidelity column says so")
     if not ok:
-        return EXIT_FAILED
+        return exits.FAILED
     if failed:
         print(f"# {failed} of {len(verdicts)} counted calls failed the fidelity verdict (see collectives.csv or "
-              f"jobs.csv): exit code {EXIT_UNTRUSTED}")
-        return EXIT_UNTRUSTED
-    return EXIT_OK
+              f"jobs.csv): exit code {exits.UNTRUSTED}")
+        return exits.UNTRUSTED
+    return exits.OK
 
 
 WORKLOADS = "workloads"   # a results folder keeps a copy of every workload file it ran in here

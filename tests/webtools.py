@@ -24,6 +24,7 @@ def write_results_folder(folder: str, mappings=("naive", "hdrm"), samples: int =
     writers a run uses: fabric.json, spec.json, then write_call per call
     and write_report. Link use differs per link and sample, so frames differ."""
     from emulator.results import linkstats
+    from emulator.records import links as link_records
     from emulator.plan.run_plan import plan_run
     from emulator.results.report import write_report
     from emulator.results.calls import CallRecord, write_call
@@ -36,7 +37,7 @@ def write_results_folder(folder: str, mappings=("naive", "hdrm"), samples: int =
     plans[0].fabric.save(os.path.join(folder, "fabric.json"))
     with open(os.path.join(folder, "spec.json"), "w") as f:
         json.dump({"name": "demo", "runs": [dataclasses.asdict(s) for s in specs]}, f)
-    links = linkstats.directed_links(plans[0].fabric)
+    links = link_records.directed_links(plans[0].fabric)
     for plan in plans:
         for call in plan.calls:
             duration = plan.predictions[call.size_bytes].time_s
@@ -58,7 +59,7 @@ def _steps(schedule, duration: float) -> list[list[dict]]:
 
 def _samples(links, count: int, duration: float, seed: int):
     """Counter samples in which link i carries ((i + k + seed) % 5) / 4 of its rate in interval k."""
-    from emulator.results.linkstats import Sample
+    from emulator.records.links import Sample
     dt, totals, out = duration / count, {l.dev: 0 for l in links}, []
     for k in range(count + 1):
         s = Sample(k * dt)
@@ -133,9 +134,9 @@ class FakeEmulation:
     live views runs for real without root."""
 
     def __init__(self, plan, run_dir: str, interval_s: float = 0.0, samples: int = 5):
-        from emulator.results import linkstats
+        from emulator.records import links as link_records
         self.plan, self.run_dir, self.interval_s, self.samples = plan, run_dir, interval_s, samples
-        self.links = linkstats.directed_links(plan.fabric)
+        self.links = link_records.directed_links(plan.fabric)
         self.on_sample = None
         self.fleet = None
         self.dataplane = type("Dataplane", (), {"datapath": "user"})()

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from emulator.results.linkstats import CONTROLLER_PORTS, PORT_READING_COLUMNS
+from emulator.records.links import CONTROLLER_PORTS, PORT_READING_COLUMNS
 from emulator.net import interrupts, processes
 
 

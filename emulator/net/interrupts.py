@@ -16,7 +16,6 @@ import signal
 import threading
 
 TEARDOWN_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-EXIT_CODE = 130   # as a shell reports a job ended by Ctrl-C
 
 
 class Interrupted(BaseException):

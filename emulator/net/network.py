@@ -20,7 +20,7 @@ from mininet.link import Link
 
 from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN, Fabric
 from emulator.fabric.queues import FIFO, Discipline
-from emulator.net import counters, processes
+from emulator.net import processes
 from emulator.net.dataplane import Dataplane
 from emulator.net.shaping import loss_commands, segment_bytes, tc_batch, tc_commands
 
@@ -280,21 +280,6 @@ class EmulatedFabric:
 
     def host_pids(self) -> list[int]:
         return [self.net[h.name].pid for h in self.fabric.hosts]
-
-    def tcp_counts(self, hosts: list[str]) -> dict[str, int]:
-        """The TCP counters of these hosts so far (counters.TCP_COUNTERS),
-        each read on its server: one command per other server."""
-        totals = counters.tcp_counts([self.net[h].pid for h in hosts if not self.remote(h)])
-        by_server: dict = {}
-        for h in hosts:
-            if self.remote(h):
-                by_server.setdefault(self.remote(h), []).append(self.net[h].pid)
-        for remote, pids in by_server.items():
-            files = " ".join(f"/proc/{p}/net/{table}" for p in pids for table in counters.TCP_TABLES)
-            text = remote.run(["sh", "-c", f"cat {files}"])
-            more = counters.tcp_counts_in(text)
-            totals = {column: totals[column] + more[column] for column in totals}
-        return totals
 
     def ping_all(self, timeout_s: int = 2) -> list[tuple[str, str]]:
         """Every pair of hosts pings once, all hosts at once; returns the

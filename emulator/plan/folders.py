@@ -48,7 +48,7 @@ def folder_specs(folder: str) -> list[RunSpec]:
     """The runs of a results folder's spec.json, each workload read from
     the copy the folder keeps of it (older folders: from where spec.json
     says); SpecError if it is not one."""
-    from emulator.results.tables import read_runs, read_workload_copies
+    from emulator.records.tables import read_runs, read_workload_copies
     if not os.path.isdir(folder):
         raise SpecError(f"{folder}: no such results folder")
     runs = read_runs(folder)
@@ -69,7 +69,7 @@ def folder_plans(folder: str, specs: list[RunSpec]) -> list:
     """The plans of a folder's runs, each in its place, its workload named
     as when it ran (the tables say that name, not the copy's)."""
     from emulator.plan.run_plan import plan_run
-    from emulator.results.tables import read_runs
+    from emulator.records.tables import read_runs
     plans = []
     for i, (spec, run) in enumerate(zip(specs, read_runs(folder))):
         plan = dataclasses.replace(plan_run(spec), run=i)

@@ -11,7 +11,7 @@ import os
 from emulator.model.buckets import EmulatedLinks
 from emulator.model.sharing import Sharing, stretched_time
 from emulator.plan.run_plan import SharedRoutes, model_for, model_sweep, model_workload, plan_run
-from emulator.results.metrics import algbw_mbps, busbw_mbps
+from emulator.records.metrics import algbw_mbps, busbw_mbps
 from emulator.spec.experiment import RunSpec, SpecError
 from emulator.workloads.schedule import jittered
 
@@ -70,7 +70,7 @@ def workload_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0
 
 # What a prediction reads: rows of two versions of these are not mixed.
 MODEL_SOURCES = ("fabric", "routes", "workloads", "model", "plan/run_plan.py", "plan/predictions.py",
-                 "results/metrics.py", "inputs.py")
+                 "plan/modelled_jobs.py", "records/metrics.py", "inputs.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,9 +1,9 @@
 """The ranks of a user's program on the emulated hosts (`bigraph-emu exec`):
 who runs where, with which environment, and what they left. Pure logic;
-emulator/net/programs.py starts the processes.
+emulator/replay/programs.py starts the processes.
 
 A program is started once per rank, inside that rank's host, in rank order
-of the run's mapping, through emulator/net/rank.py, which records the rank's
+of the run's mapping, through emulator/replay/rank.py, which records the rank's
 start, end and exit code beside its stdout and stderr. With MPI, rank 0's
 host runs `mpiexec`, whose launcher enters each host instead of using ssh.
 """
@@ -66,8 +66,8 @@ def rank_env(ranks: list[Slot], rank: int, hostfile: str, folder: str) -> dict[s
 
 
 def wrapped(python: str, folder: str, command: list[str]) -> list[str]:
-    """CMD run by emulator/net/rank.py: in `folder`, with its outputs and exit kept there."""
-    return [python, "-m", "emulator.net.rank", "--dir", folder, "--", *command]
+    """CMD run by emulator/replay/rank.py: in `folder`, with its outputs and exit kept there."""
+    return [python, "-m", "emulator.replay.rank", "--dir", folder, "--", *command]
 
 
 # --- MPI ---------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ def launcher_script(host_pids: dict[str, int]) -> str:
 
 @dataclass
 class RankExit:
-    """What emulator/net/rank.py wrote for one rank; exit_code None: it never finished."""
+    """What emulator/replay/rank.py wrote for one rank; exit_code None: it never finished."""
     rank: int
     exit_code: int | None
     start_s: float | None   # time.monotonic() of the machine

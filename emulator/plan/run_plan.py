@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from emulator.routes.routing import POLICIES, ForwardingTable, demands_from_schedule, forwarding_table, model_table
 from emulator.fabric.graph import Fabric
 from emulator.fabric.mapping import hosts_for_ranks
-from emulator.results.metrics import payload_efficiency
-from emulator.results.jobs import iteration_rows, model_rows
+from emulator.records.metrics import payload_efficiency
+from emulator.plan.modelled_jobs import iteration_rows, model_rows
 from emulator.model.buckets import EmulatedLinks
 from emulator.model.lockstep import NotLockstep, predict_jobs
 from emulator.model.sharing import Sharing
@@ -215,7 +215,7 @@ def _iteration_ends(layout: JobLayout, alone: Prediction) -> list[float]:
 def model_workload(spec: RunSpec, method: str = "auto",
                    links: EmulatedLinks | None = None) -> tuple[int, list[dict], str, str]:
     """The rank count and the model's per-job iterations of a workload
-    (jobs.iteration_rows), without step objects where it can: in lock-step
+    (modelled_jobs.iteration_rows), without step objects where it can: in lock-step
     (emulator.model.lockstep; `method` as model_sweep's, "auto" past EXACT_FLOWS
     flows), then with its approximation; else plan_run's exact simulation,
     and why not lock-step where that was asked for or due ("" otherwise).

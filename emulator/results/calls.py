@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
-from emulator.results.captures import CAPTURE_COLUMNS
-from emulator.results.linkstats import LINK_COLUMNS, MACHINE_COLUMNS, PORT_COLUMNS
-from emulator.results.metrics import algbw_mbps, busbw_mbps
+from emulator.records.captures import CAPTURE_COLUMNS
+from emulator.records.links import LINK_COLUMNS, MACHINE_COLUMNS, PORT_COLUMNS
+from emulator.records.metrics import algbw_mbps, busbw_mbps
 from emulator.results.verdict import COUNTER_COLUMNS, fidelity
 from emulator.model.sharing import stretched_time
 from emulator.workloads.schedule import chosen_algorithm

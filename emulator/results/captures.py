@@ -5,7 +5,7 @@ TCP flow's throughput over time, its retransmissions and reordered segments.
 A run with `capture = ["bgs0-bgs2", "bgh3"]` records, during every counted
 call, the switch-side interface of each link (switch ports live in the root
 namespace), headers only, one pcap per link and call in captures/ of the
-results folder (emulator/net/capture.py runs tcpdump). One interface sees
+results folder (emulator/measure/capture.py runs tcpdump). One interface sees
 both directions of its link, each packet as it leaves its queue: on the wire.
 captures.csv lists the files; the report turns them into capture_flows.csv.
 """
@@ -13,54 +13,11 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from dataclasses import dataclass
 
-from emulator.fabric.captured import CapturedLink
 from emulator.fabric.graph import host_of_address
-from emulator.inputs import size_name
 
-FOLDER = "captures"   # in the results folder
 BIN_S = 0.1           # throughput bins, as the link monitor's default period
-# captures.csv: one row per captured link and call
-CAPTURE_COLUMNS = ["call", "link", "interface", "rate_mbps", "file", "start_unix_s", "packets", "dropped"]
-# capture_flows.csv: one row per flow direction and bin
-FLOW_COLUMNS = ["call", "link", "rate_mbps", "t_s", "flow", "src", "sport", "dst", "dport", "packets", "bytes", "payload_bytes",
-                "mbps", "retransmissions", "out_of_order"]
-
-
-def capture_file(run: int, size_bytes: int, repetition: int, link: str) -> str:
-    """Where a counted call's pcap of a link goes, in the results folder:
-    captures/run0-8M-rep1-bgs0-bgs2.pcap (repetitions counted from 1)."""
-    what = size_name(size_bytes) if size_bytes else "workload"
-    return f"{FOLDER}/run{run}-{what}-rep{repetition + 1}-{link}.pcap"
-
-
-def capture_rows(call: int, links: list[CapturedLink], files: list[str], start_unix_s: float,
-                 counts: list[tuple[int | None, int | None]]) -> list[dict]:
-    """captures.csv's rows of a call (without the run columns): each link's
-    file, the call's start in the pcap's clock (Unix time) and what tcpdump counted."""
-    return [{"call": call, "link": link.name, "interface": link.interface, "rate_mbps": link.rate_mbps, "file": file,
-             "start_unix_s": round(start_unix_s, 6), "packets": "" if captured is None else captured,
-             "dropped": "" if dropped is None else dropped}
-            for link, file, (captured, dropped) in zip(links, files, counts)]
-
-
-def tcpdump_counts(text: str) -> tuple[int | None, int | None]:
-    """(packets captured, packets dropped by the kernel) from what tcpdump
-    prints when it stops; None where it said nothing."""
-    said = tcpdump_report(text)
-    return said["captured"], said["dropped by kernel"]
-
-
-def tcpdump_report(text: str) -> dict[str, int | None]:
-    """tcpdump's latest counts (it prints them on SIGUSR1 too, on one
-    line): packets captured (written), received by filter (handed to it
-    by the kernel, written or not yet), dropped by kernel."""
-    def count(words: str) -> int | None:
-        found = re.findall(rf"(\d+) packets? {words}", text)
-        return int(found[-1]) if found else None
-    return {words: count(words) for words in ("captured", "received by filter", "dropped by kernel")}
 
 
 # --- what a pcap says -------------------------------------------------------------------

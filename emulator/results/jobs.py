@@ -5,8 +5,9 @@ are load, not jobs: background.csv has their bytes and rates, and neither
 jobs.csv nor the verdict counts them."""
 from __future__ import annotations
 
-from emulator.model.iterations import iterations, measured, modelled
-from emulator.results.linkstats import link_label
+from emulator.model.iterations import iterations, measured
+from emulator.plan.modelled_jobs import modelled_jobs, placement_name
+from emulator.records.links import link_label
 from emulator.results.verdict import COUNTER_COLUMNS, fidelity
 
 JOB_COLUMNS = ["topology", "policy", "algorithm", "job", "jobs", "background_flows", "ranks", "placement", "repetition",
@@ -17,17 +18,6 @@ OP_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "job", "repe
               "bytes_sent", "bytes_received"]
 
 
-def _modelled_jobs(plan, key: int, background: bool = False):
-    """(layout, the model's iterations, the model's iterations of the job
-    alone) per job (per background flow instead, if `background`)."""
-    for j, layout in enumerate(plan.programs[key].jobs):
-        if bool(layout.job.background) != background:
-            continue
-        model = iterations(layout, *modelled(plan.predictions[key]))
-        alone = iterations(layout, *modelled(plan.alone[j], layout.offset)) if plan.alone else model
-        yield layout, model, alone
-
-
 def job_rows(plan, call, record) -> list[dict]:
     """jobs.csv's rows of one counted call (a CallRecord) of a workload run."""
     if call.repetition < 0:
@@ -35,7 +25,7 @@ def job_rows(plan, call, record) -> list[dict]:
     layouts = plan.programs[call.size_bytes].jobs
     flows = sum(1 for layout in layouts if layout.job.background)
     jobs = [(layout, iterations(layout, *measured(record.steps)), model, alone)
-            for layout, model, alone in _modelled_jobs(plan, call.size_bytes)]
+            for layout, model, alone in modelled_jobs(plan, call.size_bytes)]
     workload = _ends(got for _, got, _, _ in jobs) / (_ends(model for _, _, model, _ in jobs) or 1.0)
     sharing = sharing_jobs(plan)
     rows = []
@@ -87,22 +77,6 @@ def iteration_counters(record, start_s: float, end_s: float) -> tuple[dict, str]
     return {**record.counters, **window}, counted
 
 
-def model_rows(plan) -> list[dict]:
-    """The model's per-job iterations of a workload plan (no measurement)."""
-    return iteration_rows(((layout.job, model, alone) for layout, model, alone
-                           in _modelled_jobs(plan, next(iter(plan.programs)))), plan.spec.mapping)
-
-
-def iteration_rows(modelled, mapping: str) -> list[dict]:
-    """Rows of (job, the model's iterations, those of the job alone) per job."""
-    rows = []
-    for job, model, alone in modelled:
-        for m, a in zip(model, alone):
-            rows.append({"job": job.name, "ranks": job.ranks_in(m["iteration"]), "placement": placement_name(job, mapping),
-                         **m, "alone_s": a["time_s"], "slowdown": m["time_s"] / a["time_s"] if a["time_s"] else 1.0})
-    return rows
-
-
 def op_rows(plan, call, records) -> list[dict]:
     """ops.csv's rows: every op of every rank, from the steps it took."""
     if call.repetition < 0:
@@ -142,12 +116,6 @@ def run_columns(plan) -> dict:
     """What tells the runs of a folder apart in ops.csv and link_jobs.csv
     (emulator.results.plots.JOB_RUN_COLUMNS picks the last run by them)."""
     return {**run_keys(plan), "mapping": plan.spec.mapping, "workload": plan.spec.workload, "label": plan.spec.label}
-
-
-def placement_name(job, mapping: str) -> str:
-    if isinstance(job.placement, tuple):
-        return "hosts " + " ".join(job.placement)
-    return job.placement or mapping
 
 
 LINK_JOB_COLUMNS = ["topology", "policy", "mapping", "workload", "label", "link", "job", "kind", "bytes"]
@@ -191,7 +159,7 @@ def background_rows(plan, call, records) -> list[dict]:
     if call.repetition < 0:
         return []
     rows = []
-    for layout, model, _ in _modelled_jobs(plan, call.size_bytes, background=True):
+    for layout, model, _ in modelled_jobs(plan, call.size_bytes, background=True):
         got, flow = iterations(layout, *measured(records))[0], layout.job.background
         sent = sum(record["sent"] for record in records[layout.offset])
         scheduled = plan.programs[call.size_bytes].schedule.bytes_sent(layout.offset)

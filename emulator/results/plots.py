@@ -6,7 +6,7 @@ Each plot keeps its data shaping in a pure function (`utilisation_matrix`,
 `layout`, `link_peaks`, `timeline_bars`) so tests check numbers, not pixels.
 
 Inputs: `links.csv` (the link monitor: one row per sample per directed link,
-columns in emulator.results.linkstats.LINK_COLUMNS, optionally the run keys of steps.csv),
+columns in emulator.records.links.LINK_COLUMNS, optionally the run keys of steps.csv),
 `steps.csv` (emulator.results.calls.STEP_COLUMNS) and `fabric.json`.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from emulator.fabric.graph import Fabric
-from emulator.results.linkstats import link_label
+from emulator.records.links import link_label
 
 # the keys that tell runs apart in steps.csv and links.csv written before their `run` column
 RUN_COLUMNS = ["topology", "policy", "algorithm", "mapping"]

@@ -10,8 +10,9 @@ import os
 
 import pandas as pd
 
-from emulator.results.captures import FLOW_COLUMNS, flow_rows, read_segments
-from emulator.results.metrics import busbw_mbps
+from emulator.results.captures import flow_rows, read_segments
+from emulator.records.captures import FLOW_COLUMNS
+from emulator.records.metrics import busbw_mbps
 from emulator.model.simulation import link_loads_per_step
 from emulator.results.calls import SERIES_KEYS, SPEC_KEYS
 from emulator.results.verdict import trusted
@@ -19,7 +20,7 @@ from emulator.spec.experiment import RunSpec
 from emulator.results.plots import (RUN_COLUMNS, call_name, call_use, capture_plot, fabric_drawing, fabric_story, heatmap_extent,
                             job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
                             utilisation_heatmap)
-from emulator.results.tables import TABLES, TableError, read_fabric, read_table
+from emulator.records.tables import TABLES, TableError, read_fabric, read_table
 from emulator.inputs import InputError, read_text
 
 KEYS = ["topology", "policy", "algorithm", "mapping"]

@@ -11,8 +11,8 @@ import pandas as pd
 
 from emulator.fabric.graph import Fabric
 from emulator.inputs import read_bytes
-from emulator.results.linkstats import link_label
-from emulator.results.metrics import busbw_mbps
+from emulator.records.links import link_label
+from emulator.records.metrics import busbw_mbps
 from emulator.results.plots import layout
 from emulator.results.calls import call_time
 from emulator.results.verdict import trusted
@@ -168,7 +168,7 @@ def folder_messages(folder: str) -> list[dict]:
     finished calls, and its end (the demo's story for a demo's folder, and
     the plots)."""
     from emulator.results.report import demo_story
-    from emulator.results.tables import read_fabric, read_table
+    from emulator.records.tables import read_fabric, read_table
     fabric = read_fabric(os.path.join(folder, "fabric.json"))
     if fabric is None:
         raise ValueError(f"{folder} has no fabric.json: there is nothing to draw")
@@ -187,7 +187,7 @@ def _spec_name(folder: str) -> str:
 
 def folder_calls(folder: str) -> dict:
     """The replayable calls of a folder, on the fabric it holds."""
-    from emulator.results.tables import read_fabric
+    from emulator.records.tables import read_fabric
     links = _links(folder)
     fabric = read_fabric(os.path.join(folder, "fabric.json"))
     if links is None or fabric is None:
@@ -213,5 +213,5 @@ def _links(folder: str) -> pd.DataFrame | None:
 
 @functools.lru_cache(maxsize=2)
 def _read_links(path: str, mtime_ns: int, size: int) -> pd.DataFrame | None:
-    from emulator.results.tables import read_table
+    from emulator.records.tables import read_table
     return read_table(path)

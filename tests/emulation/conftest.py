@@ -82,7 +82,7 @@ def agents() -> list[int]:
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if b"emulator.net.agent" in argv or argv[1:4] == [b"-m", b"controller", b"--fabric"]:
+        if b"emulator.replay.agent" in argv or argv[1:4] == [b"-m", b"controller", b"--fabric"]:
             alive.append(int(pid))
     return alive
 

@@ -12,11 +12,11 @@ import threading
 import pandas as pd
 import pytest
 
-from emulator import pipeline
+from emulator import exits
 from emulator.results.captures import read_segments
 from emulator.fabric.captured import CapturedLink
 from emulator.net import processes
-from emulator.net.capture import SNAPLEN, CaptureError, LinkCapture
+from emulator.measure.capture import SNAPLEN, CaptureError, LinkCapture
 
 pytestmark = pytest.mark.emulation
 
@@ -35,7 +35,7 @@ def captured(tmp_path_factory):
 
 def test_a_run_records_the_links_it_names_during_the_counted_call(captured, clean_machine):
     out, proc = captured
-    assert proc.returncode in pipeline.FINISHED, proc.stdout + proc.stderr
+    assert proc.returncode in exits.FINISHED, proc.stdout + proc.stderr
     assert "capturing bgs0-bgs2 bgh0" in proc.stdout
     captures = pd.read_csv(out / "captures.csv")
     assert list(captures.link) == ["bgs0-bgs2", "bgh0"]            # the counted call only, not the warm-up

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from emulator.net import agent
+from emulator.replay import agent
 from emulator.workloads.steps import Step, Transfer
 
 

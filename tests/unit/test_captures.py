@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from emulator.results import captures
+from emulator.records import captures as capture_records
 from emulator.fabric.captured import CapturedLink, captured_links
 from emulator.fabric.graph import host_address, host_of_address
 from emulator.spec.experiment import SpecError, make_run
@@ -125,7 +126,7 @@ def test_flow_rows_give_each_flows_throughput_per_bin_and_its_retransmissions(pc
     b = "bgh1:40001>bgh5:5201"
     assert [(r["t_s"], r["packets"]) for r in rows if r["flow"] == b] == [(0.2, 4)]
     assert sum(r["retransmissions"] for r in rows) == 1 and sum(r["out_of_order"] for r in rows) == 0
-    assert set(rows[0]) == set(captures.FLOW_COLUMNS) - {"call", "link", "rate_mbps"}
+    assert set(rows[0]) == set(capture_records.FLOW_COLUMNS) - {"call", "link", "rate_mbps"}
 
 
 def test_packets_before_the_call_start_fall_in_bins_that_end_by_it():
@@ -193,29 +194,29 @@ def test_capture_reads_back_from_spec_json_and_flags():
 
 
 def test_capture_files_and_rows():
-    assert captures.capture_file(2, 8 << 20, 0, "bgs0-bgs2") == "captures/run2-8M-rep1-bgs0-bgs2.pcap"
-    assert captures.capture_file(0, 0, 1, "bgh3") == "captures/run0-workload-rep2-bgh3.pcap"
+    assert capture_records.capture_file(2, 8 << 20, 0, "bgs0-bgs2") == "captures/run2-8M-rep1-bgs0-bgs2.pcap"
+    assert capture_records.capture_file(0, 0, 1, "bgh3") == "captures/run0-workload-rep2-bgh3.pcap"
     link = CapturedLink("bgh3", "bgs1-eth2", 50.0)
-    (row,) = captures.capture_rows(4, [link], ["captures/x.pcap"], START + 0.1234567, [(120, 0)])
+    (row,) = capture_records.capture_rows(4, [link], ["captures/x.pcap"], START + 0.1234567, [(120, 0)])
     assert row == {"call": 4, "link": "bgh3", "interface": "bgs1-eth2", "rate_mbps": 50.0, "file": "captures/x.pcap",
                    "start_unix_s": START + 0.123457, "packets": 120, "dropped": 0}
-    assert captures.capture_rows(4, [link], ["f"], START, [(None, None)])[0]["dropped"] == ""
+    assert capture_records.capture_rows(4, [link], ["f"], START, [(None, None)])[0]["dropped"] == ""
 
 
 def test_tcpdump_counts_what_it_says_when_it_stops():
     said = ("tcpdump: listening on bgs0-eth3, link-type EN10MB (Ethernet), snapshot length 96 bytes\n"
             "1234 packets captured\n1240 packets received by filter\n6 packets dropped by kernel\n")
-    assert captures.tcpdump_counts(said) == (1234, 6)
-    assert captures.tcpdump_counts("1 packet captured\n") == (1, None)
+    assert capture_records.tcpdump_counts(said) == (1234, 6)
+    assert capture_records.tcpdump_counts("1 packet captured\n") == (1, None)
     # on SIGUSR1 it says the same on one line; the latest report counts
     said = "tcpdump: 10 packets captured, 25 packets received by filter, 3 packets dropped by kernel\n" + said
-    assert captures.tcpdump_counts(said) == (1234, 6)
-    assert captures.tcpdump_report(said.splitlines()[0]) == {"captured": 10, "received by filter": 25,
+    assert capture_records.tcpdump_counts(said) == (1234, 6)
+    assert capture_records.tcpdump_report(said.splitlines()[0]) == {"captured": 10, "received by filter": 25,
                                                              "dropped by kernel": 3}
 
 
 def test_the_capture_adapter_asks_tcpdump_for_headers_only_and_does_nothing_without_links(tmp_path):
-    from emulator.net.capture import SNAPLEN, LinkCapture, tcpdump_command
+    from emulator.measure.capture import SNAPLEN, LinkCapture, tcpdump_command
     command = tcpdump_command("bgs0-eth3", "x.pcap")
     assert command[:3] == ["tcpdump", "-i", "bgs0-eth3"] and command[command.index("-s") + 1] == str(SNAPLEN)
     assert SNAPLEN >= 14 + 20 + 60 and "-U" in command and ["-Z", "root"] == command[-2:]
@@ -240,7 +241,7 @@ def captured_folder(folder, pcap) -> None:
                "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(rank)]
              for rank in plan.schedules[call.size_bytes].steps]
     link = captured_links(plan.fabric, plan.spec.capture)
-    rows = captures.capture_rows(call.index, link, [f"captures/{pcap.name}"], START, [(len(PACKETS), 0)])
+    rows = capture_records.capture_rows(call.index, link, [f"captures/{pcap.name}"], START, [(len(PACKETS), 0)])
     write_call(str(folder), plan, call, CallRecord(steps, {}, captures=rows), "user")
 
 

@@ -10,7 +10,7 @@ import pytest
 from emulator.fabric.topology import LinkProfile, build
 from emulator.model.iterations import iterations, modelled
 from emulator.model.simulation import predict
-from emulator.results.metrics import payload_efficiency
+from emulator.records.metrics import payload_efficiency
 from emulator.routes.routing import forwarding_table
 from emulator.workloads.job import TOKEN_BYTES, WorkloadError
 from emulator.workloads.program import compile_workload

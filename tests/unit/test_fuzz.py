@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from emulator.plan import capacity
 
-from emulator.results import plots, report, sweeps, tables
+from emulator.results import plots, report, sweeps
+from emulator.records import tables
 
 from emulator.flags import NUMBER_FLAGS, check_values, flag_name, parser
 from emulator.plan.folders import check_out_folder

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from emulator.results import linkstats
-from emulator.results.linkstats import Sample
+from emulator.records import links as link_records
+from emulator.records.links import Sample
 from emulator.fabric.topology import bigraph
 
 MTU = 9000
@@ -12,7 +13,7 @@ MTU = 9000
 
 def test_every_directed_link_is_read_from_its_switch_side():
     fabric = bigraph(2, 4)
-    links = linkstats.directed_links(fabric)
+    links = link_records.directed_links(fabric)
     assert len(links) == 2 * len(fabric.links)
     assert len({l.label for l in links}) == len(links)
     host = fabric.hosts[0]
@@ -36,8 +37,8 @@ def two_samples(sent_bytes, received_bytes, dt=0.1, backlog=0, drops=0, marks=0)
     return [a, b]
 
 
-LINKS = [linkstats.DirectedLink("bgs0", 3, "bgs1", "switch", 8.0, "bgs0-eth3", True),
-         linkstats.DirectedLink("bgh0", 0, "bgs0", "host", 8.0, "bgs0-eth1", False)]
+LINKS = [link_records.DirectedLink("bgs0", 3, "bgs1", "switch", 8.0, "bgs0-eth3", True),
+         link_records.DirectedLink("bgh0", 0, "bgs0", "host", 8.0, "bgs0-eth1", False)]
 
 
 def test_link_rows_turn_counter_deltas_into_utilisation():
@@ -143,15 +144,15 @@ def test_port_rows_keep_the_readings_of_the_call_from_its_start():
                      "tx_bytes": 20, "rx_bytes": 7, "tx_dropped": 0},
                     {"call": 3, "t_s": pytest.approx(1.4), "switch": up.a, "port": up.a_port, "peer": up.b,
                      "tx_bytes": 30, "rx_bytes": 7, "tx_dropped": 0}]
-    assert set(rows[0]) == set(linkstats.PORT_COLUMNS)
+    assert set(rows[0]) == set(link_records.PORT_COLUMNS)
 
 
 def test_the_controllers_readings_are_read_once_and_whole_lines_only(tmp_path):
     from emulator.net.controller_process import ControllerProcess
     controller = ControllerProcess("fabric.json", "shortest", str(tmp_path))
     assert controller.port_readings() == []   # nothing written yet
-    path = tmp_path / linkstats.CONTROLLER_PORTS
-    path.write_text(",".join(linkstats.PORT_READING_COLUMNS) + "\n1.5,bgs0,3,10,20,0\n2.5,bgs0")
+    path = tmp_path / link_records.CONTROLLER_PORTS
+    path.write_text(",".join(link_records.PORT_READING_COLUMNS) + "\n1.5,bgs0,3,10,20,0\n2.5,bgs0")
     assert controller.port_readings() == [{"t": "1.5", "switch": "bgs0", "port": "3", "tx_bytes": "10",
                                            "rx_bytes": "20", "tx_dropped": "0"}]
     with open(path, "a") as f:

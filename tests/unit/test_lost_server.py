@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from emulator.net.agents import LOST_CHECK_S, AgentError, AgentFleet
+from emulator.replay.agents import LOST_CHECK_S, AgentError, AgentFleet
 from emulator.net.cluster import Servers
-from emulator.net.monitor import RemoteSampler
+from emulator.measure.monitor import RemoteSampler
 
 QUIET_UNTIL_EXIT = "import sys\nfor line in sys.stdin:\n if line == 'EXIT\\n': break"
 HANGS_ON = "import time; print('{\"sent\": {}, \"received\": {}}', flush=True); time.sleep(60)"   # one reading

@@ -1,9 +1,9 @@
-"""Unit tests of bandwidth arithmetic, sizes and the table (emulator/results/metrics.py)."""
+"""Unit tests of bandwidth arithmetic, sizes and the table (emulator/records/metrics.py)."""
 from __future__ import annotations
 
 import pytest
 
-from emulator.results.metrics import TABLE_HEADER, algbw_mbps, busbw_mbps, payload_efficiency, table_row
+from emulator.records.metrics import TABLE_HEADER, algbw_mbps, busbw_mbps, payload_efficiency, table_row
 from emulator.inputs import parse_size, size_sweep
 
 K, M, G = 1 << 10, 1 << 20, 1 << 30

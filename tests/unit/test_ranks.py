@@ -1,6 +1,6 @@
 """The ranks of `bigraph-emu exec` (pure): slots, environment, hostfile,
 mpiexec's command line and launcher, and what the ranks left; and
-emulator.net.rank, the wrapper every rank runs under (no root)."""
+emulator.replay.rank, the wrapper every rank runs under (no root)."""
 import json
 import os
 import stat
@@ -54,7 +54,7 @@ def test_mpiexec_runs_one_block_per_rank_on_its_host_in_rank_order():
     for slot, block in zip(slots, blocks):
         assert block.startswith("-n 1 -env ")
         assert f"-env RANK {slot.rank} " in block and f"-env FI_TCP_IFACE {slot.interface} " in block
-        assert block.endswith(f"/v/python -m emulator.net.rank --dir /r/ranks/{slot.rank} -- prog -x")
+        assert block.endswith(f"/v/python -m emulator.replay.rank --dir /r/ranks/{slot.rank} -- prog -x")
 
 
 def test_mpich_ranks_yield_unless_the_user_chose(monkeypatch):
@@ -102,7 +102,7 @@ def test_rank_rows_and_failures_name_the_rank_code_and_stderr(tmp_path):
 
 def run_wrapper(tmp_path, *command):
     folder = tmp_path / "rank"
-    code = subprocess.run([sys.executable, "-m", "emulator.net.rank", "--dir", str(folder), "--", *command]).returncode
+    code = subprocess.run([sys.executable, "-m", "emulator.replay.rank", "--dir", str(folder), "--", *command]).returncode
     return code, folder, json.loads((folder / "exit.json").read_text())
 
 
@@ -120,7 +120,7 @@ def test_the_wrapper_reports_a_missing_program_as_127(tmp_path):
 
 def test_the_wrapper_passes_sigterm_on(tmp_path):
     folder = tmp_path / "rank"
-    proc = subprocess.Popen([sys.executable, "-m", "emulator.net.rank", "--dir", str(folder), "--", "sleep", "30"])
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.replay.rank", "--dir", str(folder), "--", "sleep", "30"])
     for _ in range(100):   # until the wrapper has started its child
         if (folder / "stdout").exists():
             break
@@ -153,7 +153,7 @@ def test_exec_refuses_a_timeout_of_nothing(tmp_path):
 
 def test_a_threads_cpu_and_wait_are_read_from_the_kernel():
     import threading
-    from emulator.net import counters
+    from emulator.measure import counters
     stop = threading.Event()
     waiter = threading.Thread(target=lambda: stop.wait(5))
     waiter.start()

@@ -4,7 +4,7 @@ before (which missed a call's last bytes on the other server's links)."""
 import subprocess
 import time
 
-from emulator.net.monitor import RemoteSampler
+from emulator.measure.monitor import RemoteSampler
 
 
 class ThisMachine:

@@ -13,7 +13,7 @@ import pytest
 
 from emulator.results import report
 from emulator.plan.run_plan import plan_run
-from emulator.results.linkstats import LINK_COLUMNS
+from emulator.records.links import LINK_COLUMNS
 from emulator.results.plots import link_label
 from emulator.results.report import compare, format_compare, plot_compare, write_plots, write_report
 from emulator.results.calls import COLLECTIVE_COLUMNS, STEP_COLUMNS, CallRecord, append_csv, collective_rows, step_rows

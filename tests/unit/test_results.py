@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from emulator.results.metrics import algbw_mbps, busbw_mbps
+from emulator.records.metrics import algbw_mbps, busbw_mbps
 from emulator.plan.run_plan import plan_run
 from emulator.results.report import LINK_LOAD_COLUMNS, format_summary, link_load_rows, plot, summary
 from emulator.results.calls import CallRecord, COLLECTIVE_COLUMNS, STEP_COLUMNS, append_csv, bytes_ok, call_time, collective_rows, step_rows

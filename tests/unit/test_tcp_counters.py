@@ -2,7 +2,7 @@
 the real files) and parsed from another server's concatenated tables."""
 import os
 
-from emulator.net import counters
+from emulator.measure import counters
 
 SNMP = """Ip: Forwarding DefaultTTL
 Ip: 1 64

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from emulator.results import linkstats
+from emulator.records import links as link_records
 
 from emulator import pipeline
 from emulator.cli import main
@@ -46,14 +47,14 @@ def test_the_fabric_has_every_link_with_the_monitors_labels_at_the_drawings_posi
     assert len(msg["links"]) == len(plan.fabric.links) == 12
     assert sum(l["kind"] == "switch" for l in msg["links"]) == 4   # upper x lower: 8 directed
     directions = [d for l in msg["links"] for d in l["directions"]]
-    assert sorted(directions) == sorted(l.label for l in linkstats.directed_links(plan.fabric))
+    assert sorted(directions) == sorted(l.label for l in link_records.directed_links(plan.fabric))
     pos = layout(plan.fabric)
     assert {n["name"]: (n["x"], n["y"]) for n in msg["nodes"]} == pos
     assert {n["tier"] for n in msg["nodes"] if n["kind"] == "switch"} == {"upper", "lower"}
 
 
 def test_a_sample_carries_each_links_use_and_queue_and_each_ranks_step(plan):
-    links = linkstats.directed_links(plan.fabric)
+    links = link_records.directed_links(plan.fabric)
     rows = linkstats.link_rows(0, links, _samples(links, 2, 0.2, 0)[-2:], 0.0)
     roles = view.rank_roles(plan)
     msg = view.sample_message("[2/2] hd naive", rows, [3, 0, 10, 1, 1, 1, 1, 1], roles, 1.23456)

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from emulator.results.captures import tcpdump_counts, tcpdump_report
+from emulator.records.captures import tcpdump_counts, tcpdump_report
 from emulator.fabric.captured import CapturedLink
 from emulator.net import processes
 

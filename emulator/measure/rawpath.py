@@ -18,7 +18,7 @@ from mininet.link import Link
 
 from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN, host_address
 from emulator.net import interrupts, ovs_buffers, processes
-from emulator.net.counters import ovs_ticks
+from emulator.measure.counters import ovs_ticks
 from emulator.net.dataplane import Dataplane
 from emulator.net.network import QUIET
 from emulator.net.shaping import tc_commands

@@ -147,3 +147,18 @@ def tcp_counts_in(text: str) -> dict[str, int]:
         lines = tables.get(prefix, [])
         totals[column] = sum(int(values[header.index(name)]) for header, values in zip(lines[::2], lines[1::2]))
     return totals
+
+
+def hosts_tcp_counts(network, hosts: list[str]) -> dict[str, int]:
+    """The TCP counters of these emulated hosts so far (TCP_COUNTERS), each
+    read on its server: one command per other server."""
+    totals = tcp_counts([network.net[h].pid for h in hosts if not network.remote(h)])
+    by_server: dict = {}
+    for h in hosts:
+        if network.remote(h):
+            by_server.setdefault(network.remote(h), []).append(network.net[h].pid)
+    for remote, pids in by_server.items():
+        files = " ".join(f"/proc/{p}/net/{table}" for p in pids for table in TCP_TABLES)
+        more = tcp_counts_in(remote.run(["sh", "-c", f"cat {files}"]))
+        totals = {column: totals[column] + more[column] for column in totals}
+    return totals

@@ -78,7 +78,7 @@ class AgentFleet:
     def start(self, timeout_s: float = 60.0) -> None:
         for rank, host in enumerate(self.hosts):
             plan = "-" if self.remote[rank] else self.plan_paths[rank]
-            proc = host.popen([sys.executable, "-m", "emulator.net.agent", "--plan", plan],
+            proc = host.popen([sys.executable, "-m", "emulator.replay.agent", "--plan", plan],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               bufsize=0)
             processes.record(proc.pid)   # on another server: its ssh

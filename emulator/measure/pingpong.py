@@ -1,8 +1,8 @@
 """A TCP echo pair inside two emulated hosts: what crossing the fabric
 costs one message (emulator.calibration.measure_switch_latency).
 
-    python -m emulator.net.pingpong serve PORT
-    python -m emulator.net.pingpong ask IP PORT SIZES COUNT GAP_S   -> JSON {size: [round trips in s]}
+    python -m emulator.measure.pingpong serve PORT
+    python -m emulator.measure.pingpong ask IP PORT SIZES COUNT GAP_S   -> JSON {size: [round trips in s]}
 
 The asker sends SIZE bytes, the server sends them back; each round trip is
 timed alone, GAP_S apart (the links' token buckets refill in between, as
@@ -60,11 +60,11 @@ def round_trips(network, fabric, src: str, dst: str, sizes: list[int], count: in
     """{size: round trips} of messages from host `src` to `dst` and back,
     on an emulated network (emulator.net.network.EmulatedFabric) that is up."""
     from emulator.net import processes
-    server = network.host(dst).popen([sys.executable, "-m", "emulator.net.pingpong", "serve", str(PORT)])
+    server = network.host(dst).popen([sys.executable, "-m", "emulator.measure.pingpong", "serve", str(PORT)])
     processes.record(server.pid)
     try:
         time.sleep(0.5)
-        asker = network.host(src).popen([sys.executable, "-m", "emulator.net.pingpong", "ask", fabric.host(dst).ip,
+        asker = network.host(src).popen([sys.executable, "-m", "emulator.measure.pingpong", "ask", fabric.host(dst).ip,
                                          str(PORT), ",".join(map(str, sizes)), str(count), str(gap_s)])
         processes.record(asker.pid)
         out, err = asker.communicate(timeout=60 + count * len(sizes) * (gap_s + 0.1))

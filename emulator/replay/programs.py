@@ -18,7 +18,8 @@ import sys
 import time
 
 from emulator.plan import ranks as R
-from emulator.net import counters, interrupts, processes
+from emulator.measure import counters
+from emulator.net import interrupts, processes
 
 POLL_S = 0.2
 FAIL_GRACE_S = 3.0   # after a rank fails, how long the others get to fail with their own message
@@ -82,7 +83,7 @@ class Program:
             self.stop()
 
     def start_ranks(self, command: list[str], hostfile: str) -> None:
-        """CMD once per rank in its host, rank order, each through emulator.net.rank."""
+        """CMD once per rank in its host, rank order, each through emulator.replay.rank."""
         self.t0 = time.monotonic()
         for slot in self.slots:
             folder = R.rank_dir(self.out, slot.rank)

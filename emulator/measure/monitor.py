@@ -5,7 +5,7 @@ switch queues and a /sys read per host uplink, so a 100 ms period costs a
 few percent of one core even on the largest fabric we emulate.
 
 A fabric over several servers: each other server runs this module as a
-sampler (`python -m emulator.net.monitor --serve DEVS`) that prints its
+sampler (`python -m emulator.measure.monitor --serve DEVS`) that prints its
 counters as a JSON line every period; every sample of the head takes the
 latest line of each (at most one period old).
 """
@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 
-from emulator.results.linkstats import DirectedLink, Sample
-from emulator.net import counters
+from emulator.records.links import DirectedLink, Sample
+from emulator.measure import counters
 
 FRESH_TIMEOUT_S = 10.0   # a server's sampler answers a request for a reading within this
 
@@ -49,7 +49,7 @@ class RemoteSampler:
 
     def __init__(self, remote, devs: list[str], interval_s: float):
         self.name, self.remote = remote.name, remote
-        self.proc = remote.popen([sys.executable, "-m", "emulator.net.monitor", "--serve", ",".join(devs),
+        self.proc = remote.popen([sys.executable, "-m", "emulator.measure.monitor", "--serve", ",".join(devs),
                                   "--interval", str(interval_s)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._latest: tuple[dict, dict] | None = None

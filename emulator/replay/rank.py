@@ -1,6 +1,6 @@
 """One rank of a user's program, inside its host (`bigraph-emu exec`).
 
-  python -m emulator.net.rank --dir FOLDER -- CMD ARGS...
+  python -m emulator.replay.rank --dir FOLDER -- CMD ARGS...
 
 Runs CMD in FOLDER with its stdout and stderr in FOLDER/stdout and
 FOLDER/stderr, and writes FOLDER/exit.json with its exit code and its
@@ -20,7 +20,7 @@ import time
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m emulator.net.rank")
+    p = argparse.ArgumentParser(prog="python -m emulator.replay.rank")
     p.add_argument("--dir", required=True)
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
