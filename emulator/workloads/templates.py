@@ -97,7 +97,16 @@ def pipeline(job: Job, p: dict, iteration: int, rank: int) -> list[Op]:
 def hybrid(job: Job, p: dict, iteration: int, rank: int) -> list[Op]:
     """tp x dp x pp: the pipeline's 1F1B, each forward and backward with a
     tensor-parallel allreduce of the activations, and the data-parallel
-    gradient allreduce at the end."""
+    gradient allreduce at the end.
+
+    A template sees job ranks, never hosts: the groups are Megatron's (tp
+    varies fastest, job.group_of) and the placement puts job ranks on hosts.
+    On a fabric with nodes, hosts are numbered node by node, so with the
+    naive placement (a job starting at a node's first accelerator) and tp
+    dividing the accelerators of a node, every tp group is inside one node,
+    on its interconnect, and each dp group has N/tp ranks on each node it
+    spans: what `algorithm = "hierarchical"` takes for the gradient
+    allreduce (L = N/tp ranks a node). On plain hosts, as always."""
     ops = []
     for op in pipeline(job, p, iteration, rank):
         ops.append(op)
@@ -151,7 +160,8 @@ TEMPLATES = {t.name: t for t in (
              _data_parallel_ops, same_on_every_rank=True),
     Template("pipeline", "1F1B over microbatches between pp stages; optional dp gradient allreduce",
              _PP, pipeline, lambda p: 8 * p["microbatches"] + 2, "pp >= 2", lambda job: job.pp >= 2),
-    Template("hybrid", "tp x dp x pp: 1F1B, tensor-parallel allreduces per compute, dp gradient allreduce",
+    Template("hybrid", "tp x dp x pp: 1F1B, tensor-parallel allreduces per compute, dp gradient allreduce "
+             "(with nodes and naive placement, tp groups inside a node when tp divides its accelerators)",
              {**_PP, "tp_mb": 1.0, "gradient_mb": 8.0}, hybrid, lambda p: 10 * p["microbatches"] + 2, "pp >= 2",
              lambda job: job.pp >= 2),
     Template("moe", "mixture of experts: per layer a dispatch and a combine all-to-all with a seeded "

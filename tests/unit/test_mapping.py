@@ -14,9 +14,10 @@ from collections import Counter
 import pytest
 
 from emulator.routes import routing
-from emulator.fabric.mapping import MAPPINGS, hdrm_switch_slot, hosts_for_ranks
+from emulator.fabric.mapping import MAPPINGS, hdrm_switch_slot, hosts_for_ranks, place, rank_nodes
+from emulator.fabric.nodes import NodeShape
 from emulator.workloads.schedule import build_schedule
-from emulator.fabric.topology import bigraph, fattree, leafspine
+from emulator.fabric.topology import bigraph, build, fattree, leafspine
 
 
 def supported_shapes():
@@ -283,3 +284,112 @@ def test_property_checker_catches_a_broken_mapping(m, n, monkeypatch):
     monkeypatch.setattr(mapping, "hdrm_switch_slot", unrotated)
     with pytest.raises(AssertionError, match="flows"):
         check_hdrm_property(m, n)
+
+
+# --- on a fabric with nodes of accelerators ----------------------------------------
+
+def node_fabric(topology, accelerators, nics, interconnect="pcie"):
+    return build(topology, node=NodeShape(accelerators, nics, interconnect))
+
+
+def network_loads(fabric, loads):
+    """Per step, the flows on the network's directed links (NIC cables and switch links)."""
+    return [{hop: v for hop, v in c.items() if fabric.peer(*hop)[2].scope == "network"} for c in loads]
+
+
+@pytest.mark.parametrize("accelerators,nics", [(4, 1), (4, 2), (4, 4), (8, 2)])
+def test_naive_fills_node_after_node(accelerators, nics):
+    f = node_fabric("bigraph:m=2,n=4", accelerators, nics)
+    hosts = hosts_for_ranks(f, "naive")
+    assert [hosts[i:i + accelerators] for i in range(0, len(hosts), accelerators)] == f.nodes()
+    assert rank_nodes(f, hosts) == tuple(divmod(r, accelerators) for r in range(len(hosts)))
+
+
+@pytest.mark.parametrize("topology", ["bigraph:m=2,n=4", "bigraph:m=2,n=8", "bigraph:m=4,n=8"])
+@pytest.mark.parametrize("accelerators,interconnect", [(2, "pcie"), (4, "nvlink"), (4, "pcie")])
+def test_hdrm_with_a_nic_per_accelerator_keeps_one_flow_per_link(topology, accelerators, interconnect):
+    """K = N: ranks on the NIC endpoints as without nodes, each on the
+    accelerator of its NIC, and THE property holds on every link, node links
+    included: at every halving-doubling step one flow per directed link."""
+    f = node_fabric(topology, accelerators, accelerators, interconnect)
+    plain = build(topology)
+    hosts = hosts_for_ranks(f, "hdrm")
+    p = len(hosts)
+    assert sorted(hosts) == sorted(h.name for h in f.hosts)
+    assert [f.nic_endpoint(h) for h in hosts] == [plain.host(h).index for h in hosts_for_ranks(plain, "hdrm")]
+    table = routing.forwarding_table(f, "shortest")
+    loads = step_loads(f, table, hosts, build_schedule("allreduce", "halving-doubling", p, 1 << 20),
+                       switch_links_only=False)
+    assert all(max(c.values()) == 1 for c in loads)
+
+
+@pytest.mark.parametrize("topology", ["bigraph:m=2,n=4", "bigraph:m=4,n=8"])
+@pytest.mark.parametrize("accelerators,nics", [(4, 1), (4, 2), (8, 2), (8, 4)])
+def test_hdrm_with_shared_nics_puts_a_nics_share_on_each_link(topology, accelerators, nics):
+    """K < N: the N/K accelerators of a NIC take consecutive ranks, the NICs
+    placed as HDRM places hosts. The first log2(N/K) halving-doubling steps
+    (and the last as many) stay inside the node; every other step puts
+    exactly N/K flows on the busiest network link (one per accelerator of a
+    NIC: the property cannot hold with a shared NIC, this is its least)."""
+    f = node_fabric(topology, accelerators, nics)
+    plain = build(topology)
+    per = accelerators // nics
+    hosts = hosts_for_ranks(f, "hdrm")
+    p = len(hosts)
+    assert sorted(hosts) == sorted(h.name for h in f.hosts)
+    nic = [f.nic_endpoint(h) for h in hosts]
+    assert all(len(set(nic[q:q + per])) == 1 for q in range(0, p, per))
+    assert nic[::per] == [plain.host(h).index for h in hosts_for_ranks(plain, "hdrm")]
+    table = routing.forwarding_table(f, "shortest")
+    s = build_schedule("allreduce", "halving-doubling", p, 1 << 20)
+    loads = network_loads(f, step_loads(f, table, hosts, s, switch_links_only=False))
+    inside = per.bit_length() - 1
+    d = p.bit_length() - 1
+    for k, c in enumerate(loads):
+        if k < inside or k >= 2 * d - inside:
+            assert not c, (k, c)
+        else:
+            assert max(c.values()) == per, k
+
+
+def test_hdrm_on_part_of_a_node_fabric_places_whole_nics():
+    f = node_fabric("bigraph:m=4,n=8", 4, 2)   # 16 nodes of 4, 2 accelerators a NIC
+    table = routing.forwarding_table(f, "shortest")
+    for ranks in (4, 8, 16, 32):
+        hosts = place(f, "hdrm", ranks)
+        nic = [f.nic_endpoint(h) for h in hosts]
+        assert all(nic[q] == nic[q + 1] for q in range(0, ranks, 2))
+        s = build_schedule("allreduce", "halving-doubling", ranks, 1 << 20)
+        loads = network_loads(f, step_loads(f, table, hosts, s, switch_links_only=False))
+        assert max(max(c.values(), default=0) for c in loads) == 2, ranks
+    assert place(f, "hdrm", 2) == ["bgh0", "bgh1"]   # one NIC's accelerators: nothing crosses the network
+    taken = set(f.nodes()[0][:1])
+    hosts = place(f, "hdrm", 8, free=[h.name for h in f.hosts if h.name not in taken])
+    assert not taken & set(hosts) and 0 not in {f.nic_endpoint(h) for h in hosts}   # a NIC with a busy accelerator is left
+    with pytest.raises(ValueError, match="places whole NICs, 4 accelerators each"):
+        place(node_fabric("bigraph:m=4,n=8", 4, 1), "hdrm", 2)
+
+
+def test_round_robin_with_nodes_goes_by_the_switch_of_each_nic():
+    """One accelerator per network switch in turn (the switch its NIC is
+    cabled to), each switch's accelerators in host order."""
+    f = node_fabric("bigraph:m=2,n=4", 4, 2)   # 4 nodes, one on each switch
+    hosts = hosts_for_ranks(f, "round-robin")
+    switch = {}
+    for link in f.links:
+        if link.nic >= 0:
+            switch[link.nic] = link.b
+    on = [switch[f.nic_endpoint(h)] for h in hosts]
+    assert on[:4] == ["bgs0", "bgs1", "bgs2", "bgs3"] and on[4:8] == on[:4]
+    assert hosts[:8] == ["bgh0", "bgh4", "bgh8", "bgh12", "bgh1", "bgh5", "bgh9", "bgh13"]
+
+
+def test_random_with_nodes_is_a_permutation_of_the_accelerators():
+    f = node_fabric("bigraph:m=2,n=4", 4, 1)
+    hosts = hosts_for_ranks(f, "random", seed=3)
+    assert sorted(hosts) == sorted(h.name for h in f.hosts) and hosts != [h.name for h in f.hosts]
+
+
+def test_without_nodes_each_host_is_a_plain_host():
+    f = bigraph(2, 4)
+    assert rank_nodes(f, hosts_for_ranks(f, "hdrm")) == ((-1, 0),) * 8
