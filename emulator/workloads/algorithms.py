@@ -472,8 +472,8 @@ def node_positions(nodes: Nodes) -> Nodes:
 def _hier_shape(places: Nodes) -> str:
     """What the placement lacks for hierarchical ("": nothing)."""
     if any(g < 0 for g, _ in places):
-        return ("a fabric with nodes (accelerators in machines, each node's ranks joined by its interconnect); "
-                "on plain hosts it would be ring: use ring")
+        return ("a fabric with nodes (accelerators in machines, joined inside each by its interconnect), not "
+                "plain hosts, where it would be ring (use ring)")
     counts = [0] * (1 + max(g for g, _ in places))
     for g, _ in places:
         counts[g] += 1

@@ -181,7 +181,7 @@ def test_refuses_without_the_nodes():
 
 def test_refuses_plain_hosts():
     plain = ((-1, 0),) * 8
-    with pytest.raises(ValueError, match="a fabric with nodes .*use ring"):
+    with pytest.raises(ValueError, match="a fabric with nodes .*not plain hosts, where it would be ring"):
         build_schedule("allreduce", "hierarchical", 8, MiB, plain)
     fabric = build("bigraph:m=2,n=4")
     assert "a fabric with nodes" in algorithm_need("allreduce", "hierarchical", 8,
