@@ -171,8 +171,9 @@ def _hdrm_part(fabric: Fabric, free: list[str], ranks: int) -> list[str]:
     if ranks < 2 or ranks & (ranks - 1):
         raise ValueError(f"placement 'hdrm' needs a power-of-two rank count, got {ranks}")
     free_set = set(free)
-    nics = [(switch, users) for switch, users in _nics(fabric) if free_set.issuperset(users)]
-    per = len(_nics(fabric)[0][1])
+    every = _nics(fabric)
+    per = len(every[0][1])   # accelerators a NIC (1 without nodes)
+    nics = [(switch, users) for switch, users in every if free_set.issuperset(users)]
     if ranks % per:
         raise ValueError(f"placement 'hdrm' places whole NICs, {per} accelerators each: {ranks} ranks are not "
                          "a multiple; use naive, round-robin or a host list")
