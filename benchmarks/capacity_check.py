@@ -122,9 +122,9 @@ def _check_written(out: str) -> dict:
 
 
 def _check_again(out: str, values: dict) -> dict:
-    from emulator import pipeline
+    from emulator import preflight
     from emulator.spec.experiment import make_run
-    return pipeline.capacity_checks([pipeline.plan_emulated(make_run(values))])[0].to_dict()
+    return preflight.capacity_checks([preflight.plan_emulated(make_run(values))])[0].to_dict()
 
 
 def _size(sizes: list[int]) -> str:

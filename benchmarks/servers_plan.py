@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from emulator.pipeline import MAX_EMULATED_HOSTS  # noqa: E402
+from emulator.plan.capacity import MAX_EMULATED_HOSTS  # noqa: E402
 from emulator.plan import capacity, servers  # noqa: E402
 from emulator.plan.run_plan import plan_run  # noqa: E402
 from emulator.spec.experiment import make_run  # noqa: E402

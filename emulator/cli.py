@@ -13,6 +13,8 @@ import time
 
 from emulator import exits
 from emulator import pipeline
+from emulator import progress
+from emulator import preflight
 from emulator.flags import (FLAG_KEYS, blame_flag, check_values, flag_values, parser,
                             typed_flags, web_address)
 from emulator.inputs import shorten, to_int
@@ -48,7 +50,7 @@ def _experiment_flags(args, experiment: Experiment) -> Experiment:
     """What flags say of the whole experiment: --yes, and --bw auto (every run's link rates scaled to this machine)."""
     experiment.yes |= bool(getattr(args, "yes", False))
     if getattr(args, "bw", None) == "auto":
-        experiment.runs = [pipeline.auto_rated(spec) for spec in experiment.runs]
+        experiment.runs = [preflight.auto_rated(spec) for spec in experiment.runs]
     return experiment
 
 
@@ -63,22 +65,22 @@ def cmd_model(args) -> int:
     if args.out is not None:
         check_out_folder(args.out)
     for index, spec in enumerate(_experiment(args, check_kernel=False).runs):
-        links = pipeline.emulated_links(spec, spec.fabric()) if args.emulated else None
+        links = preflight.emulated_links(spec, spec.fabric()) if args.emulated else None
         if links and not args.json:
             print(f"# model's links: {links.basis}")
         if spec.workload:
             got = predictions.workload_prediction(spec, args.method, args.jitter, links)
             if not args.json:
                 _print_workload_prediction(spec, got)
-            runs.append({"run": pipeline.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
+            runs.append({"run": progress.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
                          "jobs": got["jobs"], "approximation": got["approximation"]})
             continue
-        sharing, model = capacity.sharing_of(spec, pipeline.loaded_calibration())
+        sharing, model = capacity.sharing_of(spec, preflight.loaded_calibration())
         got = predictions.sweep_prediction(spec, args.method, args.jitter, _ModelProgress(), sharing=sharing,
                                            links=links)
         if not args.json:
             _print_sweep_prediction(spec, got, args.jitter, model)
-        runs.append({"run": pipeline.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
+        runs.append({"run": progress.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
                      "sizes": got["sizes"]})
         steps += [{"run": index, **row} for row in got["steps"]]
     if args.out:
@@ -90,7 +92,7 @@ def cmd_model(args) -> int:
 
 
 def _print_sweep_prediction(spec, got: dict, jitter: float, model: str) -> None:
-    print(pipeline.describe(spec, got["ranks"]) + f" (model: {model})")
+    print(progress.describe(spec, got["ranks"]) + f" (model: {model})")
     print(MODEL_HEADER)
     for row in got["sizes"]:
         size = row["size_bytes"]
@@ -104,8 +106,8 @@ def _print_sweep_prediction(spec, got: dict, jitter: float, model: str) -> None:
 
 
 def _print_workload_prediction(spec, got: dict) -> None:
-    print(pipeline.describe(spec, got["ranks"]) + " (model)")
-    pipeline.print_jobs(got["jobs"], measured=False)
+    print(progress.describe(spec, got["ranks"]) + " (model)")
+    progress.print_jobs(got["jobs"], measured=False)
     if got["approximation"] or got["exact_because"]:
         print(f"#   approximated: {got['approximation']}" if got["approximation"] else f"#   exact: {got['exact_because']}")
 
@@ -154,7 +156,7 @@ def cmd_plan(args) -> int:
         raise SpecError(str(e)) from None
     try:
         cores = to_int(args.server_cores) if args.server_cores is not None else os.cpu_count() or 1
-        max_hosts = to_int(args.server_hosts) if args.server_hosts is not None else pipeline.MAX_EMULATED_HOSTS
+        max_hosts = to_int(args.server_hosts) if args.server_hosts is not None else capacity.MAX_EMULATED_HOSTS
     except ValueError as e:
         raise SpecError(f"--server-cores/--server-hosts: {e}") from None
     if cores < 1 or max_hosts < 1:
@@ -167,7 +169,7 @@ def cmd_plan(args) -> int:
     except (LookupError, ValueError) as e:
         raise SpecError(str(e)) from None
     budget = servers.Server("server", mbps * cores, max_hosts)
-    print(pipeline.describe(spec, spec.ranks or len(spec.fabric().hosts)) + " (plan over servers)")
+    print(progress.describe(spec, spec.ranks or len(spec.fabric().hosts)) + " (plan over servers)")
     print(servers.server_plan(plan_run(spec), names, budget,
                               f"{cores} cores x {mbps:.0f} link-Mbit/s per core, the {datapath} datapath at MTU "
                               f"{spec.mtu}: {basis}"))
@@ -183,7 +185,7 @@ def cmd_run(args, experiment: Experiment | None = None) -> int:
     experiment = experiment or _experiment(args)
     web = web_address(args)
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-        plans, out = pipeline.prepare(experiment, args.out)
+        plans, out = preflight.prepare(experiment, args.out)
         _needs_root(args.command)
         code = pipeline.emulate(experiment, plans, out, web=web)
     if args.json:
@@ -215,7 +217,7 @@ def cmd_demo(args) -> int:
     web = web_address(args)
     servers = {"servers": args.servers} if args.servers else {}
     experiment = Experiment("demo", [make_run({**run, **servers}, capabilities.netem_available) for run in DEMO])
-    plans, out = pipeline.prepare(experiment, args.out)
+    plans, out = preflight.prepare(experiment, args.out)
     _needs_root(args.command)
     return pipeline.emulate(experiment, plans, out, web=web, story=demo_story)
 
@@ -225,8 +227,8 @@ def cmd_cli(args) -> int:
     experiment = _experiment(args)
     if len(experiment.runs) > 1:
         print(f"# {args.experiment} has {len(experiment.runs)} runs; the fabric of the first one comes up")
-    plan = pipeline.plan_emulated(experiment.runs[0])
-    out = pipeline.results_dir(args.out, "cli")
+    plan = preflight.plan_emulated(experiment.runs[0])
+    out = preflight.results_dir(args.out, "cli")
     _needs_root(args.command)
     return pipeline.interactive(plan, out)
 
@@ -245,7 +247,7 @@ def cmd_exec(args) -> int:
     _needs_root(args.command)
     with pipeline.web_view(web) as page:
         if page:
-            page.folder = job.out + pipeline.PARTIAL
+            page.folder = job.out + preflight.PARTIAL
         code = execute.execute(job, page)
         if page:
             page.folder = job.out

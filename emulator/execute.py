@@ -45,7 +45,7 @@ class Job:
 def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None, out: str | None,
             experiment_file: str | None = None) -> Job:
     """Every error before the network, as a SpecError naming it."""
-    from emulator import pipeline
+    from emulator import preflight
     from emulator.spec.experiment import load_experiment
     spec = (load_experiment(experiment_file, values, capabilities.netem_available).runs[0] if experiment_file
             else make_run(values, capabilities.netem_available))
@@ -62,7 +62,7 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
                         "leave servers out (run, compare, cli and demo take them)")
     spec = make_run({**{k: v for k, v in dataclasses.asdict(spec).items() if k not in PLAN_KEYS}, **PLAN_KEYS},
                     capabilities.netem_available)
-    plan = pipeline.plan_emulated(spec)
+    plan = preflight.plan_emulated(spec)
     try:
         R.check_one_rank_per_host(plan.hosts)
     except ValueError as e:
@@ -78,7 +78,7 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
     if not 0 < timeout_s <= 7 * 24 * 3600:
         raise SpecError(f"--timeout: {timeout_s:g} s; give seconds, more than 0 and at most a week")
     mpiexec = find_mpiexec() if mpi else ""
-    folder = os.path.abspath(pipeline.results_dir(out, "exec"))
+    folder = os.path.abspath(preflight.results_dir(out, "exec"))
     return Job(plan, list(command), timeout_s, folder, mpiexec)
 
 
@@ -110,7 +110,8 @@ def execute(job: Job, page=None) -> int:
     from emulator.measure.capture import LinkCapture
     from emulator.measure.monitor import LinkMonitor
     from emulator.replay.programs import Program
-    from emulator.pipeline import PARTIAL, describe_fabric_run
+    from emulator.preflight import PARTIAL
+    from emulator.progress import describe_fabric_run
     work = job.out + PARTIAL
     os.makedirs(work)
     if os.path.isdir(job.out):
@@ -228,7 +229,7 @@ def _write_captures(work: str, job: Job, rows: list[dict]) -> None:
 
 def summary_text(job: Job, slots, exits, t0: float, figures: dict, verdict: str, stopped: str,
                  failed: list[str], cpu: dict[str, tuple[float, float]]) -> str:
-    from emulator.pipeline import describe_fabric_run
+    from emulator.progress import describe_fabric_run
     lines = [describe_exec(job), "# " + describe_fabric_run(job.plan.spec, job.plan.ranks),
              "#  rank  host      address      exit   start(s)    end(s)"]
     for s, e in zip(slots, exits):

@@ -7,7 +7,8 @@ import argparse
 import re
 from emulator import exits
 from emulator.inputs import shorten, size_name, to_float, to_int
-from emulator import pipeline, version
+from emulator import version
+from emulator.plan import capacity
 from emulator.routes.routing import POLICIES
 from emulator.fabric.mapping import MAPPINGS
 from emulator.workloads.algorithms import ALGORITHMS
@@ -295,7 +296,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--servers", metavar="N|HOST,...", help="N servers, or their names (the first is the head)")
     sp.add_argument("--server-cores", metavar="C", help="cores of every server (default: this machine's)")
     sp.add_argument("--server-hosts", metavar="H", help=f"emulated hosts a server may hold (default "
-                                                        f"{pipeline.MAX_EMULATED_HOSTS})")
+                                                        f"{capacity.MAX_EMULATED_HOSTS})")
     sp = _command(sub, "report", help="summary, plot and link loads of results folders (no root)")
     sp.add_argument("folder", nargs="+", help="one results folder, or several to compare")
     sp.add_argument("--plot", metavar="PNG", help="with several folders: where the comparison plot goes "

@@ -232,9 +232,10 @@ def _check_fabric(fabric: Fabric) -> None:
             value = getattr(item, f.name)
             if isinstance(value, bool) or not isinstance(value, _TYPES[f.type]):
                 raise TypeError(f"{type(item).__name__} {f.name} = {shorten(repr(value), 60)}")
-            if f.type != "str" and not 0 <= value < math.inf:   # JSON's NaN and Infinity, and 1e999, too
+            least = -1 if f.name == "node" else 0   # node -1: not inside a node of accelerators
+            if f.type != "str" and not least <= value < math.inf:   # JSON's NaN and Infinity, and 1e999, too
                 raise ValueError(f"{type(item).__name__} {f.name} = {shorten(repr(value), 60)}: not a finite "
-                                 "number >= 0")
+                                 f"number >= {least}")
     names = [s.name for s in fabric.switches] + [h.name for h in fabric.hosts]
     if len(set(names)) != len(names) or not fabric.hosts:
         raise ValueError("node names repeat, or there are no hosts")

@@ -19,7 +19,8 @@ import threading
 import time
 
 from emulator import version
-from emulator.pipeline import duration, results_dir
+from emulator.progress import duration
+from emulator.preflight import results_dir
 from emulator.plan.predictions import model_version
 from emulator.results import sweeps
 from emulator.spec.experiment import SpecError
@@ -127,7 +128,7 @@ def print_plan(plan: Sweep, emulated: list, workers: int | None) -> None:
 
 def _emulation_s(emulated: list) -> float:
     """Emulations: the calls the model predicts, plus bring-up."""
-    from emulator.pipeline import plan_emulated, predicted_calls
+    from emulator.preflight import plan_emulated, predicted_calls
     return sum(sum(predicted_calls([plan_emulated(spec)])) + BRING_UP_S for _, spec in emulated)
 
 

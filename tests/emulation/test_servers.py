@@ -14,7 +14,7 @@ import time
 import pytest
 
 from emulator.net.cluster import SSH_CONFIG_ENV
-from emulator.pipeline import plan_emulated
+from emulator.preflight import plan_emulated
 from emulator.plan import servers as spread
 from emulator.spec.experiment import make_run
 from sshtools import LoopbackServer, available

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from emulator.pipeline import plan_emulated
+from emulator.preflight import plan_emulated
 from emulator.plan import servers as spread
 from emulator.spec.experiment import make_run
 

@@ -22,6 +22,7 @@ import pytest
 from emulator import exits
 from emulator.routes.routing import POLICIES
 from emulator import cli, pipeline
+from emulator import preflight
 from emulator.net import capabilities
 from emulator.net.processes import LOCK_FILE, STATE_DIR
 
@@ -1072,4 +1073,4 @@ def test_a_second_run_is_refused_with_its_own_code_naming_the_run_that_holds_the
     err = capsys.readouterr().err
     assert rc == exits.BUSY == 4 and rc in exits.MEANINGS and rc not in (1, 2), err
     assert f"holds this machine: process {os.getpid()} (" in err and f"results in {first}" in err, err
-    assert not os.path.exists(folders["out"]) and not os.path.exists(folders["out"] + pipeline.PARTIAL)
+    assert not os.path.exists(folders["out"]) and not os.path.exists(folders["out"] + preflight.PARTIAL)

@@ -12,6 +12,8 @@ import pytest
 
 from emulator import exits
 from emulator import cli, flags, pipeline
+from emulator import progress
+from emulator import preflight
 from emulator.plan.run_plan import plan_run
 from emulator.results.calls import CallRecord, COLLECTIVE_COLUMNS, append_csv, collective_rows
 from emulator.workloads.collectives import COLLECTIVES
@@ -131,7 +133,7 @@ def test_model_emulated_predicts_what_a_run_compares_with(capsys):
     emulated = {int(r[0]): float(r[1]) for r in table_rows(out)}
     assert cli.main(argv) == 0
     network = {int(r[0]): float(r[1]) for r in table_rows(capsys.readouterr().out)}
-    run = pipeline.plan_emulated(make_run({"topology": "bigraph:m=2,n=4", "algorithm": "halving-doubling",
+    run = preflight.plan_emulated(make_run({"topology": "bigraph:m=2,n=4", "algorithm": "halving-doubling",
                                            "mapping": "hdrm", "sizes": "64K:4M"}))
     assert emulated == {size: pytest.approx(p.time_s * 1e3, abs=0.05) for size, p in run.predictions.items()}
     assert emulated[64 << 10] < 0.8 * network[64 << 10]                         # 32 KB steps spend a burst
@@ -367,29 +369,29 @@ def test_report_rebuilds_files(capsys, tmp_path):
 # --- helpers of `run` that need no network ------------------------------------------------
 
 def test_results_dir_refuses_folder_with_results(tmp_path):
-    assert pipeline.results_dir(str(tmp_path), "x") == str(tmp_path)          # empty: fine
-    assert pipeline.results_dir(str(tmp_path / "new"), "x") == str(tmp_path / "new")
+    assert preflight.results_dir(str(tmp_path), "x") == str(tmp_path)          # empty: fine
+    assert preflight.results_dir(str(tmp_path / "new"), "x") == str(tmp_path / "new")
     assert not (tmp_path / "new").exists()                                 # checked, not created
     (tmp_path / "collectives.csv").write_text("topology\n")
     with pytest.raises(SpecError, match="not empty"):
-        pipeline.results_dir(str(tmp_path), "x")
+        preflight.results_dir(str(tmp_path), "x")
 
 
 @pytest.mark.parametrize("name", ["notes.txt", "spec.json", ".hidden"])
 def test_results_dir_refuses_any_non_empty_folder(tmp_path, name):
     (tmp_path / name).write_text("x")
     with pytest.raises(SpecError, match="--out"):
-        pipeline.results_dir(str(tmp_path), "x")
+        preflight.results_dir(str(tmp_path), "x")
 
 
 def test_results_dir_refuses_a_file(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(SpecError, match="not a folder"):
-        pipeline.results_dir(str(tmp_path / "f"), "x")
+        preflight.results_dir(str(tmp_path / "f"), "x")
 
 
 def test_default_results_dir_named_after_experiment():
-    path = pipeline.results_dir(None, "eflops")
+    path = preflight.results_dir(None, "eflops")
     assert path.startswith("results" + os.sep) and path.endswith("-eflops")
 
 
@@ -407,7 +409,7 @@ def test_print_table_uses_median(capsys):
            "host_rate_mbps": 50.0, "switch_rate_mbps": 50.0, "mtu": 9000, "label": "", "bytes_ok": True}
     rows = [{**run, "size_bytes": M, "time_s": t, "collective": "allreduce", "ranks": 8, "model_time_s": 0.2}
             for t in (0.1, 0.3, 0.2)]
-    pipeline.print_table(rows)
+    progress.print_table(rows)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("#") and "meas/model" in out[0] and out[1].split()[1:3] == ["(B)", "(ms)"]
     assert out[2].split() == ["1048576", "200.0", "41.94", "73.40", "200.0", "1.00"]
@@ -510,11 +512,11 @@ def test_model_ignores_missing_netem(capsys, monkeypatch):
     (12, 12, 95.0, "[12/12] ring 1M ... done in 95 s"),
 ])
 def test_progress_line(done, total, elapsed, want):
-    assert pipeline.progress_line(done, total, elapsed, "ring 1M") == want
+    assert progress.progress_line(done, total, elapsed, "ring 1M") == want
 
 
 def test_progress_line_time_left_shrinks():
-    lefts = [pipeline.progress_line(d, 10, d * 30.0, "x") for d in range(1, 10)]
+    lefts = [progress.progress_line(d, 10, d * 30.0, "x") for d in range(1, 10)]
     assert lefts[0].endswith("~5 min left") and lefts[-1].endswith("~30 s left")
 
 
@@ -720,8 +722,8 @@ def test_cli_command_opens_mininet_cli_on_the_network(monkeypatch, tmp_path, cap
 
 def test_progress_line_estimates_from_the_share_of_work_done():
     # one call of four done, but it was a tenth of the predicted work: 90 s left after 10 s
-    assert pipeline.progress_line(1, 4, 10.0, "hdrm 8M", work_done=0.1).endswith("~90 s left")
-    assert pipeline.progress_line(1, 4, 10.0, "hdrm 8M").endswith("~30 s left")
+    assert progress.progress_line(1, 4, 10.0, "hdrm 8M", work_done=0.1).endswith("~90 s left")
+    assert progress.progress_line(1, 4, 10.0, "hdrm 8M").endswith("~30 s left")
 
 
 # --- errors name what the user typed ---------------------------------------------
@@ -805,7 +807,7 @@ def test_every_run_prints_its_predicted_total_first(capsys, tmp_path, non_root_u
     """A short run: the total (the model's calls, warm-ups included) and then the root check."""
     from emulator.plan.run_plan import plan_run
     spec = make_run({"sizes": ["1M"]})
-    want = pipeline.duration(sum(plan_run(spec).predictions[c.size_bytes].time_s for c in plan_run(spec).calls))
+    want = progress.duration(sum(plan_run(spec).predictions[c.size_bytes].time_s for c in plan_run(spec).calls))
     assert cli.main(["run", "-b", "1M", "--out", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
     assert f"# the model predicts {want} of calls (3 calls" in captured.out and "needs root" in captured.err
@@ -815,10 +817,10 @@ def test_announce_duration_limit_is_the_one_constant(capsys):
     from emulator.plan.run_plan import plan_run
     plan = plan_run(make_run({"sizes": ["1M"], "repetitions": 1, "warmup": 0}))
     total = plan.predictions[1 << 20].time_s
-    pipeline.announce_duration([plan], yes=False)                       # well below an hour
+    preflight.announce_duration([plan], yes=False)                       # well below an hour
     with pytest.raises(SpecError, match="more than"):
-        pipeline.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=False)
-    pipeline.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=True)
+        preflight.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=False)
+    preflight.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=True)
 
 
 # --- exit codes, --version, --help, --json ---------------------------------------------------

@@ -122,7 +122,7 @@ def test_a_runs_latency_share_is_what_latencies_add_to_its_model():
 
 def test_a_run_names_its_latency_bound_sizes_before_it_starts():
     from emulator.model.buckets import EmulatedLinks
-    from emulator.pipeline import latency_bound
+    from emulator.preflight import latency_bound
     from emulator.plan.run_plan import plan_run
     from emulator.spec.experiment import make_run
     spec = make_run({"topology": "bigraph:m=2,n=4", "sizes": [32 << 10, 8 << 20], "host_rate_mbps": 50,

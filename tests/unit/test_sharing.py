@@ -126,12 +126,12 @@ def test_a_bad_sharing_record_names_the_file_and_figure(tmp_path, field, value):
 
 
 def test_each_run_says_which_model_it_compares_with(tmp_path, monkeypatch, capsys):
-    from emulator import pipeline
+    from emulator import preflight
     path = str(tmp_path / "calibration.json")
     capacity.save(capacity.Calibration("m, 2 CPUs", "2026-12-03", [], "", [point(4, 1.3)]), path)
     monkeypatch.setenv(capacity.ENV_FILE, path)
     specs = [{"sharing": "tcp"}, {"sharing": "max-min"}, {"sharing": "tcp", "tcp": "reno"}]
-    plans = pipeline.with_sharing([plan_run(make_run({**s, "sizes": ["1M"]})) for s in specs])
+    plans = preflight.with_sharing([plan_run(make_run({**s, "sizes": ["1M"]})) for s in specs])
     assert plans[0].sharing.factor(4) == pytest.approx(1.3)
     assert plans[1].sharing is None and plans[2].sharing is None
     lines = capsys.readouterr().out.splitlines()

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from emulator import preflight
 from emulator.net import capabilities
 from emulator.spec.experiment import (FIELDS, LinkOverride, MAX_SIZE_BYTES, LinkEvent, RunSpec, SpecError, load_experiment, make_run,
                            parse_link_event, validate)
@@ -737,12 +738,12 @@ def test_congestion_controls_are_what_the_kernel_has_and_its_modules_add(tmp_pat
 
 
 def test_a_congestion_control_the_kernel_lacks_is_refused_naming_what_it_offers(monkeypatch):
-    from emulator import pipeline
+    from emulator import preflight
     monkeypatch.setattr(capabilities, "congestion_controls", lambda: ["bbr", "cubic", "reno"])
     with pytest.raises(SpecError, match=r"tcp: this kernel does not offer 'dctcp'; it offers bbr, cubic, reno\. "
                                         r"A kernel that loads modules adds it with `modprobe tcp_dctcp`"):
-        pipeline.plan_emulated(make_run({"tcp": "dctcp"}))
-    assert pipeline.plan_emulated(make_run({"tcp": "reno"})).spec.tcp == "reno"
+        preflight.plan_emulated(make_run({"tcp": "dctcp"}))
+    assert preflight.plan_emulated(make_run({"tcp": "reno"})).spec.tcp == "reno"
 
 
 @pytest.mark.parametrize("values, problem", [
@@ -765,12 +766,11 @@ def test_the_queue_discipline_and_its_threshold_tell_fabrics_apart():
 
 
 def test_a_queue_discipline_the_kernel_lacks_is_refused_naming_what_it_offers(monkeypatch):
-    from emulator import pipeline
     monkeypatch.setattr(capabilities, "qdisc_available", lambda module, config: module == "sch_fq_codel")
     with pytest.raises(SpecError, match=r"queue_discipline: this kernel has no sch_red for 'red-ecn'; it offers "
                                         r"fifo, fq_codel\. A kernel that loads modules adds it with `modprobe sch_red`"):
-        pipeline.plan_emulated(make_run({"queue_discipline": "red-ecn"}))
-    assert pipeline.plan_emulated(make_run({"queue_discipline": "fq_codel"})).spec.queue_discipline == "fq_codel"
+        preflight.plan_emulated(make_run({"queue_discipline": "red-ecn"}))
+    assert preflight.plan_emulated(make_run({"queue_discipline": "fq_codel"})).spec.queue_discipline == "fq_codel"
 
 
 def test_a_qdisc_is_available_built_in_as_a_module_or_loaded(tmp_path):

@@ -373,7 +373,7 @@ def test_a_job_given_a_duration_runs_the_iterations_that_fit_in_it():
 
 
 def test_a_job_may_set_its_own_congestion_control_for_its_ranks(tmp_path, monkeypatch):
-    from emulator import pipeline
+    from emulator import preflight
     from emulator.net import capabilities
     from emulator.spec.experiment import SpecError, make_run
     path = tmp_path / "w.toml"
@@ -381,11 +381,11 @@ def test_a_job_may_set_its_own_congestion_control_for_its_ranks(tmp_path, monkey
                     '[[job]]\nname = "b"\nranks = 3\nops = [{op = "allreduce", bytes = "1M"}]\n')
     spec = make_run({"workload": str(path), "tcp": "reno"})
     monkeypatch.setattr(capabilities, "congestion_controls", lambda: ["dctcp", "reno"])
-    plan = pipeline.plan_emulated(spec)
+    plan = preflight.plan_emulated(spec)
     assert plan.congestion_controls() == ["dctcp", "dctcp", "", "", ""]   # "": the run's, every host's
     monkeypatch.setattr(capabilities, "congestion_controls", lambda: ["cubic", "reno"])
     with pytest.raises(SpecError, match=r"a job's tcp: this kernel does not offer 'dctcp'; it offers cubic, reno"):
-        pipeline.plan_emulated(spec)
+        preflight.plan_emulated(spec)
 
 
 def test_a_job_of_small_messages_that_misses_its_model_is_called_latency_bound(tmp_path):
