@@ -20,7 +20,8 @@ from emulator.execute import DEFAULT_TIMEOUT_S, NOT_FOR_EXEC
 
 # command-line flag -> RunSpec key (flags mirror nccl-tests where they can)
 FLAGS = [
-    (("-t", "--topology"), "topology", "e.g. bigraph:m=4,n=8, fattree:k=4, leafspine:leaves=4,spines=2,hosts=4"),
+    (("-t", "--topology"), "topology", "e.g. bigraph:m=4,n=8, fattree:k=4, leafspine:leaves=4,spines=2,hosts=4, "
+                                       "rail:nodes=4,rails=4,spines=2"),
     (("-c", "--collective"), "collective", ", ".join(COLLECTIVES)),
     (("-a", "--algorithm"), "algorithm", " or ".join(ALGORITHMS)),
     (("-m", "--mapping"), "mapping", "rank mapping: " + ", ".join(MAPPINGS)),
@@ -70,6 +71,15 @@ FLAGS = [
     (("--placement",), "placement", "which server holds which switch and its hosts: traffic (the fewest bytes "
                                     "across servers within each server's budget) or switch-bin (Mininet's "
                                     "SwitchBinPlacer)"),
+    (("--accelerators",), "accelerators", "nodes of N accelerators at the fabric's endpoints, which become the "
+                                          "nodes' NICs (NIC j of node i: endpoint i*K+j); default: none, every "
+                                          "endpoint a plain host with its own NIC"),
+    (("--nics",), "nics", "NICs per node, dividing the accelerators; accelerator a uses NIC floor(a*K/N) "
+                          "(default 1: one shared NIC)"),
+    (("--interconnect",), "interconnect", "inside a node: pcie (a PCIe switch per NIC, a root switch between "
+                                          "them) or nvlink (one NVSwitch); default pcie"),
+    (("--interconnect-mbps",), "interconnect_mbps", "rate of the interconnect's links, Mbit/s (default: 2x the "
+                                                    "host link rate for pcie, 4x for nvlink)"),
     (("--workload",), "workload", "a workload file of [[job]] tables (jobs, placements, programs), "
                                   "simai:FILE or chakra:FOLDER; replaces -c and the sizes, while -a, -m and "
                                   "--ranks fill in what its jobs leave open"),
@@ -79,7 +89,8 @@ FLAGS = [
 METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_packets": "PACKETS",
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
             "link_events": "T:A-B:down|up", "servers": "HOST,...", "placement": "HOW", "tcp": "NAME", "queue_discipline": "NAME", "ecn_threshold_packets": "PACKETS", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "sharing": "MODEL", "ranks": "N",
-            "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE"}
+            "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE",
+            "accelerators": "N", "nics": "K", "interconnect": "KIND", "interconnect_mbps": "MBPS"}
 
 
 # --vary accepts a key or its long flag name (policy, host-rate, delay, ...)

@@ -72,6 +72,9 @@ PCIE_RATE_FACTOR = 2.0      # real PCIe Gen5 x16: about 1.3x a 400 Gbit/s NIC; k
 NVLINK_RATE_FACTOR = 4.0    # real NVLink 4: about 18x; 4x is what a 2-4 Gbit/s datapath budget carries
 RATE_FACTORS = {"pcie": PCIE_RATE_FACTOR, "nvlink": NVLINK_RATE_FACTOR}
 MAX_ACCELERATORS = 64       # per node: beyond any machine's
+# The rates a run may ask of any link, the interconnect's too (100 Gbit/s: beyond every emulation).
+# Here, the fabric package's lowest module, so that every builder and NodeShape share them.
+MIN_RATE_MBPS, MAX_RATE_MBPS = 1.0, 100_000.0
 
 # the tiers of node switches
 PCIE, PCIE_ROOT, NVSWITCH = "pcie", "pcieroot", "nvswitch"   # no '-' in a tier: overrides name tier-tier
@@ -83,7 +86,6 @@ NODE_KEYS = ("accelerators", "nics", "interconnect", "interconnect_mbps")
 
 def default_interconnect_mbps(interconnect: str, host_rate_mbps: float) -> float:
     """R when none is given: RATE_FACTORS times the host-link rate, at most a link's highest rate."""
-    from emulator.fabric.topology import MAX_RATE_MBPS   # graph imports this module, topology imports graph
     return min(RATE_FACTORS[interconnect] * host_rate_mbps, MAX_RATE_MBPS)
 
 
@@ -113,7 +115,6 @@ class NodeShape:
                              f"the same number); choose one of {', '.join(str(d) for d in range(1, n + 1) if n % d == 0)}")
         if self.interconnect not in INTERCONNECTS:
             raise ValueError(f"interconnect: {self.interconnect!r} is not one of: {', '.join(INTERCONNECTS)}")
-        from emulator.fabric.topology import MAX_RATE_MBPS, MIN_RATE_MBPS   # a link's rates
         rate = self.interconnect_mbps
         if rate is not None and not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
                                      and math.isfinite(rate) and MIN_RATE_MBPS <= rate <= MAX_RATE_MBPS):
@@ -137,14 +138,19 @@ class NodeShape:
         return range(nic * per, (nic + 1) * per)
 
     def describe(self) -> str:
-        """One line: what a node is."""
+        """What a node is, in words: "4 accelerators and one NIC shared by
+        them, under one PCIe switch at 100 Mbit/s"."""
+        n, k = self.accelerators, self.nics
+        if k == n:
+            nics = f"{n} accelerator{'s' if n > 1 else ''} with a NIC each"
+        elif k == 1:
+            nics = f"{n} accelerators and one NIC shared by them"
+        else:
+            nics = f"{n} accelerators and {k} NICs, each shared by {n // k}"
+        how = {"nvlink": "on one NVSwitch",
+               "pcie": "under one PCIe switch" if k == 1 else "under a PCIe switch per NIC and a PCIe root switch"}
         rate = "" if self.interconnect_mbps is None else f" at {self.interconnect_mbps:g} Mbit/s"
-        nics = "one NIC" if self.nics == 1 else f"{self.nics} NICs"
-        per = "" if self.nics in (1, self.accelerators) else f" ({self.accelerators // self.nics} accelerators a NIC)"
-        shared = " shared" if self.nics == 1 and self.accelerators > 1 else ""
-        how = {"pcie": "PCIe switches", "nvlink": "an NVSwitch"}[self.interconnect]
-        return (f"{self.accelerators} accelerator{'s' if self.accelerators > 1 else ''} and {nics}{shared}{per} "
-                f"a node, on {how}{rate}")
+        return f"{nics}, {how[self.interconnect]}{rate}"
 
     def to_dict(self) -> dict:
         return {"accelerators": self.accelerators, "nics": self.nics, "interconnect": self.interconnect,

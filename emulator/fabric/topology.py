@@ -14,14 +14,12 @@ import math
 from dataclasses import dataclass
 
 from emulator.fabric.graph import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Host, Link, Switch, host_address
-from emulator.fabric.nodes import LINK_NETWORK, LINK_NODE, NVSWITCH, PCIE, PCIE_ROOT, NodeShape
+from emulator.fabric.nodes import (LINK_NETWORK, LINK_NODE, MAX_RATE_MBPS, MIN_RATE_MBPS,  # noqa: F401 - link rates
+                                   NVSWITCH, PCIE, PCIE_ROOT, NodeShape)
 from emulator.inputs import shorten, to_int
 
 MAX_HOSTS = 1 << 17   # 131,072: the flow model's largest case (the emulator stops far below)
 MAX_LINKS = 1_000_000
-
-
-MIN_RATE_MBPS, MAX_RATE_MBPS = 1.0, 100_000.0   # a link's rate a run may ask (100 Gbit/s: beyond every emulation)
 
 
 @dataclass(frozen=True)

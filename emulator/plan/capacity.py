@@ -8,6 +8,14 @@ Mbit/s through three switches asks for 3R. `bigraph-emu calibrate` measures,
 per datapath, MTU and offload setting, the largest such load at which
 saturated links still ran within 5% of their rate (emulator/calibration.py);
 a run asks for the model's peak load (Prediction.peak_switch_mbps).
+
+A node's switches (PCIe switches, their root, an NVSwitch:
+emulator/fabric/nodes.py) are Open vSwitch bridges like the fabric's, and
+count the same: the model's routes cross them, so a packet between two
+nodes asks for two traversals more than between two plain hosts (one
+bridge in each node; three or four where a PCIe root is crossed), a packet
+inside a node for the bridges of its node, and their ports are switch
+ports (switch_ports), their bridges switches (MAX_EMULATED_SWITCHES).
 """
 from __future__ import annotations
 

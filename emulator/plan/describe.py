@@ -15,6 +15,13 @@ def describe_fabric(fabric) -> str:
     """Switches per tier, hosts, links with their rates and queues."""
     lines = [f"# {fabric.topology}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, "
              f"{len(fabric.links)} links"]
+    shape = fabric.node_shape()
+    if shape:
+        cables = [l for l in fabric.links if l.nic >= 0]
+        rates = "/".join(f"{r:g}" for r in sorted({l.rate_mbps for l in cables}))
+        lines.append(f"# nodes: {len(fabric.hosts) // shape.accelerators}, each {shape.describe()}; the hosts are "
+                     f"their accelerators, node by node; {len(cables)} NIC cables at {rates} Mbit/s to the "
+                     f"network's {sum(s.node < 0 for s in fabric.switches)} switches")
     for tier in dict.fromkeys(s.tier for s in fabric.switches):
         names = [s.name for s in fabric.switches if s.tier == tier]
         per = "/".join(str(n) for n in sorted({len(fabric.hosts_on(n)) for n in names}))

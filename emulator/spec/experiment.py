@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from emulator.routes.routing import POLICIES
 from emulator.fabric.captured import captured_links
 from emulator.fabric.graph import Fabric
+from emulator.fabric.nodes import INTERCONNECTS, LINK_NETWORK, NODE_KEYS, NodeShape
 from emulator.inputs import InputError, as_name, is_name, read_text, shorten, to_float, to_int
 from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks, rank_nodes
 from emulator.model.sharing import MODELS as SHARING_MODELS
@@ -152,20 +153,37 @@ class RunSpec:
                                        # ours): cubic is Linux's default, the VMs' and most clusters' choice
     queue_discipline: str = "fifo"     # every switch port's queue (emulator.fabric.queues): fifo, red-ecn, fq_codel
     ecn_threshold_packets: int = 0     # red-ecn's marking threshold K in packets (0: a fifth of the queue)
+    # nodes of accelerators at the fabric's endpoints (emulator/fabric/nodes.py); None: not given.
+    # Without accelerators, plain hosts with a NIC each, as always; in a file also a [node] table
+    accelerators: int | None = None    # per node, 1..64
+    nics: int | None = None            # per node, dividing the accelerators (None: 1, a shared NIC)
+    interconnect: str | None = None    # pcie or nvlink (None: pcie)
+    interconnect_mbps: float | None = None   # its links' rate (None: 2x the host-link rate for pcie, 4x for nvlink)
 
     def link_profile(self) -> LinkProfile:
         return LinkProfile(self.host_rate_mbps, self.host_queue_packets,
                            self.switch_rate_mbps, self.switch_queue_packets)
 
+    def node_shape(self) -> NodeShape | None:
+        """The nodes' shape these keys give (None: no accelerators, plain
+        hosts); ValueError names a bad key."""
+        if self.accelerators is None:
+            return None
+        return NodeShape(self.accelerators, 1 if self.nics is None else self.nics,
+                         self.interconnect or "pcie", self.interconnect_mbps)
+
     def fabric(self) -> Fabric:
         """The topology built at the spec's rates, delay and loss, with its
-        link overrides (a later override wins where two set the same thing)."""
-        fabric = build(self.topology, self.link_profile())
+        link overrides (a later override wins where two set the same thing),
+        and its nodes. Delay and loss given for every link are the network's
+        (a node's interconnect has none), overrides reach any link."""
+        fabric = build(self.topology, self.link_profile(), self.node_shape())
         if not (self.link_overrides or self.link_delay_ms or self.link_loss_pct):
             return fabric
         links = []
         for link in fabric.links:
-            values = {"delay_ms": self.link_delay_ms, "loss_pct": self.link_loss_pct}
+            values = {"delay_ms": self.link_delay_ms, "loss_pct": self.link_loss_pct} \
+                if link.scope == LINK_NETWORK else {}
             for override in self.link_overrides:
                 if override.matches(link, fabric):
                     values.update(override.settings())
@@ -178,7 +196,8 @@ class RunSpec:
         key = (self.topology, self.policy, self.host_rate_mbps, self.switch_rate_mbps,
                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
                self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides,
-               self.servers, self.placement, self.tcp, self.queue_discipline, self.ecn_threshold_packets)
+               self.servers, self.placement, self.tcp, self.queue_discipline, self.ecn_threshold_packets,
+               self.accelerators, self.nics, self.interconnect, self.interconnect_mbps)
         policy = POLICIES[self.policy]
         if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
@@ -214,6 +233,8 @@ def _convert(key: str, value):
         return _link_names(key, value)
     if key == "servers":
         return server_names(value)
+    if key in NODE_KEYS:
+        return _node_key(key, value)
     kind = FIELDS[key].type
     if kind == "str":
         if not isinstance(value, str):   # a TOML list or number is no name
@@ -223,6 +244,46 @@ def _convert(key: str, value):
         return to_int(value) if kind == "int" else to_float(value)
     except ValueError:
         raise SpecError(f"{key}: expected {kind}, got {shorten(repr(value))}") from None
+
+
+def _node_key(key: str, value):
+    """A node key's value (None: not given, as spec.json records it)."""
+    if value is None:
+        return None
+    if key == "interconnect":
+        if not isinstance(value, str):
+            raise SpecError(f"interconnect: expected text ({', '.join(INTERCONNECTS)}), got {shorten(repr(value))}")
+        return value
+    kind = "int" if key in ("accelerators", "nics") else "float"
+    try:
+        number = to_int(value) if kind == "int" else to_float(value)
+    except ValueError:
+        raise SpecError(f"{key}: expected {kind}, got {shorten(repr(value))}") from None
+    try:   # alone: a whole number or rate in range (nics against the accelerators: validate)
+        NodeShape(number if key == "accelerators" else 64, number if key == "nics" else 1,
+                  interconnect_mbps=number if key == "interconnect_mbps" else None)
+    except ValueError as e:
+        if str(e).startswith(f"{key}:") and "do not divide" not in str(e):
+            raise SpecError(str(e).replace("the 64 accelerators", "the accelerators")) from None
+    return number
+
+
+def node_table(values: dict, where: str = "node") -> dict:
+    """`values` with a `node` table ([node] or node = {...}: accelerators,
+    nics, interconnect, interconnect_mbps) made its flat keys; SpecError
+    names an unknown key, or a key given both ways."""
+    if "node" not in values:
+        return values
+    table, rest = values["node"], {k: v for k, v in values.items() if k != "node"}
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: expected a table of {', '.join(NODE_KEYS)}, got {shorten(repr(table))}")
+    unknown = sorted(set(table) - set(NODE_KEYS))
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {', '.join(unknown)}; a node's keys are {', '.join(NODE_KEYS)}")
+    twice = sorted(set(table) & set(rest))
+    if twice:
+        raise SpecError(f"{twice[0]}: given twice, in the {where} table and beside it")
+    return {**rest, **table}
 
 
 def _link_names(key: str, value) -> tuple[str, ...]:
@@ -361,6 +422,10 @@ def _override_value(item, key: str, raw) -> float:
 def check_key(key: str, value) -> None:
     """One key known and its value well formed by itself, before the other
     keys of a run are known (what no other key can make right)."""
+    if key == "node":   # a node table: each of its keys
+        for k, v in node_table({key: value}).items():
+            check_key(k, v)
+        return
     if key not in FIELDS:
         raise SpecError(f"unknown key {key}; known keys: {', '.join(FIELDS)}")
     spec = RunSpec(**{key: _convert(key, value)})
@@ -372,6 +437,7 @@ def make_run(values: dict, has_netem=None) -> RunSpec:
     """A validated RunSpec from user keys (unknown keys are errors).
     `has_netem`: a callable telling whether the kernel has netem, to refuse
     what it cannot emulate (None: not checked; emulator.net.capabilities has it)."""
+    values = node_table(values)
     unknown = sorted(set(values) - set(FIELDS))
     if unknown:
         raise SpecError(f"unknown key(s) {', '.join(unknown)}; known keys: {', '.join(FIELDS)}")
@@ -385,9 +451,12 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     `has_netem`: a callable telling whether the kernel has netem (None: not checked)."""
     _check_choices(spec)
     _check_ranges(spec)
+    _check_node(spec)
     try:
         fabric = spec.fabric()   # pure and quick: checks every parameter
     except ValueError as e:
+        if str(e).split(":")[0] in NODE_KEYS:   # what the fabric's endpoints cannot take (nics)
+            raise SpecError(f"{e}") from None
         raise SpecError(f"topology: {str(e).removeprefix('topology ')}") from None
     for override in spec.link_overrides:
         if not any(override.matches(link, fabric) for link in fabric.links):
@@ -436,13 +505,32 @@ def _check_ranges(spec: RunSpec) -> None:
         raise SpecError(f"sizes: {max(spec.sizes)} bytes is above the limit of {MAX_SIZE_BYTES} (4G)")
 
 
+def _check_node(spec: RunSpec) -> None:
+    """The node keys together: a shape NodeShape takes, and no node key
+    without accelerators."""
+    if spec.accelerators is None:
+        given = [key for key in NODE_KEYS[1:] if getattr(spec, key) is not None]
+        if given:
+            raise SpecError(f"{given[0]}: describes a node of accelerators; give accelerators too (without them, "
+                            "every endpoint is a plain host with its own NIC)")
+        return
+    try:
+        spec.node_shape()
+    except ValueError as e:
+        raise SpecError(str(e)) from None
+
+
 def _check_policy(spec: RunSpec, fabric: Fabric) -> None:
     kind = fabric.params.get("kind")
-    wanted = POLICIES[spec.policy].fabric_kind
+    record = POLICIES[spec.policy]
+    wanted = record.fabric_kind
     if wanted and kind != wanted:
         fits = [p.name for p in POLICIES.values() if p.fabric_kind in (None, kind)]
         raise SpecError(f"policy: {spec.policy!r} routes {wanted} fabrics only, not {fabric.topology}; "
                         f"choose one of: {', '.join(fits)}")
+    if record.needs_nodes and fabric.node_shape() is None:
+        raise SpecError(f"policy: {spec.policy!r} routes fabrics with nodes of accelerators only; give "
+                        "accelerators and nics (or choose another policy)")
 
 
 def _check_algorithm(spec: RunSpec) -> None:
@@ -474,8 +562,10 @@ def _check_placement(spec: RunSpec, fabric: Fabric) -> None:
 
 
 def switch_links(fabric: Fabric) -> list[str]:
-    """Switch-switch links as 'a-b', once each (parallel links once)."""
-    return list(dict.fromkeys(f"{link.a}-{link.b}" for link in fabric.links if link.kind == "switch"))
+    """Switch-switch links as 'a-b', once each (parallel links once): those
+    of the network's switches (a node's links and NIC cables have no detour)."""
+    return list(dict.fromkeys(f"{link.a}-{link.b}" for link in fabric.links
+                              if link.kind == "switch" and link.scope == LINK_NETWORK and link.nic < 0))
 
 
 def check_link_events(events, fabric: Fabric) -> None:
@@ -587,14 +677,19 @@ def load_experiment(path: str, overrides: dict | None = None, has_netem=None) ->
     doc = read_toml(path, "experiment file")
     if not doc:
         raise SpecError(f"{path}: the file is empty; give [defaults] and/or [[runs]] tables")
-    extra = sorted(set(doc) - {"name", "defaults", "runs", "yes"})
+    extra = sorted(set(doc) - {"name", "defaults", "runs", "yes", "node"})
     if extra:
-        raise SpecError(f"{path}: unknown top-level key(s) {', '.join(extra)}; use name, yes, [defaults], [[runs]]")
+        raise SpecError(f"{path}: unknown top-level key(s) {', '.join(extra)}; use name, yes, [defaults], [[runs]], "
+                        "[node]")
     if not isinstance(doc.get("yes", False), bool):
         raise SpecError(f"{path}: yes must be true or false, got {shorten(repr(doc['yes']))}")
     defaults, runs = doc.get("defaults", {}), doc.get("runs", [{}])
     if not isinstance(defaults, dict):
         raise SpecError(f"{path}: [defaults] must be a table of keys")
+    try:   # [node]: the nodes of every run, below [defaults] and each run's own keys
+        node = node_table({"node": doc["node"]}, "[node]") if "node" in doc else {}
+    except SpecError as e:
+        raise SpecError(f"{path}: {e}") from None
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
         raise SpecError(f"{path}: runs must be [[runs]] tables")
     if not runs:
@@ -603,7 +698,7 @@ def load_experiment(path: str, overrides: dict | None = None, has_netem=None) ->
     experiment = Experiment(_experiment_name(doc, path), yes=doc.get("yes", False))
     for i, run in enumerate(runs):
         try:
-            values = {**defaults, **run}
+            values = {**node, **node_table(defaults, "[defaults] node"), **node_table(run, "node")}
             if isinstance(values.get("workload"), str) and values["workload"]:   # beside the experiment file
                 fmt, colon, file = values["workload"].rpartition(":")
                 values["workload"] = fmt + colon + os.path.join(os.path.dirname(path), file)
@@ -643,7 +738,7 @@ def read_toml(path: str, what: str) -> dict:
 
 def experiment_toml(spec: RunSpec, name: str) -> str:
     """An experiment file of one run: what load_experiment reads back as `spec`."""
-    values = dataclasses.asdict(spec)
+    values = {k: v for k, v in dataclasses.asdict(spec).items() if v is not None}   # a node key not given: absent
     values["link_events"] = [str(e) for e in spec.link_events]
     values["link_overrides"] = [str(o) for o in spec.link_overrides]
     return f"name = {_toml_value(name)}\n\n[defaults]\n" + "".join(
