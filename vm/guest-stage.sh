@@ -12,7 +12,7 @@ export PYTHONPYCACHEPREFIX=/var/tmp/pycache
 # Through tee: without this, pytest prints its progress only at the end.
 export PYTHONUNBUFFERED=1
 # Software emulation is slow: timing verdicts are recorded, not asserted.
-export BIGRAPH_TIMING=record BIGRAPH_REQUIRE_NETEM=1
+export BIGRAPH_TIMING=record BIGRAPH_REQUIRE_NETEM=1 BIGRAPH_REQUIRE_KERNEL_QUEUES=1
 
 demo() {
     # exit 3: the demo finished and some call failed the fidelity verdict,
@@ -24,7 +24,8 @@ demo() {
 }
 
 # What the kernel datapath changes: bring-up, routes and paths, byte counts,
-# faults and teardown, netem, the CLI, captures on kernel ports. The rest of
+# faults and teardown, netem, the kernel's ECN-marking queues and DCTCP, the
+# CLI, captures on kernel ports. The rest of
 # tests/emulation (exec's real clients, calibration, jobs, policies, fidelity)
 # runs on the host in CI and here with `all-tests`: under software emulation
 # all of it takes about 45 minutes, too long for CI's 90.
@@ -32,7 +33,7 @@ demo() {
 # (reno: cubic is this VM's own): the others exercise no other datapath
 # path, and each costs 1-2 minutes here; so does the choice between tree
 # and ring, which is the workload's, not the datapath's.
-KERNEL_DATAPATH_TESTS="test_bigraph.py test_faults.py test_netem.py test_cli_session.py test_capture.py"
+KERNEL_DATAPATH_TESTS="test_bigraph.py test_faults.py test_netem.py test_kernel_queues.py test_cli_session.py test_capture.py"
 ON_THE_HOST_ONLY="SIGTERM or SIGHUP or ctrl-c or halving-doubling-naive or halving-doubling-random or tree-naive \
 or auto_runs_the_tree or cubic"
 

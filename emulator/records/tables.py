@@ -232,7 +232,7 @@ def _check_fabric(fabric: Fabric) -> None:
             value = getattr(item, f.name)
             if isinstance(value, bool) or not isinstance(value, _TYPES[f.type]):
                 raise TypeError(f"{type(item).__name__} {f.name} = {shorten(repr(value), 60)}")
-            least = -1 if f.name == "node" else 0   # node -1: not inside a node of accelerators
+            least = -1 if f.default == -1 else 0   # -1 where a field defaults to it: not applicable (not in a node)
             if f.type != "str" and not least <= value < math.inf:   # JSON's NaN and Infinity, and 1e999, too
                 raise ValueError(f"{type(item).__name__} {f.name} = {shorten(repr(value), 60)}: not a finite "
                                  f"number >= {least}")

@@ -819,8 +819,8 @@ def test_announce_duration_limit_is_the_one_constant(capsys):
     total = plan.predictions[1 << 20].time_s
     preflight.announce_duration([plan], yes=False)                       # well below an hour
     with pytest.raises(SpecError, match="more than"):
-        preflight.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=False)
-    preflight.announce_duration([plan] * (int(pipeline.MAX_UNASKED_S / total) + 1), yes=True)
+        preflight.announce_duration([plan] * (int(preflight.MAX_UNASKED_S / total) + 1), yes=False)
+    preflight.announce_duration([plan] * (int(preflight.MAX_UNASKED_S / total) + 1), yes=True)
 
 
 # --- exit codes, --version, --help, --json ---------------------------------------------------

@@ -20,6 +20,7 @@ from emulator.results.calls import COLLECTIVE_COLUMNS, STEP_COLUMNS, CallRecord,
 from emulator.spec.experiment import make_run
 
 MEASURED = os.path.join(os.path.dirname(__file__), "..", "fixtures", "results-without-links")
+SIMAI_EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "simai-example.txt")
 
 
 def assert_png(path):
@@ -263,7 +264,7 @@ def test_report_reads_the_workload_the_folder_keeps_after_the_original_has_gone(
     from emulator.results.calls import write_call
     original = tmp_path / "mine"
     (original / "jobs").mkdir(parents=True)
-    shutil.copyfile(os.path.join(MEASURED, "..", "..", "simai-example.txt"), original / "layers.txt")
+    shutil.copyfile(SIMAI_EXAMPLE, original / "layers.txt")
     workload = original / "jobs" / "w.toml"
     workload.write_text('[[job]]\nname = "imported"\nimport = "simai:../layers.txt"\n'
                         '[[job]]\nname = "small"\nranks = 2\nops = [{op = "allreduce", bytes = "64K"}]\n')
@@ -290,7 +291,7 @@ def test_report_reads_the_workload_the_folder_keeps_after_the_original_has_gone(
 
 def test_keep_workloads_copies_an_imported_workload_once(tmp_path):
     from emulator.pipeline import keep_workloads
-    simai = os.path.normpath(os.path.join(MEASURED, "..", "..", "simai-example.txt"))
+    simai = os.path.normpath(SIMAI_EXAMPLE)
     runs = [make_run({"workload": f"simai:{simai}", "mapping": m}) for m in ("naive", "random")]
     assert keep_workloads(runs, str(tmp_path)) == {f"simai:{simai}": "simai:" + os.path.join("workloads", "0",
                                                                                               "simai-example.txt")}
