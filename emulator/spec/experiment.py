@@ -251,8 +251,8 @@ def _node_key(key: str, value):
     if value is None:
         return None
     if key == "interconnect":
-        if not isinstance(value, str):
-            raise SpecError(f"interconnect: expected text ({', '.join(INTERCONNECTS)}), got {shorten(repr(value))}")
+        if not isinstance(value, str) or value not in INTERCONNECTS:
+            raise SpecError(f"interconnect: {shorten(repr(value))} is not one of: {', '.join(INTERCONNECTS)}")
         return value
     kind = "int" if key in ("accelerators", "nics") else "float"
     try:

@@ -20,7 +20,7 @@ from emulator.plan.describe import describe_fabric
 from emulator.routes import routing, verification
 from emulator.routes.rules import switch_rules
 from emulator.routes.state import RouteState
-from emulator.spec.experiment import RunSpec, SpecError, experiment_toml, load_experiment, make_run
+from emulator.spec.experiment import RunSpec, SpecError, experiment_toml, load_experiment, make_run, switch_links
 
 PROFILE = LinkProfile(host_rate_mbps=50.0, switch_rate_mbps=40.0)
 
@@ -194,9 +194,13 @@ def test_lifted_routes_arrive_stay_inside_and_leave_by_the_nic(case, policy):
             switches = [fabric.switch(node) for node, _ in hops[1:]]
             if src.node == dst.node:
                 assert all(s.node == src.node for s in switches)
-            else:
-                own = fabric.nic_endpoint(src.name)
-                assert switches[1].name == cables[own][1] or fabric.switch(switches[1].name).node == src.node
+            else:   # the source's node, its NIC's fabric switch .. the destination NIC's, the destination's node
+                network = [i for i, s in enumerate(switches) if s.node < 0]
+                assert switches[network[0]].name == cables[fabric.nic_endpoint(src.name)][1]
+                assert switches[network[-1]].name == cables[fabric.nic_endpoint(dst.name)][1]
+                assert network == list(range(network[0], network[-1] + 1))
+                assert {s.node for s in switches[:network[0]]} == {src.node}
+                assert {s.node for s in switches[network[-1] + 1:]} == {dst.node}
 
 
 def test_the_lifted_route_enters_the_network_where_the_network_route_starts():
@@ -421,3 +425,16 @@ def test_describe_says_what_a_node_is():
                                     "cables at 50 Mbit/s to the network's 8 switches")
     assert "# nodes" not in describe_fabric(build("bigraph:m=1,n=8"))
     assert HOST_PORT == 0
+
+
+def test_a_network_link_down_reroutes_the_lifted_routes():
+    fabric = nodes_of("bigraph:m=2,n=8", 4, 2)
+    state = RouteState(fabric, "shortest")
+    hops = routing.path(fabric, state.table, "bgh0", "bgh4")   # node 0 to node 1: bgs0 to bgs1, through a middle
+    switch, port = next((n, p) for n, p in hops[1:] if fabric.switch(n).node < 0)
+    assert fabric.peer(switch, port)[2].scope == LINK_NETWORK
+    assert state.port_changed(switch, port, up=False) and state.fallback == ""
+    assert (switch, port) not in routing.path(state.fabric, state.table, "bgh0", "bgh4")
+    assert verification.route_problems(state.fabric, state.table) == []
+    cable = next(l for l in fabric.links if l.nic >= 0)   # a NIC cable has no detour, as a host's link: no link event
+    assert f"{cable.a}-{cable.b}" not in switch_links(fabric) and f"{cable.b}-{cable.a}" not in switch_links(fabric)
