@@ -66,8 +66,10 @@ class Sweep:
 
 
 def point_key(spec: RunSpec) -> str:
-    """A point's identity: a hash of every resolved key but its label."""
-    values = {k: v for k, v in dataclasses.asdict(spec).items() if k != "label"}
+    """A point's identity: a hash of every resolved key but its label, and
+    of keys left unset (None: keys newer than a sweep's folder keep its
+    points' identities, so `--resume` finds them)."""
+    values = {k: v for k, v in dataclasses.asdict(spec).items() if k != "label" and v is not None}
     text = json.dumps(values, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

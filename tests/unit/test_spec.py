@@ -40,6 +40,10 @@ def test_defaults_are_valid_and_sane():
 TWO_TENANTS = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "workloads", "two-tenants.toml")
 FROM_STRINGS = {
     "topology": ("fattree:k=4", "fattree:k=4"),
+    "accelerators": ("4", 4),
+    "nics": ("2", 2),
+    "interconnect": ("nvlink", "nvlink"),
+    "interconnect_mbps": ("75", 75.0),
     "collective": ("all-to-all", "all-to-all"),
     "algorithm": ("halving-doubling", "halving-doubling"),
     "mapping": ("random", "random"),
@@ -115,7 +119,8 @@ def test_string_table_covers_every_field():
 
 
 # keys that mean something only beside another
-NEEDS = {"ecn_threshold_packets": {"queue_discipline": "red-ecn"}}
+NEEDS = {"ecn_threshold_packets": {"queue_discipline": "red-ecn"},
+         **{key: {"accelerators": 4} for key in ("nics", "interconnect", "interconnect_mbps")}}
 
 
 @pytest.mark.parametrize("key", sorted(FROM_STRINGS))
@@ -705,7 +710,9 @@ def test_bigraph_policy_needs_bigraph():
 
 def test_policy_choices_follow_routing():
     from emulator.routes.routing import POLICIES
-    for policy in POLICIES:
+    for policy, record in POLICIES.items():
+        if record.needs_nodes:   # pxn: rail fabrics of nodes only (tests/unit/test_nodes.py)
+            continue
         values = {"policy": policy, "topology": "bigraph:m=2,n=4"}
         assert make_run(values).policy == policy
     assert all(p in spec_error({"policy": "bogus"}) for p in POLICIES)
