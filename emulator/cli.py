@@ -11,7 +11,7 @@ import shutil
 import sys
 import time
 
-from emulator import exits
+from emulator import exit_codes
 from emulator import pipeline
 from emulator import progress
 from emulator import preflight
@@ -197,7 +197,7 @@ def run_summary(out: str, code: int) -> dict:
     """A finished run as data (run --json): its folder, exit code, and per
     run and size (or job) the figures of summary.txt."""
     from emulator.results.report import summary_records
-    return {"folder": out, "exit_code": code, "exit": exits.MEANINGS[code], **summary_records(out)}
+    return {"folder": out, "exit_code": code, "exit": exit_codes.MEANINGS[code], **summary_records(out)}
 
 
 def compare_experiment(args) -> Experiment:
@@ -468,24 +468,24 @@ def main(argv=None) -> int:
         return COMMANDS[args.command](check_values(args))
     except SpecError as e:
         print(f"bigraph-emu: error: {shorten(blame_flag(str(e), typed_flags(args)))}", file=sys.stderr)
-        return exits.BAD_INPUT
+        return exit_codes.BAD_INPUT
     except BrokenPipeError:   # e.g. `| head -1`: the reader stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's flush goes nowhere
         if args.command in PRINT_ONLY:   # the reader has what it wanted
             return 0
         print(f"bigraph-emu: {args.command} stopped: its output was closed", file=sys.stderr)
-        return exits.FAILED
+        return exit_codes.FAILED
     except processes.MachineBusy as e:
         print(f"bigraph-emu: {args.command}: {e}", file=sys.stderr)
-        return exits.BUSY
+        return exit_codes.BUSY
     except (RuntimeError, OSError) as e:   # the emulation failed; teardown has run
         if interrupts.lost_terminal(e):   # a hang-up's first sign can be a failed write, before SIGHUP
-            return exits.INTERRUPTED
+            return exit_codes.INTERRUPTED
         print(f"bigraph-emu: {args.command} failed: {failure(e)}", file=sys.stderr)
-        return exits.FAILED
+        return exit_codes.FAILED
     except (KeyboardInterrupt, interrupts.Interrupted):
         print("bigraph-emu: interrupted", file=sys.stderr)
-        return exits.INTERRUPTED
+        return exit_codes.INTERRUPTED
 
 
 if __name__ == "__main__":

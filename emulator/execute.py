@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 
+from emulator import exit_codes
 from emulator.routes.routing import POLICIES
 from emulator.plan import ranks as R
 from emulator.net import capabilities
@@ -214,8 +215,8 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     print(_stdout_tail(work, 0))
     print(text)
     if failed or stopped:
-        return exits.FAILED, text
-    return (exits.OK if verdict == "ok" else exits.UNTRUSTED), text
+        return exit_codes.FAILED, text
+    return (exit_codes.OK if verdict == "ok" else exit_codes.UNTRUSTED), text
 
 
 def _write_captures(work: str, job: Job, rows: list[dict]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from emulator import exits
+from emulator import exit_codes
 from emulator.inputs import shorten, size_name, to_float, to_int
 from emulator import version
 from emulator.plan import capacity
@@ -232,7 +232,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bigraph-emu", description=USAGE,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="exit codes:\n" + "\n".join(f"  {code:3}  {meaning}"
-                                                                   for code, meaning in sorted(exits.MEANINGS.items())))
+                                                                   for code, meaning in sorted(exit_codes.MEANINGS.items())))
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     out_help = "results folder, new or empty (default: results/<time>-<name>)"

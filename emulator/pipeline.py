@@ -21,7 +21,7 @@ import os
 import shutil
 import sys
 
-from emulator import exits
+from emulator import exit_codes
 from emulator.plan.folders import PARTIAL   # a run writes OUT.partial/, renamed when done
 from emulator.preflight import capacity_checks, predicted_calls
 from emulator.progress import LiveView, Progress, WebRun, call_label, describe, print_jobs, print_table, sample_listener
@@ -113,12 +113,12 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
               "unevenly, or giving jobs on the same links unequal shares, the machine keeping up): trusted, and their "
               "fidelity column says so")
     if not ok:
-        return exits.FAILED
+        return exit_codes.FAILED
     if failed:
         print(f"# {failed} of {len(verdicts)} counted calls failed the fidelity verdict (see collectives.csv or "
-              f"jobs.csv): exit code {exits.UNTRUSTED}")
-        return exits.UNTRUSTED
-    return exits.OK
+              f"jobs.csv): exit code {exit_codes.UNTRUSTED}")
+        return exit_codes.UNTRUSTED
+    return exit_codes.OK
 
 
 WORKLOADS = "workloads"   # a results folder keeps a copy of every workload file it ran in here

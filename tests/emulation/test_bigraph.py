@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from emulator import exits
+from emulator import exit_codes
 from emulator.emulation import Emulation
 from emulator.fabric.graph import interface_name
 from emulator.net import processes
@@ -116,7 +116,7 @@ def test_cli_run_writes_the_results_table(tmp_path, clean_machine):
     out = tmp_path / "res"
     proc = subprocess.run([sys.executable, "-m", "emulator.cli", "run", "-b", "128K", "-e", "256K",
                            "-n", "2", "-w", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode in exits.FINISHED, proc.stdout + proc.stderr   # the verdict: tests/emulation/test_fidelity.py
+    assert proc.returncode in exit_codes.FINISHED, proc.stdout + proc.stderr   # the verdict: tests/emulation/test_fidelity.py
     assert "busbw" in proc.stdout and "(Mb/s)" in proc.stdout   # nccl-tests: units in a row of their own
     assert "userspace datapath" in proc.stdout or "kernel datapath" in proc.stdout
     with open(out / "collectives.csv") as f:

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from emulator import exits
+from emulator import exit_codes
 from emulator import calibration, cli
 
 from emulator.plan import capacity
@@ -62,7 +62,7 @@ def test_a_run_asking_more_than_the_calibration_warns_first_and_records_it(tmp_p
     monkeypatch.setenv(capacity.ENV_FILE, capacity.save(tiny, str(tmp_path / "calibration.json")))
     out = str(tmp_path / "out")
     assert cli.main(["run", "-t", "bigraph:m=2,n=4", "-b", "1M", "-n", "1", "-w", "0", "--bw", "20",
-                     "--offload", "off", "--out", out]) in exits.FINISHED   # asked more than the machine can: the verdict may fail
+                     "--offload", "off", "--out", out]) in exit_codes.FINISHED   # asked more than the machine can: the verdict may fail
     printed = capsys.readouterr().out
     assert printed.index("# WARNING: that is more than this machine can emulate") < printed.index("# dataplane")
     assert "about 7.1 Mbit/s" in printed     # 20 * 100 / 280
@@ -95,7 +95,7 @@ def test_tcp_sharing_is_measured_into_one_queue_and_kept_for_runs(tmp_path, monk
     monkeypatch.setenv(capacity.ENV_FILE, path)
     out = str(tmp_path / "out")
     assert cli.main(["run", "-t", "bigraph:m=2,n=4", "-a", "halving-doubling", "-m", "naive", "-b", "1M", "-n", "1",
-                     "-w", "0", "--out", out]) in exits.FINISHED
+                     "-w", "0", "--out", out]) in exit_codes.FINISHED
     assert "# model: TCP sharing measured with cubic, MTU 9000, a 100-packet queue: 4 flows" in capsys.readouterr().out
     with open(os.path.join(out, "collectives.csv")) as f:
         row = next(csv.DictReader(f))

@@ -12,7 +12,7 @@ import threading
 import pandas as pd
 import pytest
 
-from emulator import exits
+from emulator import exit_codes
 from emulator.results.captures import read_segments
 from emulator.fabric.captured import CapturedLink
 from emulator.net import processes
@@ -35,7 +35,7 @@ def captured(tmp_path_factory):
 
 def test_a_run_records_the_links_it_names_during_the_counted_call(captured, clean_machine):
     out, proc = captured
-    assert proc.returncode in exits.FINISHED, proc.stdout + proc.stderr
+    assert proc.returncode in exit_codes.FINISHED, proc.stdout + proc.stderr
     assert "capturing bgs0-bgs2 bgh0" in proc.stdout
     captures = pd.read_csv(out / "captures.csv")
     assert list(captures.link) == ["bgs0-bgs2", "bgh0"]            # the counted call only, not the warm-up

@@ -13,7 +13,7 @@ import pytest
 
 from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN
 from emulator.net import processes
-from emulator.exits import FINISHED
+from emulator.exit_codes import FINISHED
 
 pytestmark = pytest.mark.emulation
 

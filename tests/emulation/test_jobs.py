@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from emulator import exits
+from emulator import exit_codes
 from emulator.results.verdict import NETWORK
 
 pytestmark = pytest.mark.emulation
@@ -23,7 +23,7 @@ def run_workload(tmp_path, text: str, *extra) -> list[dict]:
     done = subprocess.run([sys.executable, "-m", "emulator.cli", "run", "-t", "bigraph:m=2,n=4", "--workload",
                            str(path), "-n", "1", "-w", "0", *RATE, *extra, "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode in exits.FINISHED, done.stdout + done.stderr   # the verdicts: each test's timing checks
+    assert done.returncode in exit_codes.FINISHED, done.stdout + done.stderr   # the verdicts: each test's timing checks
     with open(out / "jobs.csv") as f:
         return list(csv.DictReader(f))
 

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from emulator import exits
+from emulator import exit_codes
 from emulator.fabric.topology import build
 from webtools import URL_LINE, Output, drawn_links, screenshot_path, stop
 
@@ -67,7 +67,7 @@ def test_the_live_page_follows_a_run(browser, tmp_path, clean_machine):
         WebDriverWait(browser, 30).until(lambda b: b.find_element("id", "end").is_displayed())
         assert "fabric.png" in browser.find_element("id", "plots").text
         proc.send_signal(signal.SIGINT)   # Ctrl-C: the page stops, the run's exit code stands
-        assert proc.wait(timeout=60) in exits.FINISHED, "".join(out.lines)
+        assert proc.wait(timeout=60) in exit_codes.FINISHED, "".join(out.lines)
     finally:
         stop(proc, 120)
 

@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from emulator import exits
+from emulator import exit_codes
 from emulator.routes.routing import POLICIES
 from emulator import cli, pipeline
 from emulator import preflight
@@ -1071,6 +1071,6 @@ def test_a_second_run_is_refused_with_its_own_code_naming_the_run_that_holds_the
     with processes.RunLock(first):
         rc = cli.main(["run", "-t", "bigraph:m=1,n=2", "-b", "1K", "-n", "1", "--out", folders["out"]])
     err = capsys.readouterr().err
-    assert rc == exits.BUSY == 4 and rc in exits.MEANINGS and rc not in (1, 2), err
+    assert rc == exit_codes.BUSY == 4 and rc in exit_codes.MEANINGS and rc not in (1, 2), err
     assert f"holds this machine: process {os.getpid()} (" in err and f"results in {first}" in err, err
     assert not os.path.exists(folders["out"]) and not os.path.exists(folders["out"] + preflight.PARTIAL)

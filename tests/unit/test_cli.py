@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from emulator import exits
+from emulator import exit_codes
 from emulator import cli, flags, pipeline
 from emulator import progress
 from emulator import preflight
@@ -830,8 +830,8 @@ def test_the_readme_tables_every_exit_code():
         text = f.read()
     table = text[text.index("| code | meaning |"):].split("\n\n")[0].splitlines()[2:]
     rows = [line.split("|")[1].strip() for line in table]
-    assert rows == [str(code) for code in sorted(exits.MEANINGS)]
-    assert len(set(exits.MEANINGS)) == 6 and exits.UNTRUSTED not in (0, 1, 2, 130)
+    assert rows == [str(code) for code in sorted(exit_codes.MEANINGS)]
+    assert len(set(exit_codes.MEANINGS)) == 6 and exit_codes.UNTRUSTED not in (0, 1, 2, 130)
 
 
 def test_version(capsys):
@@ -892,7 +892,7 @@ def test_a_run_whose_calls_fail_the_verdict_exits_3_and_json_says_so(capsys, tmp
     monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
     out = str(tmp_path / "out")
     argv = ["run", "-t", "bigraph:m=1,n=4", "-b", "8K", "-e", "16K", "-n", "2", "-w", "0", "--out", out]
-    assert cli.main([*argv, "--json"]) == exits.UNTRUSTED
+    assert cli.main([*argv, "--json"]) == exit_codes.UNTRUSTED
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     assert summary["folder"] == out and summary["exit_code"] == 3 and "fidelity verdict" in summary["exit"]
@@ -900,7 +900,7 @@ def test_a_run_whose_calls_fail_the_verdict_exits_3_and_json_says_so(capsys, tmp
     assert summary["jobs"] == [] and summary["collectives"][0]["busbw_mbps"] > 0
     assert "4 of 4 counted calls failed the fidelity verdict" in captured.err and os.path.isdir(out)
     monkeypatch.setattr(emulator.emulation, "Emulation", FakeEmulation)   # a quiet machine: all ok
-    assert cli.main([*argv[:-1], out + "-2"]) == exits.OK
+    assert cli.main([*argv[:-1], out + "-2"]) == exit_codes.OK
     assert "# results:" in capsys.readouterr().out
 
 
