@@ -137,7 +137,13 @@ class Emulation:
         policy computed, every host reaches every other, and probe packets
         cross exactly the switches the routes say, one probe per route shape.
         The rules are read after the pings (the pings make OVS create its
-        send socket), and each reading's counters are the next round's start."""
+        send socket), and each reading's counters are the next round's start.
+        On a fabric with nodes, the routes themselves are checked first: a
+        pair inside a node stays in it, others leave by the NIC the policy names."""
+        if self.fabric.node_shape():
+            problems = verification.route_problems(self.fabric, self.plan.table, self.plan.spec.policy)
+            if problems:
+                raise EmulationError(f"routes through the nodes are wrong: {'; '.join(problems)}")
         failed = self._ping_all()
         installed = self.installed_rules()
         problems = verification.rule_differences(self.fabric, self.plan.table, installed)
