@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from emulator.fabric.graph import Fabric, interface_name
 
 # `link` names a directed link as node:port>peer; node, port and peer are the same as columns
-LINK_COLUMNS = ["call", "t_s", "link", "node", "port", "peer", "kind", "rate_mbps", "tx_bytes", "tx_packets",
+LINK_COLUMNS = ["call", "t_s", "link", "node", "port", "peer", "kind", "scope", "rate_mbps", "tx_bytes", "tx_packets",
                 "util", "backlog_bytes", "drops", "marks"]
 MACHINE_COLUMNS = ["call", "t_s", "cpu_busy", "cpu_stolen", "ovs_cpu", "ovs_wait"]
 # The controller's port counter readings (OpenFlow port stats, about every
@@ -35,6 +35,7 @@ class DirectedLink:
     rate_mbps: float
     dev: str           # the switch-side interface that carries it
     egress: bool       # True: dev's egress qdisc; False: dev's receive counters
+    scope: str = "network"   # or "node": inside a node of accelerators (its interconnect)
 
     @property
     def label(self) -> str:   # e.g. "bgs1:3>bgs5"
@@ -47,7 +48,7 @@ def directed_links(fabric: Fabric) -> list[DirectedLink]:
         for (node, port), (peer, peer_port) in (link.ends(), link.ends()[::-1]):
             switch_side = (node, port) if fabric.is_switch(node) else (peer, peer_port)
             links.append(DirectedLink(node, port, peer, link.kind, link.rate_mbps,
-                                      interface_name(*switch_side), fabric.is_switch(node)))
+                                      interface_name(*switch_side), fabric.is_switch(node), link.scope))
     return links
 
 

@@ -38,7 +38,7 @@ def link_rows(call: int, links: list[DirectedLink], samples: list[Sample], t0: f
             sent = rb[0] - ra[0]
             rows.append({"call": call, "t_s": round(b.t - t0, 6), "link": link.label, "node": link.node,
                          "port": link.port, "peer": link.peer, "kind": link.kind,
-                         "rate_mbps": link.rate_mbps, "tx_bytes": sent, "tx_packets": rb[1] - ra[1],
+                         "scope": link.scope, "rate_mbps": link.rate_mbps, "tx_bytes": sent, "tx_packets": rb[1] - ra[1],
                          "util": round(sent * 8 / (dt * link.rate_mbps * 1e6), 4), "backlog_bytes": rb[2],
                          "drops": rb[3] - ra[3], "marks": rb[4] - ra[4]})
     return rows

@@ -150,16 +150,17 @@ def link_load_rows(plan) -> list[dict]:
             continue
         (node, port), flows = max(loads.items(), key=lambda kv: (kv[1], kv[0]))
         switch_loads = [n for (nd, _), n in loads.items() if plan.fabric.is_switch(nd)]
+        _, _, busiest = plan.fabric.peer(node, port)
         rows.append({"topology": plan.fabric.topology, "policy": plan.spec.policy,
                      "algorithm": plan.spec.algorithm, "mapping": plan.spec.mapping, "step": k,
                      "phase": sched.steps[0][k].phase if k < len(sched.steps[0]) else "",
                      "max_flows_per_link": flows, "busiest_link": f"{node}:{port}",
-                     "links_with_2plus_flows": sum(1 for n in switch_loads if n >= 2)})
+                     "busiest_link_scope": busiest.scope, "links_with_2plus_flows": sum(1 for n in switch_loads if n >= 2)})
     return rows
 
 
 LINK_LOAD_COLUMNS = ["topology", "policy", "algorithm", "mapping", "step", "phase", "max_flows_per_link",
-                     "busiest_link", "links_with_2plus_flows"]
+                     "busiest_link", "busiest_link_scope", "links_with_2plus_flows"]
 
 
 def write_report(out_dir: str, plans) -> str:

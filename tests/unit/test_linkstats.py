@@ -47,7 +47,7 @@ def test_link_rows_turn_counter_deltas_into_utilisation():
                                t0=9.95)
     switch, host = rows
     assert switch == {"call": 4, "t_s": pytest.approx(0.15), "link": "bgs0:3>bgs1", "node": "bgs0", "port": 3,
-                      "peer": "bgs1", "kind": "switch",
+                      "peer": "bgs1", "kind": "switch", "scope": "network",
                       "rate_mbps": 8.0, "tx_bytes": 50_000, "tx_packets": 10, "util": pytest.approx(0.5),
                       "backlog_bytes": 18_028, "drops": 2, "marks": 3}
     assert host["util"] == pytest.approx(1.0)

@@ -69,7 +69,7 @@ def link_samples(plan, call, util):
                 rows.append({"topology": plan.fabric.topology, "policy": plan.spec.policy,
                              "algorithm": plan.spec.algorithm, "mapping": plan.spec.mapping, "call": call, "t_s": t,
                              "link": link_label(node, port, peer), "node": node, "port": port, "peer": peer,
-                             "kind": link.kind, "rate_mbps": link.rate_mbps, "tx_bytes": 0,
+                             "kind": link.kind, "scope": link.scope, "rate_mbps": link.rate_mbps, "tx_bytes": 0,
                              "tx_packets": 0, "util": util, "backlog_bytes": 0, "drops": 0, "marks": 0})
     assert set(LINK_COLUMNS) <= set(rows[0])
     return rows
