@@ -52,7 +52,7 @@ README = os.path.join(EXPERIMENTS, "README.md")
 CLIENTS_README = os.path.join(EXPERIMENTS, "real-clients", "README.md")
 
 # experiment files ([defaults] and [[runs]]): `bigraph-emu run --experiment FILE`
-EXPERIMENT_FILES = ("demo.toml", "eflops.toml", "geo.toml", "imported.toml", "moe.toml", "multi-tenant.toml",
+EXPERIMENT_FILES = ("demo.toml", "eflops.toml", "eflops-server.toml", "geo.toml", "imported.toml", "moe.toml", "multi-tenant.toml",
                     "nccl-algorithms.toml", "policies-bigraph.toml", "policies-fattree.toml",
                     "policies-leafspine.toml", "straggler.toml", "training-scaling.toml", "transport.toml")
 
