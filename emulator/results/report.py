@@ -187,6 +187,9 @@ def write_report(out_dir: str, plans) -> str:
         tables["link_jobs.csv"] = write_job_links(out_dir, [plan for plan in plans if plan.is_workload])
     if tables["background.csv"] is not None:
         parts.append(format_background(tables["background.csv"]))
+    scopes = bottleneck_scopes(tables["links.csv"])
+    if scopes:
+        parts.append(scopes)
     text = "\n\n".join(parts)
     with replacing(os.path.join(out_dir, "summary.txt")) as tmp, open(tmp, "w") as f:
         f.write(text + "\n")
@@ -195,6 +198,26 @@ def write_report(out_dir: str, plans) -> str:
     write_csv(os.path.join(out_dir, "link_loads.csv"), LINK_LOAD_COLUMNS, loads)   # a workload's steps differ per job
     write_plots(out_dir, tables, {plan.fabric.topology: plan.fabric for plan in plans})
     return text
+
+
+def bottleneck_scopes(links: pd.DataFrame | None) -> str:
+    """Where each run congested, on fabrics with nodes of accelerators: its
+    busiest link inside a node and in the network, by mean use over its
+    counted calls ("" where no link is inside a node, or links.csv is older
+    than the scope column)."""
+    if links is None or not {"scope", "run", "repetition"} <= set(links) or not (links["scope"] == "node").any():
+        return ""
+    lines = ["# where it congested (links.csv: mean use of each directed link over the run's calls)"]
+    for run, rows in links[links["repetition"] >= 0].groupby("run", sort=True):
+        use = rows.groupby(["scope", "link"])["util"].mean()
+        busiest = {scope: (use[scope].idxmax(), use[scope].max()) for scope in ("node", "network")
+                   if scope in use.index.get_level_values(0)}
+        said = [f"{'inside a node' if scope == 'node' else 'network'} {link} {u:.0%}"
+                for scope, (link, u) in busiest.items()]
+        worst = max(busiest, key=lambda scope: busiest[scope][1])
+        lines.append(f"#   run {run}: busiest {', '.join(said)}: the bottleneck is "
+                     f"{'inside the nodes' if worst == 'node' else 'the network'}")
+    return "\n".join(lines)
 
 
 def write_program_report(out_dir: str) -> str:

@@ -297,3 +297,18 @@ def test_keep_workloads_copies_an_imported_workload_once(tmp_path):
                                                                                               "simai-example.txt")}
     assert keep_workloads(runs[:0], str(tmp_path / "none")) == {}
     assert os.listdir(tmp_path) == ["workloads"]
+
+
+def test_the_summary_names_the_class_of_link_that_was_the_bottleneck():
+    from emulator.results.report import bottleneck_scopes
+    rows = [{"run": run, "repetition": 0, "link": link, "scope": scope, "util": util}
+            for run, (node_use, network_use) in enumerate(((0.3, 0.95), (0.9, 0.5)))
+            for link, scope, util in (("bgh0:0>bgs4", "node", node_use), ("bgh1:0>bgs4", "node", 0.1),
+                                      ("bgs4:3>bgs0", "network", network_use))]
+    rows.append({"run": 0, "repetition": -1, "link": "bgh1:0>bgs4", "scope": "node", "util": 1.0})   # a warm-up
+    text = bottleneck_scopes(pd.DataFrame(rows))
+    assert text.splitlines()[1:] == [
+        "#   run 0: busiest inside a node bgh0:0>bgs4 30%, network bgs4:3>bgs0 95%: the bottleneck is the network",
+        "#   run 1: busiest inside a node bgh0:0>bgs4 90%, network bgs4:3>bgs0 50%: the bottleneck is inside the nodes"]
+    assert bottleneck_scopes(pd.DataFrame(rows).assign(scope="network")) == ""   # no nodes: nothing to say
+    assert bottleneck_scopes(None) == ""
