@@ -65,7 +65,7 @@ TABLES = {
         {"call": "int", "t_s": "number", "link": "text", "kind": "text", "util": "number?"},
         {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int",
          "node": "text", "port": "int", "peer": "text", "backlog_bytes": "number?", "drops": "number?",
-         "marks": "number?", "scope": ("network", "node")}),
+         "marks": "number?", "scope": "text"}),
     "captures.csv": Table(
         {"call": "int", "link": "text", "file": "text", "start_unix_s": "number"},
         {**RUN_TEXT, "run": "int", "label": "text", "size_bytes": "int", "repetition": "int", "rate_mbps": "number?"}),
