@@ -21,7 +21,8 @@ from emulator.records.links import link_label
 RUN_COLUMNS = ["topology", "policy", "algorithm", "mapping"]
 MAX_HEATMAP_ROWS = 40
 # switch tiers from the top of a drawing down (emulator/fabric/topology.py names them)
-TIER_ORDER = ["upper", "lower", "core", "agg", "spine", "edge", "leaf"]
+TIER_ORDER = ["upper", "lower", "core", "agg", "spine", "edge", "leaf", "rail",
+              "nvswitch", "pcieroot", "pcie"]   # a node's switches below the network's
 
 
 def _pyplot():
@@ -226,6 +227,27 @@ def layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
     return pos
 
 
+NODE_PAD = 0.3   # around a node's box, in layout units
+
+
+def node_boxes(fabric: Fabric, pos: dict[str, tuple[float, float]]) -> list[tuple[tuple[float, float], float, float]]:
+    """((x, y) of the lower left corner, width, height) of a box around each
+    node of accelerators: its accelerators and its own switches ([] for a
+    fabric without nodes)."""
+    if fabric.node_shape() is None:
+        return []
+    inside: dict[int, list[tuple[float, float]]] = {}
+    for item in (*fabric.hosts, *fabric.switches):
+        if item.node >= 0:
+            inside.setdefault(item.node, []).append(pos[item.name])
+    boxes = []
+    for points in inside.values():
+        xs, ys = [x for x, _ in points], [y for _, y in points]
+        boxes.append(((min(xs) - NODE_PAD, min(ys) - NODE_PAD), max(xs) - min(xs) + 2 * NODE_PAD,
+                      max(ys) - min(ys) + 2 * NODE_PAD))
+    return boxes
+
+
 def link_peaks(fabric: Fabric, peak_util: dict[str, float]) -> list[float | None]:
     """Per fabric link (fabric.links order): the higher peak of its two
     directions, None if the monitor has neither."""
@@ -308,6 +330,8 @@ def fabric_drawing(fabric: Fabric, peak_util: dict[str, float], path: str, title
                     bbox={"boxstyle": "square,pad=0.3", "fc": "white", "ec": "black", "lw": 0.8})
     else:
         ax.scatter(*zip(*switches), marker="s", s=40, color="white", edgecolors="black", zorder=2)
+    for corner, width, height in node_boxes(fabric, pos):
+        ax.add_patch(plt.Rectangle(corner, width, height, fill=False, ls="--", lw=0.8, ec="tab:blue", zorder=0))
     label = "peak utilisation (grey: no data)" + ("; width: mean use" if mean_util else "")
     colorbar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=label)
     if vmax > 1.0:

@@ -306,3 +306,23 @@ def test_the_fabric_drawing_names_hosts_and_tells_peak_and_mean_use(monkeypatch,
     widths = ax.collections[0].get_linewidths()
     assert widths[fabric.links.index(up)] == pytest.approx(0.6 + 4.0 * 0.8)   # as thick as its mean use
     assert "width: mean use" in colorbar.get_ylabel() and "HTB bursts" in colorbar.get_ylabel()
+
+
+@pytest.mark.parametrize("topology,interconnect,nics", [("bigraph:m=2,n=4", "pcie", 2),
+                                                        ("rail:nodes=4,rails=2,spines=1", "nvlink", 2)])
+def test_the_fabric_drawing_boxes_each_node_around_its_own(tmp_path, topology, interconnect, nics):
+    from emulator.fabric.nodes import NodeShape
+    from emulator.fabric.topology import build
+    from emulator.results.plots import node_boxes
+    fabric = build(topology, node=NodeShape(4, nics, interconnect))
+    pos = layout(fabric)
+    boxes = node_boxes(fabric, pos)
+    assert len(boxes) == 4
+    for i, ((x0, y0), w, h) in enumerate(boxes):
+        mine = [h_.name for h_ in fabric.hosts if h_.node == i] + [s.name for s in fabric.switches if s.node == i]
+        others = [s.name for s in fabric.switches if s.node < 0] + [h_.name for h_ in fabric.hosts if h_.node != i]
+        inside = [n for n in pos if x0 <= pos[n][0] <= x0 + w and y0 <= pos[n][1] <= y0 + h]
+        assert set(mine) <= set(inside) and not set(others) & set(inside), (i, inside)
+    fabric_drawing(fabric, {}, str(tmp_path / "nodes.png"))
+    assert_png(tmp_path / "nodes.png")
+    assert node_boxes(bigraph(2, 4), layout(bigraph(2, 4))) == []
