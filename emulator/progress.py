@@ -28,8 +28,11 @@ def describe(spec: RunSpec, ranks: int) -> str:
 
 
 def describe_fabric_run(spec: RunSpec, ranks: int) -> str:
-    """Mapping, policy, fabric and its links: what every run says of itself."""
-    return (f"mapping {spec.mapping}, policy {spec.policy}, {spec.topology} ({ranks} ranks), links "
+    """Mapping, policy, fabric (its nodes of accelerators too) and its
+    links: what every run says of itself."""
+    shape = spec.node_shape()
+    nodes = f" in nodes of {shape.resolved(spec.host_rate_mbps).describe()}" if shape else ""
+    return (f"mapping {spec.mapping}, policy {spec.policy}, {spec.topology} ({ranks} ranks{nodes}), links "
             f"{spec.host_rate_mbps:g} Mbit/s host / {spec.switch_rate_mbps:g} Mbit/s switch, queues "
             f"{spec.host_queue_packets}/{spec.switch_queue_packets} packets, MTU {spec.mtu}{_link_extras(spec)}")
 
