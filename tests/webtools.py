@@ -19,10 +19,11 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--window-size=1400,1000"]
 
 
-def write_results_folder(folder: str, mappings=("naive", "hdrm"), samples: int = 6) -> list:
+def write_results_folder(folder: str, mappings=("naive", "hdrm"), samples: int = 6, keys: dict | None = None) -> list:
     """A demo's results folder (one 2 MiB call per mapping) through the
     writers a run uses: fabric.json, spec.json, then write_call per call
-    and write_report. Link use differs per link and sample, so frames differ."""
+    and write_report. Link use differs per link and sample, so frames differ.
+    `keys`: more run keys (nodes of accelerators, say)."""
     from emulator.results import linkstats
     from emulator.records import links as link_records
     from emulator.plan.run_plan import plan_run
@@ -32,7 +33,7 @@ def write_results_folder(folder: str, mappings=("naive", "hdrm"), samples: int =
     os.makedirs(folder, exist_ok=True)
     specs = [make_run({"topology": "bigraph:m=2,n=4", "collective": "allreduce", "algorithm": "halving-doubling",
                        "sizes": "2M", "repetitions": 1, "warmup": 0, "host_rate_mbps": 50, "switch_rate_mbps": 50,
-                       "mapping": m, "label": f"demo {m}"}) for m in mappings]
+                       "mapping": m, "label": f"demo {m}", **(keys or {})}) for m in mappings]
     plans = [dataclasses.replace(plan_run(spec), run=i) for i, spec in enumerate(specs)]
     plans[0].fabric.save(os.path.join(folder, "fabric.json"))
     with open(os.path.join(folder, "spec.json"), "w") as f:

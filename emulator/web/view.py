@@ -13,7 +13,7 @@ from emulator.fabric.graph import Fabric
 from emulator.inputs import read_bytes
 from emulator.records.links import link_label
 from emulator.records.metrics import busbw_mbps
-from emulator.results.plots import layout
+from emulator.results.plots import layout, node_boxes
 from emulator.results.calls import call_time
 from emulator.results.verdict import trusted
 
@@ -21,9 +21,9 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")   # what the page links to in the resul
 
 
 def fabric_message(fabric: Fabric) -> dict:
-    """Nodes at plots.layout's positions (so the page matches fabric.png)
-    and every link with the labels of its two directions, as links.csv
-    names them."""
+    """Nodes at plots.layout's positions (so the page matches fabric.png),
+    every link with the labels of its two directions, as links.csv names
+    them, and a box around each node of accelerators (plots.node_boxes)."""
     pos = layout(fabric)
     nodes = [{"name": s.name, "kind": "switch", "tier": s.tier, "x": pos[s.name][0], "y": pos[s.name][1]}
              for s in fabric.switches]
@@ -34,7 +34,8 @@ def fabric_message(fabric: Fabric) -> dict:
         (a, ap), (b, bp) = link.ends()
         links.append({"a": a, "b": b, "kind": link.kind, "rate_mbps": link.rate_mbps,
                       "directions": [link_label(a, ap, b), link_label(b, bp, a)]})
-    return {"type": "fabric", "topology": fabric.topology, "nodes": nodes, "links": links}
+    boxes = [{"x": x, "y": y, "width": w, "height": h} for (x, y), w, h in node_boxes(fabric, pos)]
+    return {"type": "fabric", "topology": fabric.topology, "nodes": nodes, "links": links, "boxes": boxes}
 
 
 def link_values(rows) -> dict[str, list]:

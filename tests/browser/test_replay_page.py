@@ -70,3 +70,22 @@ def test_replay_page_draws_the_fabric_steps_plays_and_lists_the_calls(browser, s
 
     proc.send_signal(signal.SIGTERM)   # as Ctrl-C: the server stops and the command succeeds
     assert proc.wait(timeout=10) == 0
+
+
+def test_the_page_boxes_each_node_of_accelerators(browser, tmp_path):
+    """4 nodes of 4 accelerators (2 NICs a node on BiGraph): one dashed box
+    each, drawn around its accelerators and its PCIe switches."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    folder = str(tmp_path / "nodes")
+    plans = write_results_folder(folder, mappings=("naive",), keys={"accelerators": 4, "nics": 2})
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "report", "--web", folder],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        browser.get(Output(proc.stdout).wait_for(URL_LINE, TIMEOUT_S).group(1))
+        WebDriverWait(browser, TIMEOUT_S).until(lambda b: b.find_elements("css selector", "rect.accelerator-node"))
+        boxes = browser.find_elements("css selector", "rect.accelerator-node")
+        assert len(boxes) == len(plans[0].fabric.nodes()) == 4
+        switches = browser.find_elements("css selector", "g.node.switch")
+        assert len(switches) == len(plans[0].fabric.switches) == 4 + 4 * 3   # BiGraph's, and 2 PCIe + a root a node
+    finally:
+        stop(proc, 10)

@@ -235,3 +235,12 @@ def test_a_run_with_web_sends_the_fabric_every_sample_every_call_and_the_end(pla
     calls = [m for m in sent if m["type"] == "call"]
     assert [c["verdict"] for c in calls] == ["warm-up (not counted)", "ok"]
     assert sent[-2]["story"] == f"story of {out}" and "fabric.png" in sent[-2]["plots"]
+
+
+def test_the_fabric_message_boxes_each_node_of_accelerators():
+    from emulator.fabric.nodes import NodeShape
+    from emulator.fabric.topology import build
+    fabric = build("bigraph:m=2,n=4", node=NodeShape(4, 2, "pcie"))
+    msg = view.fabric_message(fabric)
+    assert len(msg["boxes"]) == 4 and set(msg["boxes"][0]) == {"x", "y", "width", "height"}
+    assert view.fabric_message(build("bigraph:m=2,n=4"))["boxes"] == []

@@ -36,12 +36,19 @@ function drawFabric(msg) {
   $("topology").textContent = msg.topology;
   const svg = $("fabric");
   svg.replaceChildren();
-  const xs = msg.nodes.map((n) => n.x), ys = msg.nodes.map((n) => n.y);
+  const boxed = (msg.boxes || []).flatMap((b) => [[b.x, b.y], [b.x + b.width, b.y + b.height]]);   // nodes of accelerators
+  const xs = msg.nodes.map((n) => n.x).concat(boxed.map(([x]) => x));
+  const ys = msg.nodes.map((n) => n.y).concat(boxed.map(([, y]) => y));
   const minX = Math.min(...xs), maxY = Math.max(...ys);
   const at = {};
   for (const n of msg.nodes) at[n.name] = [(n.x - minX) * SX + PAD, (maxY - n.y) * SY + PAD];
   const width = (Math.max(...xs) - minX) * SX + 2 * PAD, height = (maxY - Math.min(...ys)) * SY + 2 * PAD;
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const boxes = el("g", { id: "boxes" }, svg);   // nodes of accelerators, behind everything
+  for (const b of msg.boxes || []) {
+    el("rect", { class: "accelerator-node", x: (b.x - minX) * SX + PAD, y: (maxY - b.y - b.height) * SY + PAD,
+                 width: b.width * SX, height: b.height * SY }, boxes);
+  }
   const links = el("g", { id: "links" }, svg), nodes = el("g", { id: "nodes" }, svg);
   const labelled = msg.links.filter((l) => l.kind === "switch").length <= MAX_LABELLED;
   for (const link of msg.links) drawLink(links, link, at, labelled);
