@@ -26,8 +26,7 @@ def _missing() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
-    _skip_netem_without_it(items)
-    _skip_kernel_queues_without_them(items)
+    _skip_what_this_kernel_lacks(items)
     reason = _missing()
     if reason is None:
         return
@@ -57,16 +56,8 @@ def timing(record_property):
     return check
 
 
-def _skip_netem_without_it(items) -> None:
-    """netem tests need sch_netem, which our own machines lack; the VM stage
-    sets BIGRAPH_REQUIRE_NETEM=1, so there they fail rather than skip."""
-    if capabilities.netem_available():
-        return
-    if os.environ.get("BIGRAPH_REQUIRE_NETEM") == "1":
-        raise pytest.UsageError("netem tests required but this kernel has no sch_netem")
-    for item in items:
-        if item.get_closest_marker("netem"):
-            item.add_marker(pytest.mark.skip(reason="no sch_netem in this kernel (vm/stage.py runs them in a VM)"))
+def _netem_missing() -> str | None:
+    return None if capabilities.netem_available() else "no sch_netem in this kernel"
 
 
 def _kernel_queues_missing() -> str | None:
@@ -79,18 +70,22 @@ def _kernel_queues_missing() -> str | None:
     return None
 
 
-def _skip_kernel_queues_without_them(items) -> None:
-    """The kernel's ECN-marking queues and DCTCP (sch_red, sch_fq_codel,
-    tcp_dctcp), which our own machines lack; the VM stage sets
-    BIGRAPH_REQUIRE_KERNEL_QUEUES=1, so there they fail rather than skip."""
-    reason = _kernel_queues_missing()
-    if reason is None:
-        return
-    if os.environ.get("BIGRAPH_REQUIRE_KERNEL_QUEUES") == "1":
-        raise pytest.UsageError(f"kernel queue tests required but cannot run: {reason}")
-    for item in items:
-        if item.get_closest_marker("kernel_queues"):
-            item.add_marker(pytest.mark.skip(reason=f"{reason} (vm/stage.py runs them in a VM)"))
+# What our own machines lack and the VM stage has: each marker's tests skip here
+# and, where the VM stage sets the variable to 1, fail rather than skip there.
+VM_KERNEL_MARKERS = {"netem": (_netem_missing, "BIGRAPH_REQUIRE_NETEM"),
+                     "kernel_queues": (_kernel_queues_missing, "BIGRAPH_REQUIRE_KERNEL_QUEUES")}
+
+
+def _skip_what_this_kernel_lacks(items) -> None:
+    for marker, (missing, required) in VM_KERNEL_MARKERS.items():
+        reason = missing()
+        if reason is None:
+            continue
+        if os.environ.get(required) == "1":
+            raise pytest.UsageError(f"{marker} tests required but cannot run: {reason}")
+        for item in items:
+            if item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=f"{reason} (vm/stage.py runs them in a VM)"))
 
 
 SOCKET_DEFAULTS = ["/proc/sys/net/core/wmem_default", "/proc/sys/net/core/rmem_default"]
