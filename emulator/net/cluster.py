@@ -34,6 +34,7 @@ from mininet.link import Link
 from emulator.fabric.graph import ADDRESS_BASE, PREFIX_LEN, SWITCH_PREFIX
 from emulator.net import processes
 from emulator.plan.capacity import MAX_EMULATED_HOSTS
+from emulator.spec.experiment import SpecError
 
 SSH_CONFIG_ENV = "BIGRAPH_SSH_CONFIG"   # an ssh config file for the servers (port, key, known hosts)
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the same path on each
@@ -409,6 +410,11 @@ def open_servers(plan, log=print) -> "Servers":
                 servers.locks[name] = _hold(remote, spec.tcp)
         budgets = [spread.Server(n, facts[n]["faithful_mbps"] or 0.0, MAX_EMULATED_HOSTS) for n in spec.servers]
         placement = _placement(plan, budgets, spec.placement, log)
+        split = spread.split_nodes(plan.fabric, placement)
+        if split:
+            raise SpecError(f"servers: placement {spec.placement} would split nodes of accelerators across "
+                            f"servers: {'; '.join(split[:3])}; a node's interconnect stays on one server "
+                            "(fewer servers, or --interconnect nvlink: one bridge a node)")
         servers.where = {node: spec.servers[s] for node, s in placement.where.items()}
         servers.controller_ip = head_address(next(iter(remotes.values()))) if remotes else "127.0.0.1"
         servers.record = {"head": head, "placement": spec.placement, "cross_bytes_planned": placement.cross_bytes,

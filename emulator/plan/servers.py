@@ -329,7 +329,25 @@ def describe(placement: Placement, fabric: Fabric, mtu: int) -> str:
         lines.append(f"  {placement.servers[a].name} <-> {placement.servers[b].name}: {_bytes(nbytes)}, "
                      f"links up to {need[(a, b)]:.0f} Mbit/s each way with the tunnel's headers")
     lines += [f"  OVER BUDGET: {what}" for what in placement.overloaded()]
+    lines += [f"  SPLITS A NODE: {what} (a run refuses it: exit 2)" for what in split_nodes(fabric, placement)]
     return "\n".join(lines)
+
+
+def split_nodes(fabric: Fabric, placement: Placement) -> list[str]:
+    """The nodes of accelerators a placement would put on several servers,
+    in words: a node is one machine of accelerators, its interconnect never
+    crosses a tunnel between servers."""
+    servers_of: dict[int, dict[str, int]] = {}
+    for item in (*fabric.switches, *fabric.hosts):
+        if item.node >= 0:
+            servers_of.setdefault(item.node, {})[item.name] = placement.where[item.name]
+    out = []
+    for node, where in sorted(servers_of.items()):
+        if len(set(where.values())) > 1:
+            parts = ", ".join(f"{name} on {placement.servers[s].name}" for name, s in where.items()
+                              if fabric.is_switch(name))
+            out.append(f"node {node} ({parts})")
+    return out
 
 
 def _names(names: list[str], limit: int = 8) -> str:

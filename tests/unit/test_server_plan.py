@@ -229,3 +229,19 @@ def test_the_clock_limit_is_1_percent_of_the_shortest_call():
         shortest = min(p.time_s for p in plan.predictions.values())
         assert servers.clock_limit_s(plan.predictions.values()) == pytest.approx(0.01 * shortest)
     assert servers.clock_limit_s(slow.predictions.values()) > 100 * servers.clock_limit_s(fast.predictions.values())
+
+
+def test_a_placement_that_splits_a_node_of_accelerators_is_named():
+    from emulator.fabric.nodes import NodeShape
+    from emulator.fabric.topology import build
+    from emulator.plan.servers import Placement, Server, split_nodes
+    fabric = build("bigraph:m=2,n=4", node=NodeShape(4, 2, "pcie"))   # per node: 2 PCIe switches and a root
+    servers = [Server("head", 1000.0, 256), Server("lab2", 1000.0, 256)]
+    names = [s.name for s in fabric.switches] + [h.name for h in fabric.hosts]
+    whole = {name: 0 for name in names}
+    placement = Placement("traffic", servers, whole, [0.0, 0.0], [len(fabric.hosts), 0], [len(fabric.switches), 0], {})
+    assert split_nodes(fabric, placement) == []
+    root = next(s for s in fabric.switches if s.node == 1 and s.tier == "pcieroot")
+    placement.where[root.name] = 1
+    (said,) = split_nodes(fabric, placement)
+    assert said.startswith("node 1 (") and f"{root.name} on lab2" in said and "on head" in said
