@@ -25,7 +25,7 @@ from emulator.fabric.queues import DISCIPLINES, FIFO
 from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.collectives import COLLECTIVES
 from emulator.workloads.job import CONGESTION_CONTROL
-from emulator.workloads.schedule import algorithm_need
+from emulator.workloads.schedule import algorithm_need, need_said
 from emulator.fabric.topology import MAX_RATE_MBPS, MIN_RATE_MBPS, LinkProfile, build
 
 if sys.version_info >= (3, 11):
@@ -558,7 +558,7 @@ def _check_placement(spec: RunSpec, fabric: Fabric) -> None:
         raise SpecError(f"mapping: {e}") from None
     need = algorithm_need(spec.collective, spec.algorithm, ranks, rank_nodes(fabric, placed))
     if need:
-        raise SpecError(f"algorithm: {spec.algorithm} {spec.collective} needs {need}; got {ranks} ranks")
+        raise SpecError(f"algorithm: {spec.algorithm} {spec.collective} needs {need_said(need, ranks)}")
 
 
 def switch_links(fabric: Fabric) -> list[str]:

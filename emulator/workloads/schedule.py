@@ -14,6 +14,8 @@ predicts it.
 """
 from __future__ import annotations
 
+import re
+
 import dataclasses
 import random as _random
 
@@ -77,12 +79,18 @@ def checked_algorithm(collective: str, algorithm: str, ranks: int, size_bytes: i
         raise ValueError(f"message size must be >= 1 byte (an integer), got {size_bytes!r}")
     need = algorithm_need(collective, algorithm, ranks, nodes)
     if need:
-        raise ValueError(f"{alg.name} {collective} needs {need}; got {ranks} ranks")
+        raise ValueError(f"{alg.name} {collective} needs {need_said(need, ranks)}")
     chosen = chosen_algorithm(collective, algorithm, ranks, size_bytes)
     need = algorithm_need(collective, chosen, ranks, nodes)
     if need:   # an algorithm that picks must pick one that runs
-        raise ValueError(f"{alg.name} picked {chosen}, which for {collective} needs {need}; got {ranks} ranks")
+        raise ValueError(f"{alg.name} picked {chosen}, which for {collective} needs {need_said(need, ranks)}")
     return chosen
+
+
+def need_said(need: str, ranks: int) -> str:
+    """What an algorithm needs, with the rank count beside it only where the
+    need is about ranks (tree's allgather is not: no count would do)."""
+    return f"{need}; got {ranks} ranks" if re.search(r"\brank count|\branks\b", need) else need
 
 
 def chosen_algorithm(collective: str, algorithm: str, ranks: int, size_bytes: int) -> str:

@@ -343,3 +343,12 @@ def test_a_tree_step_has_one_transfer_per_peer_each_way(p):
             for side in (step.sends, step.recvs):
                 peers = [t.peer for t in side]
                 assert len(peers) == len(set(peers)), (rank, step)
+
+
+def test_a_tree_allgather_is_refused_for_what_it_is_not_for_its_rank_count():
+    from emulator.workloads.schedule import checked_algorithm
+    with pytest.raises(ValueError) as refused:
+        checked_algorithm("allgather", "tree", 8, 1 << 20)
+    assert "allreduce only" in str(refused.value) and "got 8 ranks" not in str(refused.value)
+    with pytest.raises(ValueError, match=r"power-of-two rank count .*; got 6 ranks$"):
+        checked_algorithm("allgather", "halving-doubling", 6, 1 << 20)
