@@ -97,6 +97,8 @@ def _print_sweep_prediction(spec, got: dict, jitter: float, model: str) -> None:
     for row in got["sizes"]:
         size = row["size_bytes"]
         print(model_row(size, row["time_s"], row["algbw_mbps"], row["busbw_mbps"], got["flows_per_step"][size]))
+        if row["algorithm_used"] != spec.algorithm:   # auto: which one it picked for this size
+            print(f"#   {spec.algorithm} picked {row['algorithm_used']}")
         if row["approximation"]:
             print(f"#   approximated: {row['approximation']}")
         if jitter:

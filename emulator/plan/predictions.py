@@ -13,7 +13,7 @@ from emulator.model.sharing import Sharing, stretched_time
 from emulator.plan.run_plan import SharedRoutes, model_for, model_sweep, model_workload, plan_run
 from emulator.records.metrics import algbw_mbps, busbw_mbps
 from emulator.spec.experiment import RunSpec, SpecError
-from emulator.workloads.schedule import jittered
+from emulator.workloads.schedule import chosen_algorithm, jittered
 
 MAX_JITTER = 10   # of a flow's time
 
@@ -37,7 +37,8 @@ def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, p
     for size in spec.sizes:
         pred = predictions[size]
         t = stretched_time(pred, sharing) if sharing else pred.time_s
-        row = {"size_bytes": size, "time_s": t, "max_min_time_s": pred.time_s,
+        row = {"size_bytes": size, "algorithm_used": chosen_algorithm(spec.collective, spec.algorithm, len(hosts), size),
+               "time_s": t, "max_min_time_s": pred.time_s,
                "model": "tcp" if sharing else "max-min", "algbw_mbps": algbw_mbps(size, t),
                "busbw_mbps": busbw_mbps(spec.collective, len(hosts), size, t),
                "approximation": pred.approximation,

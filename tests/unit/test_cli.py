@@ -918,3 +918,13 @@ def test_calibrate_says_how_runs_read_a_file_other_than_the_one_they_look_up(mon
     monkeypatch.setenv(capacity.ENV_FILE, str(looked_up))
     assert cli._reading(str(looked_up)) == ""
     assert cli._reading(str(other)) == f" given {capacity.ENV_FILE}={other}"
+
+
+def test_model_says_which_algorithm_auto_picked_for_each_size(capsys):
+    from emulator.workloads.schedule import chosen_algorithm
+    assert cli.main(["model", "-t", "fattree:k=4", "-a", "auto", "-b", "4K", "-e", "16M", "-f", "64"]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("#   auto picked ")]
+    assert said == [f"#   auto picked {chosen_algorithm('allreduce', 'auto', 16, size)}" for size in (4096, 1 << 18, 1 << 24)]
+    assert {line.split()[-1] for line in said} <= {"ring", "tree"}
+    assert cli.main(["model", "-a", "ring", "-b", "4K", "-e", "4K"]) == 0
+    assert "picked" not in capsys.readouterr().out   # an algorithm that picks nothing says nothing
