@@ -402,3 +402,11 @@ def test_a_job_of_small_messages_that_misses_its_model_is_called_latency_bound(t
              for k in range(len(e))] for e in ends]
     for r in job_rows(plan, Call(0, 0, 0), CallRecord(half, {})):
         assert r["fidelity"].startswith("FAIL: 0.50x the model (latency-bound: ")
+
+
+def test_the_jobs_table_never_cuts_a_host_name_in_two():
+    from emulator.progress import placement_cell
+    assert placement_cell("hdrm") == "hdrm"
+    assert placement_cell("hosts bgh0 bgh1 bgh2 bgh3") == "4 hosts"
+    assert placement_cell("hosts bgh0") == "hosts bgh0"
+    assert placement_cell("a-very-long-mapping-name") == "a-very-long~"
