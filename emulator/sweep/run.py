@@ -206,6 +206,9 @@ def report(plan: Sweep, folder: str, confirm: int) -> None:
         print(confirm_text(rows))
     for path in write_plots(plan, folder, rows):
         print(f"# plot: {path}")
+    if len(heatmap_factors(plan)) < 2:
+        print("# no sweep.png: it draws the time over two factors besides the topology, and this sweep varies "
+              f"{len(heatmap_factors(plan))}")
 
 
 def _label(plan: Sweep, row: dict) -> str:
@@ -244,11 +247,16 @@ def confirmed_pairs(rows: list[dict]) -> list[dict]:
     return pairs
 
 
+def heatmap_factors(plan: Sweep) -> list[str]:
+    """The factors sweep.png can draw the time over (the topology is its panels)."""
+    return [f for f in plan.factors if f != "topology"]
+
+
 def write_plots(plan: Sweep, folder: str, rows: list[dict]) -> list[str]:
     from emulator.results import plots
     paths = []
     model = [r for r in rows if r["emulated"] != "yes" and not r["error"]]
-    pair = [f for f in plan.factors if f != "topology"][:2]
+    pair = heatmap_factors(plan)[:2]
     if len(pair) == 2 and model:
         paths.append(plots.sweep_heatmaps(model, pair, os.path.join(folder, "sweep.png")))
     pairs = confirmed_pairs(rows)

@@ -193,3 +193,13 @@ def test_a_refused_run_names_the_process_that_holds_the_machine_and_a_lent_lock_
         env = {k: v for k, v in os.environ.items() if k != processes.LENT_LOCK_ENV}
         refused = subprocess.run([sys.executable, "-c", child, REPO], capture_output=True, text=True, env=env)
         assert "MachineBusy" in refused.stderr and "holds this machine: process" in refused.stderr
+
+
+def test_a_sweep_of_one_factor_says_why_it_has_no_sweep_png(tmp_path, capsys):
+    from emulator import cli
+    path = sweep_file(tmp_path, 'name = "one"\n[defaults]\nsizes = ["1M"]\n[grid]\nmapping = ["naive", "hdrm"]\n')
+    out = str(tmp_path / "out")
+    assert cli.main(["sweep", path, "--workers", "1", "--out", out]) == 0
+    said = capsys.readouterr().out
+    assert "# no sweep.png: it draws the time over two factors besides the topology, and this sweep varies 1" in said
+    assert not os.path.exists(os.path.join(out, "sweep.png"))
