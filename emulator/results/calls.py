@@ -171,11 +171,14 @@ def write_call(out_dir: str, plan, call, rec: CallRecord, datapath: str) -> dict
 MODEL_STEP_COLUMNS = ["run", "size_bytes", "step", "end_s", "max_flows"]
 
 
+MODEL_STEPS = "model_steps.csv"
+
+
 def write_model_steps(folder: str, rows: list[dict]) -> str:
     """model_steps.csv of `bigraph-emu model --out`: every step's end and
     busiest link, per run and size; returns its path."""
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "model_steps.csv")
+    path = os.path.join(folder, MODEL_STEPS)
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, MODEL_STEP_COLUMNS)
         writer.writeheader()

@@ -928,3 +928,13 @@ def test_model_says_which_algorithm_auto_picked_for_each_size(capsys):
     assert {line.split()[-1] for line in said} <= {"ring", "tree"}
     assert cli.main(["model", "-a", "ring", "-b", "4K", "-e", "4K"]) == 0
     assert "picked" not in capsys.readouterr().out   # an algorithm that picks nothing says nothing
+
+
+def test_model_out_refuses_a_folder_that_holds_an_earlier_prediction(tmp_path, capsys):
+    out = str(tmp_path / "m")
+    assert cli.main(["model", "-b", "64K", "-e", "64K", "--out", out]) == 0
+    before = (tmp_path / "m" / "model_steps.csv").read_text()
+    (tmp_path / "m" / "notes.txt").write_text("mine")   # other files are never touched
+    assert cli.main(["model", "-a", "halving-doubling", "-b", "64K", "-e", "64K", "--out", out]) == 2
+    assert "already holds model_steps.csv" in capsys.readouterr().err
+    assert (tmp_path / "m" / "model_steps.csv").read_text() == before
