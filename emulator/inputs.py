@@ -17,6 +17,7 @@ _FLOAT = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|inf
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,63}")
 MAX_ECHO = 600   # characters of user input an error message repeats
 MAX_DIGITS = 40  # a whole number written with more digits is refused, not converted (Python's limit is 4300)
+MAX_CALL_BYTES = 1 << 32   # 4 GiB: the most one call or one op of a workload moves (a typo must not start a week-long run)
 MAX_BYTES = 1 << 56   # the largest byte count of anything (64 PiB; exact, far from int64's end): a collective, a message
 
 

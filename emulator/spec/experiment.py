@@ -20,7 +20,7 @@ from emulator.fabric.nodes import INTERCONNECTS, LINK_NETWORK, NODE_KEYS, NodeSh
 from emulator.inputs import InputError, as_name, is_name, read_text, shorten, to_float, to_int
 from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks, rank_nodes
 from emulator.model.sharing import MODELS as SHARING_MODELS
-from emulator.inputs import parse_size, size_sweep
+from emulator.inputs import MAX_CALL_BYTES, parse_size, size_sweep
 from emulator.fabric.queues import DISCIPLINES, FIFO
 from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.collectives import COLLECTIVES
@@ -40,7 +40,7 @@ class SpecError(ValueError):
 
 # Limits of what one run may ask for: a typo must not start a week-long run.
 MAX_QUEUE_PACKETS = 100_000
-MAX_SIZE_BYTES = 1 << 32           # 4 GiB per call
+MAX_SIZE_BYTES = MAX_CALL_BYTES     # 4 GiB per call
 MAX_SIZES = 64
 LINK_ACTIONS = ("down", "up")
 

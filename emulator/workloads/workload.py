@@ -33,7 +33,7 @@ import os
 
 from emulator.fabric.mapping import MAPPINGS
 from emulator.fabric.topology import MAX_RATE_MBPS
-from emulator.inputs import parse_size, shorten, size_name
+from emulator.inputs import MAX_CALL_BYTES, parse_size, shorten, size_name
 from emulator.workloads.importers import import_job
 from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.templates import check_template
@@ -118,6 +118,9 @@ def _job(table: dict, index: int, where: str) -> Job:
         ranks = dp * tp * pp
     placement = table.get("placement", "")   # "": the run's mapping
     if isinstance(placement, list):
+        if not placement:
+            raise WorkloadError(f"{label}: placement is an empty list of hosts; list the job's hosts, or name a "
+                                f"mapping: {', '.join(MAPPINGS)}")
         placement = tuple(placement)
     elif placement and (not isinstance(placement, str) or placement not in MAPPINGS):
         raise WorkloadError(f"{label}: placement {placement!r} is not one of: {', '.join(MAPPINGS)}, "
@@ -370,9 +373,12 @@ def _size(value, label: str) -> int:
     if value is None:
         raise WorkloadError(f"{label}: bytes is missing")
     try:
-        return parse_size(value)
+        nbytes = parse_size(value)
     except ValueError as e:
         raise WorkloadError(f"{label}: bytes: {e}") from None
+    if nbytes > MAX_CALL_BYTES:
+        raise WorkloadError(f"{label}: bytes: {nbytes} is above the limit of {MAX_CALL_BYTES} (4G) for one op")
+    return nbytes
 
 
 def _int(value, label: str, lo: int, hi: int) -> int:
