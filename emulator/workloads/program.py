@@ -311,9 +311,12 @@ def _comm_steps(job: Job, rank: int, op: Op, algorithm: str, block_s=None, nodes
     and _rank_steps')."""
     group, me = group_of(job, rank, op.group)
     if op.kind in ("send", "recv"):
+        peer = {"next": me + 1, "prev": me - 1}.get(op.peer)
+        if peer is None and not 0 <= int(op.peer) < len(group):   # an index, not an edge of the pipeline
+            raise WorkloadError(f"job {job.name!r}: {op.kind} {'to' if op.kind == 'send' else 'from'} group index "
+                                f"{op.peer}, but its group {op.group} has ranks 0 to {len(group) - 1} only")
         if len(group) == 1:
             return []
-        peer = {"next": me + 1, "prev": me - 1}.get(op.peer)
         peer = int(op.peer) if peer is None else peer
         if not 0 <= peer < len(group) or peer == me:
             return []   # the first stage has no prev, the last no next: nothing to do

@@ -474,6 +474,8 @@ WORKLOAD_CASES = [
     ("workload bytes a float", '[[job]]\nops = [{op = "allreduce", bytes = 1.5e6}]\n', ["bytes", "whole byte count"]),
     ("workload a million gigabytes", '[[job]]\nname = "a"\nops = [{op = "allreduce", bytes = "1000000G"}]\n',
      ["job 'a'", "op 1", "bytes", "above the limit", "4G"]),
+    ("workload send to a group index it lacks", '[[job]]\nname = "a"\nranks = 4\nops = [{op = "send", bytes = "1M", group = "world", to = 9}]\n',
+     ["job 'a'", "send to group index 9", "group world has ranks 0 to 3 only"]),
     ("workload placement an empty list", '[[job]]\nname = "a"\nplacement = []\nops = [{op = "compute", ms = 1}]\n',
      ["job 'a'", "placement is an empty list"]),
     ("workload iterations a float", '[[job]]\niterations = 2.0\nops = [{op = "compute", ms = 1}]\n',
