@@ -23,7 +23,7 @@ import sys
 
 from emulator import exit_codes
 from emulator.plan.folders import PARTIAL   # a run writes OUT.partial/, renamed when done
-from emulator.preflight import capacity_checks, predicted_calls
+from emulator import preflight
 from emulator.progress import LiveView, Progress, WebRun, call_label, describe, print_jobs, print_table, sample_listener
 from emulator.results.verdict import NETWORK, trusted
 from emulator.spec.experiment import Experiment, RunSpec
@@ -76,8 +76,8 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
         json.dump({"name": experiment.name, "runs": [dataclasses.asdict(p.spec) for p in plans],
                    "workload_copies": copies}, f, indent=1)
     with open(os.path.join(work, "capacity.json"), "w") as f:
-        json.dump([c.to_dict() for c in capacity_checks(plans)], f, indent=1)
-    progress = Progress(predicted_calls(plans))
+        json.dump([c.to_dict() for c in preflight.capacity_checks(plans)], f, indent=1)
+    progress = Progress(preflight.predicted_calls(plans))
     ok, verdicts = True, []
     if page:
         page.folder = work

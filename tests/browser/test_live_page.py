@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+from emulator import preflight
 from emulator import pipeline
 from emulator.plan.run_plan import plan_run
 from emulator.spec.experiment import Experiment, make_run
@@ -21,7 +22,7 @@ def test_live_page_follows_the_samples_and_calls_of_a_run(browser, tmp_path, mon
     from selenium.webdriver.support.ui import WebDriverWait
     monkeypatch.setattr(emulator.emulation, "Emulation",
                         lambda plan, run_dir: FakeEmulation(plan, run_dir, interval_s=0.1, samples=25))
-    monkeypatch.setattr(pipeline, "capacity_checks", lambda plans: [])
+    monkeypatch.setattr(preflight, "capacity_checks", lambda plans: [])
     plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "collective": "allreduce",
                               "algorithm": "halving-doubling", "mapping": "naive", "sizes": "2M",
                               "repetitions": 1, "warmup": 1}))

@@ -888,7 +888,7 @@ def test_a_run_whose_calls_fail_the_verdict_exits_3_and_json_says_so(capsys, tmp
             super().replay(plan, busy)
 
     monkeypatch.setattr(emulator.emulation, "Emulation", BusyMachine)
-    monkeypatch.setattr(pipeline, "capacity_checks", lambda plans: [])
+    monkeypatch.setattr(preflight, "capacity_checks", lambda plans: [])
     monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
     out = str(tmp_path / "out")
     argv = ["run", "-t", "bigraph:m=1,n=4", "-b", "8K", "-e", "16K", "-n", "2", "-w", "0", "--out", out]
