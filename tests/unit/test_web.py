@@ -14,7 +14,7 @@ import pytest
 from emulator.results import linkstats
 from emulator.records import links as link_records
 
-from emulator import pipeline
+from emulator import pipeline, preflight
 from emulator.cli import main
 from emulator.plan.run_plan import plan_run
 from emulator.results.plots import layout
@@ -217,7 +217,7 @@ def test_a_run_with_web_sends_the_fabric_every_sample_every_call_and_the_end(pla
     import emulator.emulation
     from webtools import FakeEmulation
     monkeypatch.setattr(emulator.emulation, "Emulation", FakeEmulation)
-    monkeypatch.setattr(pipeline, "capacity_checks", lambda plans: [])
+    monkeypatch.setattr(preflight, "capacity_checks", lambda plans: [])
     sent = []
     monkeypatch.setattr(WebView, "publish", lambda self, message: sent.append(message))
     monkeypatch.setattr(WebView, "serve_until_interrupted", lambda self: sent.append({"type": "served"}))
