@@ -254,7 +254,7 @@ class Emulation:
                                         plan.congestion_controls(), self.servers.lost if self.servers else None)
         events, samplers = None, []
         try:
-            samplers = self._samplers(plan)
+            samplers = self.samplers(plan)
             fleet.start()
             results = []
             unique = list(dict.fromkeys(plan.hosts))   # each host once
@@ -281,7 +281,7 @@ class Emulation:
             for sampler in samplers:
                 sampler.stop()
 
-    def _samplers(self, plan: RunPlan) -> list:
+    def samplers(self, plan: RunPlan) -> list:
         """A link sampler on every other server that holds switches."""
         from emulator.measure.monitor import RemoteSampler
         if not self.servers:

@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -55,12 +56,13 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
     if given:
         raise SpecError(f"{given[0]}: exec runs your program, whose traffic is its own; "
                         f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no meaning here")
+    if mpi and spec.servers:
+        raise SpecError("--mpi: not over several servers yet (hydra's proxies on the other servers did not start "
+                        "through the head's ssh connection: docs/servers.md); run the program once per rank "
+                        "without --mpi, or on one machine")
     if POLICIES[spec.policy].needs_demands:
         raise SpecError(f"policy: {spec.policy} routes a workload's demands, known before it runs; a program's "
                         "are not: choose another policy")
-    if spec.servers:
-        raise SpecError("servers: exec starts programs on this machine's hosts only, not yet on other servers; "
-                        "leave servers out (run, compare, cli and demo take them)")
     spec = make_run({**{k: v for k, v in dataclasses.asdict(spec).items() if k not in PLAN_KEYS}, **PLAN_KEYS},
                     capabilities.netem_available)
     plan = preflight.plan_emulated(spec)
@@ -126,8 +128,11 @@ def execute(job: Job, page=None) -> int:
             links = captured_links(job.plan.fabric, job.plan.spec.capture)
             files = [f"{CAPTURES}/program-{link.name}.pcap" for link in links]   # one per link, the whole program
             wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the ranks the monotonic one
-            with Program(emu.network, slots, work) as program, LinkCapture(links, work, files) as capture, \
-                    LinkMonitor(emu.links, job.plan.spec.monitor_interval_ms / 1e3, web and web.on_sample) as monitor:
+            samplers = emu.samplers(job.plan)   # the links of other servers, read there
+            with _stopping(samplers), Program(emu.network, slots, work, away_of(emu, slots)) as program, \
+                    LinkCapture(links, work, files) as capture, \
+                    LinkMonitor(emu.links, job.plan.spec.monitor_interval_ms / 1e3, web and web.on_sample,
+                                samplers) as monitor:
                 start(program, emu, slots, work, job.command, job.mpiexec)
                 print(f"# {len(slots)} ranks started; outputs in {work}/{R.RANKS_FOLDER}/<rank>/", flush=True)
                 stopped = program.wait(job.timeout_s, web and web.on_poll)
@@ -137,7 +142,7 @@ def execute(job: Job, page=None) -> int:
                 failed += R.mpiexec_failure(work, program.procs[0].returncode)
             _write_captures(work, job, capture_rows(0, links, files, program.t0 + wall, capture.counts))
             code, text = _write_results(job, work, slots, exits, program.t0, monitor.samples, emu, stopped, failed,
-                                        program.hosts.by_host())
+                                        program.hosts.by_host(), program.cpu_away())
             if web:
                 web.finished(exits, program.t0, text, work)
     except BaseException:
@@ -161,13 +166,32 @@ def _write_spec(work: str, job: Job) -> None:
                    "timeout_s": job.timeout_s}, f, indent=1)
 
 
+@contextlib.contextmanager
+def _stopping(samplers):
+    try:
+        yield
+    finally:
+        for sampler in samplers:
+            sampler.stop()
+
+
+def away_of(emu, slots) -> dict:
+    """The ranks whose host another server holds, with that server."""
+    from emulator.replay.programs import Away
+    if not emu.servers:
+        return {}
+    return {s.rank: Away(remote, emu.servers.offset_of(s.host)) for s in slots
+            for remote in [emu.servers.remote_of(s.host)] if remote is not None}
+
+
 def start(program, emu, slots, work: str, command: list[str], mpiexec: str = "") -> None:
     """The program's ranks on the fabric emu holds, with WORK/hostfile: each
     in its host, or, given `mpiexec`, under it in rank 0's host with a
-    launcher that enters the others."""
-    hostfile = os.path.join(work, "hostfile")
+    launcher that enters the others (on this machine only)."""
+    hostfile = os.path.join(work, R.HOSTFILE)
     with open(hostfile, "w") as f:
         f.write(R.hostfile_text(slots))
+    program.prepare_away(R.hostfile_text(slots), [sys.executable] + [a for a in command if os.path.isabs(a)])
     if not mpiexec:
         program.start_ranks(command, hostfile)
         return
@@ -180,11 +204,12 @@ def start(program, emu, slots, work: str, command: list[str], mpiexec: str = "")
 
 
 def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, stopped: str,
-                   failed: list[str], cpu: dict[str, tuple[float, float]]) -> tuple[int, str]:
+                   failed: list[str], cpu: dict[str, tuple[float, float]], cpu_away: dict) -> tuple[int, str]:
     """ranks.csv, links.csv, machine.csv, summary.txt and the plots; the
     exit code (0: every rank exited 0 by itself and the verdict is ok; 3:
     they did, but the verdict failed) and the summary. `cpu`: per rank
-    host, its processes' seconds on a core and waiting for one."""
+    host on this machine, its processes' seconds on a core and waiting for
+    one; `cpu_away`: per host on another server, its seconds on a core."""
     from emulator.results import linkstats
     from emulator.records import links as link_records
     from emulator.measure import counters
@@ -194,7 +219,7 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     spec = job.plan.spec
     run_keys = {"run": 0, "topology": job.plan.fabric.topology, "policy": spec.policy, "mapping": spec.mapping,
                 "label": spec.label}
-    append_csv(os.path.join(work, "ranks.csv"), R.RANK_COLUMNS, R.rank_rows(0, slots, exits, t0, spec.label, cpu))
+    append_csv(os.path.join(work, "ranks.csv"), R.RANK_COLUMNS, R.rank_rows(0, slots, exits, t0, spec.label, {**cpu, **cpu_away}))
     links = linkstats.link_rows(0, emu.links, samples, t0)
     machine = linkstats.machine_rows(0, samples, t0, counters.TICKS)
     append_csv(os.path.join(work, "links.csv"), list(run_keys) + link_records.LINK_COLUMNS,

@@ -98,7 +98,7 @@ FLAG_KEYS = {flags[-1].lstrip("-"): key for flags, key, _ in FLAGS}
 
 
 NOT_EMULATED = ("capture",)   # flags of what only an emulation does: not on model, topo, cli
-ON_SERVERS = ("servers", "placement")   # a fabric over several servers: not on model, topo, plan, exec
+ON_SERVERS = ("servers", "placement")   # a fabric over several servers: not on model, topo, plan
 
 
 def _with_default(key: str, text: str) -> str:
@@ -282,9 +282,10 @@ def parser() -> argparse.ArgumentParser:
                                    "MASTER_PORT, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, BIGRAPH_HOSTFILE, and "
                                    "a folder of its own (cwd, TMPDIR, stdout, stderr) in the results; "
                                    "arguments naming files that exist here are made absolute.")
-    _add_spec_flags(sp, sizes=False, skip=NOT_FOR_EXEC + ON_SERVERS)
+    _add_spec_flags(sp, sizes=False, skip=NOT_FOR_EXEC)
     sp.add_argument("--mpi", action="store_true", help="run CMD under MPICH's mpiexec, started in rank 0's host, "
-                                                       "one rank per host (its launcher enters each host)")
+                                                       "one rank per host (its launcher enters each host; one "
+                                                       "machine only)")
     sp.add_argument("--timeout", metavar="S", help=f"stop every rank after S seconds (default {DEFAULT_TIMEOUT_S:g})")
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
     _add_web_flags(sp, "shows the links and each rank's state live, then the results until Ctrl-C")

@@ -14,6 +14,8 @@ emulator.net.cluster ROLE` answers for it there):
   clock   answers UDP datagrams with its time.monotonic() on the port it prints
   sweep   removes what a run left there (by name, and recorded processes)
   clean   the same under the server's run lock (`bigraph-emu clean --servers`)
+  stop-hosts  ends every process in the namespaces of the given host shells
+          (an `exec`'s ranks there)
 """
 from __future__ import annotations
 
@@ -213,6 +215,9 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[0] == "clean":
         return clean_here()
+    if argv[0] == "stop-hosts":   # a program's processes in these host shells' namespaces
+        processes.end_members({int(pid) for pid in argv[1:]}, grace_s=3.0)
+        return 0
     raise SystemExit(f"unknown role {argv[0]!r}")
 
 

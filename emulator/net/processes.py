@@ -126,6 +126,44 @@ def stop_pid(pid: int, grace_s: float = 2.0) -> None:
             time.sleep(0.05)
 
 
+def netns(pid: int) -> str | None:
+    """The network namespace a process is in (None: it has gone)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def namespace_members(shells: set[int]) -> list[int]:
+    """Every process in the network namespaces of `shells` (Mininet's host
+    shells) but the shells: what was started in those hosts."""
+    namespaces = {netns(pid) for pid in shells} - {None}
+    return [int(e) for e in os.listdir("/proc")
+            if e.isdigit() and int(e) not in shells and netns(int(e)) in namespaces]
+
+
+def end_members(shells: set[int], grace_s: float, reap=lambda: None) -> None:
+    """SIGTERM to every process in the shells' namespaces, SIGKILL to what
+    is left after `grace_s`; `reap` waits for the caller's own children
+    (or they stay as zombies)."""
+    for sig, grace in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 1.0)):
+        left = namespace_members(shells)
+        if not left:
+            return
+        record(*left)
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            reap()
+            if not any(alive(pid) for pid in left):
+                break
+            time.sleep(0.05)
+
+
 def _ours(name: str) -> bool:
     return name.startswith(SWITCH_PREFIX) or name.startswith(HOST_PREFIX)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 MASTER_PORT = 29500        # torch.distributed's default; every host has its own ports
 RANKS_FOLDER = "ranks"     # ranks/<rank>/: the rank's cwd, TMPDIR, stdout, stderr, exit.json
 EXIT_FILE = "exit.json"
+HOSTFILE = "hostfile"      # the ranks' addresses, one a line, in rank order
 STDERR_TAIL_LINES = 8      # of a failed rank, in the error
 RANK_COLUMNS = ["run", "rank", "host", "address", "exit_code", "start_s", "end_s", "cpu_s", "cpu_wait_s", "label"]
 
@@ -63,6 +64,14 @@ def rank_env(ranks: list[Slot], rank: int, hostfile: str, folder: str) -> dict[s
             "GLOO_SOCKET_IFNAME": me.interface, "NCCL_SOCKET_IFNAME": me.interface,
             "BIGRAPH_HOSTFILE": hostfile, "BIGRAPH_HOST": me.host, "BIGRAPH_ADDRESS": me.address,
             "TMPDIR": folder}
+
+
+def over_ssh(env: dict[str, str], argv: list[str]) -> list[str]:
+    """argv with `env`, for a host on another server: Mininet's remote popen
+    hands its argv to ssh, which passes no environment and joins the words
+    with spaces for the server's shell; so the environment goes through
+    env(1), and every word is quoted."""
+    return [shlex.quote(word) for word in ["env", *(f"{k}={v}" for k, v in env.items()), *argv]]
 
 
 def wrapped(python: str, folder: str, command: list[str]) -> list[str]:
@@ -128,13 +137,14 @@ class RankExit:
     exit_code: int | None
     start_s: float | None   # time.monotonic() of the machine
     end_s: float | None
+    cpu_s: float | None = None   # its processes' CPU seconds, as the wrapper's rusage counted them
 
 
 def read_exit(out: str, rank: int) -> RankExit:
     try:
         with open(os.path.join(rank_dir(out, rank), EXIT_FILE)) as f:
             data = json.load(f)
-        return RankExit(rank, data.get("exit_code"), data.get("start"), data.get("end"))
+        return RankExit(rank, data.get("exit_code"), data.get("start"), data.get("end"), data.get("cpu_s"))
     except (OSError, ValueError):
         return RankExit(rank, None, None, None)
 

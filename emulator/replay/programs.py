@@ -8,11 +8,19 @@ there), so "everything it started" is found by namespace, also what
 daemonised itself, recorded for the sweep and ended by id. While it runs,
 each of its threads' time on a core and waiting for one is read with the
 poll (the last POLL_S of a thread's life is missed), by host.
+
+A rank whose host is on another server (a fabric over several) starts
+there through the head's ssh connection, with its folder under that
+server's AWAY_ROOT; its ssh ends when it does, with its exit code; its
+folder is then brought back into the results, its times moved onto the
+head's clock, and its CPU is what its wrapper counted (its waiting for a
+core is not read there). Stopping it ends every process in that server's
+hosts' namespaces (`python -m emulator.net.cluster stop-hosts`).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +29,7 @@ from emulator.plan import ranks as R
 from emulator.measure import counters
 from emulator.net import interrupts, processes
 
+AWAY_ROOT = f"/tmp/bigraph-exec-{os.getpid()}"   # a remote rank's folder: AWAY_ROOT/ranks/<rank>, on its server
 POLL_S = 0.2
 FAIL_GRACE_S = 3.0   # after a rank fails, how long the others get to fail with their own message
 STOP_GRACE_S = 3.0   # between SIGTERM and SIGKILL
@@ -34,23 +43,19 @@ class HostThreads:
 
     def __init__(self, network, slots: list[R.Slot]):
         self.shells = set(network.host_pids())
-        self.namespaces = {_netns(pid) for pid in self.shells} - {None}
-        self.host_of = {_netns(network.host(s.host).pid): s.host for s in slots if not network.remote(s.host)}
+        self.host_of = {processes.netns(network.host(s.host).pid): s.host for s in slots
+                        if not network.remote(s.host)}
         self.threads: dict[int, tuple[str, float, float]] = {}   # a thread's host, CPU s, wait s
 
     def members(self) -> list[int]:
         """Every process in the hosts' namespaces but Mininet's shells."""
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) not in self.shells and _netns(int(entry)) in self.namespaces:
-                found.append(int(entry))
-        return found
+        return processes.namespace_members(self.shells)
 
     def poll(self) -> list[int]:
         """The members now, their threads read."""
         members = self.members()
         for pid in members:
-            host = self.host_of.get(_netns(pid))
+            host = self.host_of.get(processes.netns(pid))
             if host:
                 for tid, (on_cpu, waiting) in counters.thread_cpu(pid).items():
                     self.threads[tid] = (host, on_cpu, waiting)
@@ -66,13 +71,22 @@ class HostThreads:
         return totals
 
 
+@dataclasses.dataclass
+class Away:
+    """The server that holds a rank's host, other than this one."""
+    remote: object    # net.cluster.Remote, connected
+    offset_s: float   # its time.monotonic() minus this machine's
+
+
 class Program:
     """The processes of one `exec`; `with` ends every one of them."""
 
-    def __init__(self, network, slots: list[R.Slot], out: str):
+    def __init__(self, network, slots: list[R.Slot], out: str, away: dict[int, Away] | None = None):
         self.network, self.slots, self.out = network, slots, out
+        self.away = away or {}                    # rank -> its server, for ranks on another one
         self.hosts = HostThreads(network, slots)
         self.procs: list[subprocess.Popen] = []   # a rank's wrapper each, or mpiexec alone
+        self.collected: set[int] = set()          # remote ranks whose folder is back
         self.t0 = 0.0
 
     def __enter__(self) -> "Program":
@@ -81,15 +95,37 @@ class Program:
     def __exit__(self, *exc) -> None:
         with interrupts.deferred():   # a second Ctrl-C must not leave processes behind
             self.stop()
+            self.collect()
+
+    def servers(self) -> dict[str, object]:
+        """The other servers that hold ranks' hosts, by name."""
+        return {a.remote.name: a.remote for a in self.away.values()}
+
+    def prepare_away(self, hostfile_text: str, paths: list[str]) -> None:
+        """On every other server: the ranks' folder with the hostfile, and
+        every file the command names there (the same path on every server)."""
+        for remote in self.servers().values():
+            missing = remote.run(["sh", "-c", 'mkdir -p "$0" && cat > "$0/hostfile" && '
+                                  'for p; do [ -e "$p" ] || echo "$p"; done', AWAY_ROOT, *paths],
+                                 input=hostfile_text).split()
+            if missing:
+                raise RuntimeError(f"server {remote.name} has no {missing[0]}: the program and the files it "
+                                   "names must be at the same path on every server")
 
     def start_ranks(self, command: list[str], hostfile: str) -> None:
         """CMD once per rank in its host, rank order, each through emulator.replay.rank."""
         self.t0 = time.monotonic()
         for slot in self.slots:
-            folder = R.rank_dir(self.out, slot.rank)
-            os.makedirs(folder, exist_ok=True)
-            env = {**os.environ, **R.rank_env(self.slots, slot.rank, hostfile, folder)}
-            self._popen(slot.host, R.wrapped(sys.executable, folder, command), env)
+            away = slot.rank in self.away
+            out = AWAY_ROOT if away else self.out
+            folder = R.rank_dir(out, slot.rank)
+            env = R.rank_env(self.slots, slot.rank, os.path.join(out, R.HOSTFILE) if away else hostfile, folder)
+            argv = R.wrapped(sys.executable, folder, command)
+            if away:
+                self._popen(slot.host, R.over_ssh(env, argv), {})
+            else:
+                os.makedirs(folder, exist_ok=True)
+                self._popen(slot.host, argv, {**os.environ, **env})
 
     def start_mpi(self, argv: list[str]) -> None:
         """mpiexec in rank 0's host; its stdout and stderr in ranks/mpiexec.*."""
@@ -134,38 +170,66 @@ class Program:
             time.sleep(POLL_S)
 
     def exits(self) -> list[R.RankExit]:
-        return [R.read_exit(self.out, s.rank) for s in self.slots]
+        return [self._exit(s.rank) for s in self.slots]
+
+    def _exit(self, rank: int) -> R.RankExit:
+        """What rank left; a remote rank not yet back: its ssh's exit code
+        (the wrapper's), until collect() brings its folder."""
+        away = self.away.get(rank)
+        if away is None:
+            return R.read_exit(self.out, rank)
+        if rank not in self.collected:
+            return R.RankExit(rank, self.procs[rank].poll(), None, None)
+        e = R.read_exit(self.out, rank)
+        start, end = (None if t is None else t - away.offset_s for t in (e.start_s, e.end_s))
+        return R.RankExit(rank, e.exit_code, start, end, e.cpu_s)
+
+    def collect(self) -> None:
+        """Every other server's ranks' folders brought into the results
+        (once their processes have ended), then removed there."""
+        for name, remote in self.servers().items():
+            ranks = [r for r, a in self.away.items() if a.remote.name == name and r not in self.collected]
+            if not ranks or not remote.alive:
+                continue
+            os.makedirs(os.path.join(self.out, R.RANKS_FOLDER), exist_ok=True)
+            folders = [os.path.join(R.RANKS_FOLDER, str(r)) for r in ranks]
+            with subprocess.Popen(remote.command(["tar", "-C", AWAY_ROOT, "-cf", "-", "--ignore-failed-read",
+                                                  *folders]), stdout=subprocess.PIPE) as there:
+                subprocess.run(["tar", "-C", self.out, "-xf", "-"], stdin=there.stdout, check=False)
+            remote.run(["rm", "-rf", AWAY_ROOT])
+            self.collected.update(ranks)
+
+    def cpu_away(self) -> dict[str, tuple[float, str]]:
+        """Per remote rank's host: its processes' CPU seconds as its wrapper
+        counted them (waiting for a core: not read there)."""
+        return {s.host: (e.cpu_s, "") for s in self.slots if s.rank in self.away
+                for e in [self._exit(s.rank)] if e.cpu_s is not None}
 
     def stop(self) -> None:
         """SIGTERM to every process of the program, SIGKILL after a grace;
         then reap our own children."""
-        for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 1.0)):
-            left = self.hosts.members()
-            if not left:
-                break
-            processes.record(*left)
-            for pid in left:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and self._alive(left):
-                time.sleep(0.05)
+        processes.end_members(self.hosts.shells, STOP_GRACE_S, self._reap)
+        self._stop_away()
         for proc in self.procs:
             try:
                 proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 pass
 
-    def _alive(self, pids: list[int]) -> bool:
+    def _stop_away(self) -> None:
+        """On every other server: every process in its hosts' namespaces."""
+        from emulator.net.cluster import ClusterError, role
+        for name, remote in self.servers().items():
+            shells = [str(self.network.host(s.host).pid) for s in self.slots
+                      if s.rank in self.away and self.away[s.rank].remote.name == name]
+            if remote.alive:
+                try:
+                    remote.run(role("stop-hosts") + shells, timeout_s=STOP_GRACE_S + 10)
+                except ClusterError:
+                    pass   # lost meanwhile: its sweep ends them
+
+    def _reap(self) -> None:
         for proc in self.procs:
-            proc.poll()   # reap our children, or they stay as zombies
-        return any(processes.alive(pid) for pid in pids)
+            proc.poll()
 
 
-def _netns(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/net")
-    except OSError:
-        return None

@@ -3,9 +3,10 @@
   python -m emulator.replay.rank --dir FOLDER -- CMD ARGS...
 
 Runs CMD in FOLDER with its stdout and stderr in FOLDER/stdout and
-FOLDER/stderr, and writes FOLDER/exit.json with its exit code and its
+FOLDER/stderr, and writes FOLDER/exit.json with its exit code, its
 start and end (time.monotonic(), one clock for every process of the
-machine, as the link monitor's). A SIGTERM or SIGINT is passed on to CMD.
+machine, as the link monitor's) and its processes' CPU seconds (what the
+head cannot read of a rank on another server). A SIGTERM or SIGINT is passed on to CMD.
 Standard library only.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -43,7 +45,9 @@ def main(argv=None) -> int:
 
 def _exit(code: int, start: float) -> int:
     with open("exit.json.tmp", "w") as f:
-        json.dump({"exit_code": code, "start": start, "end": time.monotonic()}, f)
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)   # CMD and what it waited for
+        json.dump({"exit_code": code, "start": start, "end": time.monotonic(),
+                   "cpu_s": round(used.ru_utime + used.ru_stime, 3)}, f)
     os.replace("exit.json.tmp", "exit.json")
     return code
 

@@ -113,3 +113,51 @@ def test_clean_with_servers_after_kill_9_of_the_head(tmp_path, clean_machine, se
     assert cleaned.returncode == 0, cleaned.stderr
     assert "bridge bgs0" in cleaned.stdout and "removed on 127.0.0.2: " in cleaned.stdout, cleaned.stdout
     # clean_machine: nothing left
+
+
+# each rank sends its rank to rank 0 over the fabric; rank 0 prints the sum
+TALK = r"""
+import os, socket, time
+rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+addr = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+if rank == 0:
+    s = socket.create_server(addr)
+    got = []
+    for _ in range(size - 1):
+        c, _ = s.accept()
+        got.append(int(c.recv(16)))
+    print("sum", sum(got), "from", len(got))
+else:
+    for _ in range(200):
+        try:
+            c = socket.create_connection(addr)
+            break
+        except OSError:
+            time.sleep(0.05)
+    c.sendall(str(rank).encode())
+print("rank", rank, "on", os.environ["BIGRAPH_HOST"], "hostfile lines", len(open(os.environ["BIGRAPH_HOSTFILE"]).readlines()))
+"""
+
+
+def test_exec_of_a_program_over_two_servers_brings_every_ranks_folder_back(tmp_path, clean_machine, second_server):
+    """Ranks on the second server run there with their environment, talk to
+    rank 0 over the tunnels, and their folders, exit codes, times and CPU
+    come back to the head's results; nothing is left on either server."""
+    out = tmp_path / "res"
+    done = subprocess.run([sys.executable, "-m", "emulator.cli", "exec", *RING[:2], "--bw", "20", "--servers",
+                           SERVERS, "--placement", "switch-bin", "--out", str(out), "--", sys.executable, "-c", TALK],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    where = json.loads((out / "servers.json").read_text())["where"]
+    with open(out / "ranks.csv") as f:
+        ranks = list(csv.DictReader(f))
+    away = [r for r in ranks if where[r["host"]] == "127.0.0.2"]
+    assert away and len(away) < len(ranks)
+    assert "sum 28 from 7" in (out / "ranks" / "0" / "stdout").read_text()
+    for r in ranks:
+        text = (out / "ranks" / r["rank"] / "stdout").read_text()
+        assert f"rank {r['rank']} on {r['host']} hostfile lines 8" in text
+        assert r["exit_code"] == "0" and 0 <= float(r["start_s"]) < float(r["end_s"]) < 60
+        assert float(r["cpu_s"]) > 0
+    assert all(r["cpu_wait_s"] == "" for r in away)   # not read on another server
+    assert not [p for p in os.listdir("/tmp") if p.startswith("bigraph-exec-")]

@@ -3,6 +3,7 @@ mpiexec's command line and launcher, and what the ranks left; and
 emulator.replay.rank, the wrapper every rank runs under (no root)."""
 import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -82,6 +83,11 @@ def test_the_launcher_enters_the_host_named_like_ssh(tmp_path):
     assert got.returncode == 255 and "no emulated host 10.9.9.9" in got.stderr
 
 
+def test_a_rank_on_another_server_gets_its_environment_and_words_quoted_for_its_shell():
+    argv = R.over_ssh({"RANK": "3", "X": "a b"}, ["python3", "-c", "print('hi')"])
+    assert shlex.split(" ".join(argv)) == ["env", "RANK=3", "X=a b", "python3", "-c", "print('hi')"]
+
+
 def test_rank_rows_and_failures_name_the_rank_code_and_stderr(tmp_path):
     slots = eight()[:3]
     for rank, code in ((0, 0), (1, 3)):
@@ -135,7 +141,6 @@ def test_the_wrapper_passes_sigterm_on(tmp_path):
     ({"algorithm": "ring"}, ["true"], "algorithm: exec runs your program"),
     ({"sizes": "1M"}, ["true"], "sizes: exec runs your program"),
     ({"policy": "traffic-aware"}, ["true"], "routes a workload's demands"),
-    ({"servers": "localhost,lab2"}, ["true"], "servers: exec starts programs on this machine's hosts only"),
     ({}, [], "give the program after '--'"),
     ({}, ["no-such-program-here"], "'no-such-program-here' is not a program"),
     ({"topology": "bigraph:m=2,n=4", "ranks": "9"}, ["true"], "ranks"),
@@ -143,6 +148,20 @@ def test_the_wrapper_passes_sigterm_on(tmp_path):
 def test_exec_refuses_bad_input_before_anything(tmp_path, values, command, message):
     with pytest.raises(SpecError, match=message):
         execute.prepare(values, command, False, None, str(tmp_path / "out"))
+
+
+def test_exec_with_mpi_over_several_servers_is_refused_before_anything(tmp_path):
+    with pytest.raises(SpecError, match="--mpi: not over several servers yet"):
+        execute.prepare({"servers": "localhost,lab2"}, ["true"], True, None, str(tmp_path / "out"))
+
+
+def test_the_wrapper_counts_its_programs_cpu(tmp_path):
+    """What the head reads of a rank on another server: the wrapper's rusage of CMD."""
+    folder = tmp_path / "ranks" / "0"
+    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    subprocess.run([sys.executable, "-m", "emulator.replay.rank", "--dir", str(folder), "--", sys.executable, "-c",
+                    burn], check=True)
+    assert R.read_exit(str(tmp_path), 0).cpu_s >= 0.3
     assert not (tmp_path / "out").exists()
 
 
