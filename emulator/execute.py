@@ -56,10 +56,6 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
     if given:
         raise SpecError(f"{given[0]}: exec runs your program, whose traffic is its own; "
                         f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no meaning here")
-    if mpi and spec.servers:
-        raise SpecError("--mpi: not over several servers yet (hydra's proxies on the other servers did not start "
-                        "through the head's ssh connection: docs/servers.md); run the program once per rank "
-                        "without --mpi, or on one machine")
     if POLICIES[spec.policy].needs_demands:
         raise SpecError(f"policy: {spec.policy} routes a workload's demands, known before it runs; a program's "
                         "are not: choose another policy")
@@ -187,20 +183,27 @@ def away_of(emu, slots) -> dict:
 def start(program, emu, slots, work: str, command: list[str], mpiexec: str = "") -> None:
     """The program's ranks on the fabric emu holds, with WORK/hostfile: each
     in its host, or, given `mpiexec`, under it in rank 0's host with a
-    launcher that enters the others (on this machine only)."""
+    launcher that enters the others (through ssh on other servers)."""
+    from emulator.replay.programs import AWAY_ROOT
     hostfile = os.path.join(work, R.HOSTFILE)
     with open(hostfile, "w") as f:
         f.write(R.hostfile_text(slots))
-    program.prepare_away(R.hostfile_text(slots), [sys.executable] + [a for a in command if os.path.isabs(a)])
+    program.prepare_away(R.hostfile_text(slots), [sys.executable] + [a for a in command if os.path.isabs(a)]
+                         + ([mpiexec] if mpiexec else []))
     if not mpiexec:
         program.start_ranks(command, hostfile)
         return
     launcher = os.path.join(work, "launcher.sh")
     pids = {s.address: emu.network.host(s.host).pid for s in slots}
+    if 0 in program.away:
+        raise RuntimeError(f"--mpi: rank 0's host, {slots[0].host}, is on server {program.away[0].remote.name}; "
+                           "mpiexec runs in rank 0's host, which must be on the head (another mapping or placement)")
+    through = {s.address: program.away[s.rank].remote.ssh_alone() for s in slots if s.rank in program.away}
     with open(launcher, "w") as f:
-        f.write(R.launcher_script(pids))
+        f.write(R.launcher_script(pids, through, os.getpid()))
     os.chmod(launcher, 0o755)
-    program.start_mpi(R.mpiexec_argv(mpiexec, launcher, slots, sys.executable, work, hostfile, command))
+    away = {rank: AWAY_ROOT for rank in program.away}
+    program.start_mpi(R.mpiexec_argv(mpiexec, launcher, slots, sys.executable, work, hostfile, command, away))
 
 
 def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, stopped: str,

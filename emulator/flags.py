@@ -284,8 +284,8 @@ def parser() -> argparse.ArgumentParser:
                                    "arguments naming files that exist here are made absolute.")
     _add_spec_flags(sp, sizes=False, skip=NOT_FOR_EXEC)
     sp.add_argument("--mpi", action="store_true", help="run CMD under MPICH's mpiexec, started in rank 0's host, "
-                                                       "one rank per host (its launcher enters each host; one "
-                                                       "machine only)")
+                                                       "one rank per host (its launcher enters each host; on "
+                                                       "other servers through ssh)")
     sp.add_argument("--timeout", metavar="S", help=f"stop every rank after S seconds (default {DEFAULT_TIMEOUT_S:g})")
     sp.add_argument("--out", metavar="FOLDER", help=out_help)
     _add_web_flags(sp, "shows the links and each rank's state live, then the results until Ctrl-C")

@@ -70,6 +70,11 @@ class Remote:
         return ["ssh", *ssh_options(), "-o", f"ControlPath={self.control}", "-o", "ControlMaster=no",
                 *extra, self.dest]
 
+    def ssh_alone(self) -> list[str]:
+        """ssh's argv up to the command, on a connection of its own (not
+        through the master, whose sessions sshd's MaxSessions limits)."""
+        return ["ssh", *ssh_options(), "-o", "ControlPath=none", self.dest]
+
     def connect(self) -> None:
         self.master = subprocess.Popen(["ssh", *ssh_options(), "-o", f"ControlPath={self.control}",
                                         "-o", "ControlMaster=yes", "-N", self.dest],

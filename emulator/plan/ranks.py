@@ -98,14 +98,18 @@ def mpi_env(slot: Slot, environ=os.environ) -> dict[str, str]:
 
 
 def mpiexec_argv(mpiexec: str, launcher: str, ranks: list[Slot], python: str, out: str, hostfile: str,
-                 command: list[str]) -> list[str]:
+                 command: list[str], away: dict[int, str] | None = None) -> list[str]:
     """mpiexec in rank 0's host: one MPMD block per rank, in rank order (rank
     i on the hostfile's line i), each with its own folder and interface;
-    `launcher` starts hydra's proxies in the other hosts (instead of rsh)."""
+    `launcher` starts hydra's proxies in the other hosts (instead of rsh).
+    `away`: rank -> the folder on another server that holds its rank's
+    folder and a copy of the hostfile."""
     argv = [mpiexec, "-launcher", "rsh", "-launcher-exec", launcher, "-f", hostfile]
     for slot in ranks:
-        folder = rank_dir(out, slot.rank)
-        env = {**rank_env(ranks, slot.rank, hostfile, folder), **mpi_env(slot)}
+        there = (away or {}).get(slot.rank)
+        folder = rank_dir(there or out, slot.rank)
+        env = {**rank_env(ranks, slot.rank, os.path.join(there, HOSTFILE) if there else hostfile, folder),
+               **mpi_env(slot)}
         block = ["-n", "1"]   # on the hostfile's line of its rank
         for key, value in env.items():
             block += ["-env", key, value]
@@ -113,19 +117,32 @@ def mpiexec_argv(mpiexec: str, launcher: str, ranks: list[Slot], python: str, ou
     return argv
 
 
-def launcher_script(host_pids: dict[str, int]) -> str:
+def launcher_script(host_pids: dict[str, int], through: dict[str, list[str]] | None = None,
+                    root_pid: int = 1) -> str:
     """The program hydra calls in place of rsh, as `PROG HOST COMMAND` (ssh's
     options, if any, skipped): it runs COMMAND, a remote shell's command
-    line, in the namespaces of the host with that address (mnexec -a)."""
-    cases = "".join(f"        {addr}) pid={pid} ;;\n" for addr, pid in sorted(host_pids.items()))
+    line, in the namespaces of the host with that address (mnexec -a);
+    for an address in `through`, on another server, through that ssh
+    argv, the command line quoted for the server's shell. ssh runs in
+    `root_pid`'s network namespace (the head's), the only one that reaches
+    the servers; on a connection of its own, since one connection carries
+    at most sshd's MaxSessions (10 by default) and the head's carries the
+    hosts' shells already."""
+    through = through or {}
+
+    def enter(addr: str, pid: int) -> str:
+        if addr in through:
+            return f"exec nsenter --net=/proc/{root_pid}/ns/net {shlex.join(through[addr])} \"mnexec -a {pid} /bin/sh -c '$q'\""
+        return f"exec mnexec -a {pid} /bin/sh -c \"$*\""
+    cases = "".join(f"        {addr}) {enter(addr, pid)} ;;\n" for addr, pid in sorted(host_pids.items()))
     return ("#!/bin/sh\n"
             "# written by bigraph-emu exec: hydra's launcher, in place of rsh\n"
             "while [ $# -gt 0 ]; do case $1 in -*) shift ;; *) break ;; esac; done\n"
             "host=$1; shift\n"
+            "q=$(printf '%s' \"$*\" | sed \"s/'/'\\\\\\\\''/g\")\n"
             "case $host in\n" + cases +
             "        *) echo \"bigraph-emu launcher: no emulated host $host\" >&2; exit 255 ;;\n"
-            "esac\n"
-            "exec mnexec -a \"$pid\" /bin/sh -c \"$*\"\n")
+            "esac\n")
 
 
 # --- what the ranks left ----------------------------------------------------------------

@@ -87,6 +87,7 @@ class Program:
         self.hosts = HostThreads(network, slots)
         self.procs: list[subprocess.Popen] = []   # a rank's wrapper each, or mpiexec alone
         self.collected: set[int] = set()          # remote ranks whose folder is back
+        self.under_mpi = False
         self.t0 = 0.0
 
     def __enter__(self) -> "Program":
@@ -129,19 +130,25 @@ class Program:
 
     def start_mpi(self, argv: list[str]) -> None:
         """mpiexec in rank 0's host; its stdout and stderr in ranks/mpiexec.*."""
-        self.t0 = time.monotonic()
+        self.t0, self.under_mpi = time.monotonic(), True
         for slot in self.slots:
             os.makedirs(R.rank_dir(self.out, slot.rank), exist_ok=True)
         self._popen(self.slots[0].host, argv, dict(os.environ), os.path.join(self.out, R.RANKS_FOLDER, R.MPIEXEC_LOG))
 
     def _popen(self, host: str, argv: list[str], env: dict, log: str | None = None) -> None:
+        """argv in the host's namespaces, as our child until it exits: Mininet's
+        `mnexec -da` forks when its caller leads a process group (the
+        cluster edition's hosts make it one), and its child would outlive
+        the process we wait for; so `mnexec -a` in a process group of its
+        own (a Ctrl-C at the terminal reaches the ranks through us)."""
         outputs = {}
         if log:
             outputs = {"stdout": open(log + ".stdout", "wb"), "stderr": open(log + ".stderr", "wb")}
+        node = self.network.host(host)
         try:
-            proc = self.network.host(host).popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                                 **(outputs or {"stdout": subprocess.DEVNULL,
-                                                                "stderr": subprocess.DEVNULL}))
+            proc = node.popen(argv, env=env, stdin=subprocess.DEVNULL, mncmd=["mnexec", "-a", str(node.pid)],
+                              preexec_fn=os.setpgrp,
+                              **(outputs or {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}))
         finally:
             for f in outputs.values():
                 f.close()
@@ -178,8 +185,8 @@ class Program:
         away = self.away.get(rank)
         if away is None:
             return R.read_exit(self.out, rank)
-        if rank not in self.collected:
-            return R.RankExit(rank, self.procs[rank].poll(), None, None)
+        if rank not in self.collected:   # under mpiexec, a rank's own exit is known once it is back
+            return R.RankExit(rank, None if self.under_mpi else self.procs[rank].poll(), None, None)
         e = R.read_exit(self.out, rank)
         start, end = (None if t is None else t - away.offset_s for t in (e.start_s, e.end_s))
         return R.RankExit(rank, e.exit_code, start, end, e.cpu_s)

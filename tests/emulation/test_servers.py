@@ -161,3 +161,28 @@ def test_exec_of_a_program_over_two_servers_brings_every_ranks_folder_back(tmp_p
         assert float(r["cpu_s"]) > 0
     assert all(r["cpu_wait_s"] == "" for r in away)   # not read on another server
     assert not [p for p in os.listdir("/tmp") if p.startswith("bigraph-exec-")]
+
+
+def test_exec_with_mpi_over_two_servers_allreduces_across_them(tmp_path, clean_machine, second_server):
+    """mpiexec in rank 0's host on the head; hydra's launcher reaches the
+    second server's hosts by ssh from the head's namespace."""
+    import importlib.util
+    if importlib.util.find_spec("mpi4py") is None:
+        if os.environ.get("BIGRAPH_REQUIRE_CLIENTS") == "1":
+            pytest.fail("mpi4py is required (BIGRAPH_REQUIRE_CLIENTS=1) but not installed")
+        pytest.skip("mpi4py is not installed (the real clients: vm/provision.sh --clients)")
+    out = tmp_path / "res"
+    client = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "real-clients", "mpi_allreduce.py")
+    done = subprocess.run([sys.executable, "-m", "emulator.cli", "exec", *RING[:2], "--bw", "20", "--servers",
+                           SERVERS, "--placement", "switch-bin", "--ranks", "4", "-m", "round-robin", "--mpi",
+                           "--timeout", "240", "--out", str(out), "--", sys.executable, os.path.abspath(client),
+                           "-b", "1M", "-e", "1M", "-n", "2", "-w", "1"],
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    where = json.loads((out / "servers.json").read_text())["where"]
+    with open(out / "ranks.csv") as f:
+        ranks = list(csv.DictReader(f))
+    assert {where[r["host"]] for r in ranks} == {"localhost", "127.0.0.2"}
+    assert all(r["exit_code"] == "0" and float(r["end_s"]) > 0 for r in ranks)
+    assert "Out of bounds values : 0 OK" in (out / "ranks" / "0" / "stdout").read_text()
+    assert not [p for p in os.listdir("/tmp") if p.startswith("bigraph-exec-")]

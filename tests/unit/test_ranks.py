@@ -83,9 +83,38 @@ def test_the_launcher_enters_the_host_named_like_ssh(tmp_path):
     assert got.returncode == 255 and "no emulated host 10.9.9.9" in got.stderr
 
 
+def test_the_launcher_reaches_a_host_on_another_server_through_ssh_quoting_the_command(tmp_path):
+    """The server's shell reads the command line again: quotes in it survive."""
+    fake_ssh = tmp_path / "fakessh"   # runs its last word with sh, as ssh hands it to the server's shell
+    fake_ssh.write_text('#!/bin/sh\nfor last; do :; done\nexec sh -c "$last"\n')
+    fake = tmp_path / "mnexec"   # mnexec -a PID CMD...: runs CMD
+    fake.write_text('#!/bin/sh\nshift 2\nexec "$@"\n')
+    nsenter = tmp_path / "nsenter"   # nsenter --net=...: runs the rest
+    nsenter.write_text('#!/bin/sh\nshift\nexec "$@"\n')
+    for f in (fake_ssh, fake, nsenter):
+        f.chmod(f.stat().st_mode | stat.S_IEXEC)
+    script = tmp_path / "launcher.sh"
+    script.write_text(R.launcher_script({"198.18.0.2": 1, "198.18.0.9": 2},
+                                        {"198.18.0.9": [str(fake_ssh), "-o", "ControlPath=/x", "root@lab2"]}))
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    got = subprocess.run(["sh", str(script), "198.18.0.9", "printf '%s|' a\\'b \"c d\""], capture_output=True,
+                         text=True, env=env)
+    assert got.stdout == "a'b|c d|", got.stderr
+
+
 def test_a_rank_on_another_server_gets_its_environment_and_words_quoted_for_its_shell():
     argv = R.over_ssh({"RANK": "3", "X": "a b"}, ["python3", "-c", "print('hi')"])
     assert shlex.split(" ".join(argv)) == ["env", "RANK=3", "X=a b", "python3", "-c", "print('hi')"]
+
+
+def test_mpiexec_gives_a_rank_on_another_server_its_folder_and_hostfile_there():
+    slots = eight()[:2]
+    argv = R.mpiexec_argv("/v/mpiexec", "/r/launcher.sh", slots, "/v/python", "/r", "/r/hostfile", ["prog"],
+                          away={1: "/tmp/away"})
+    first, second = " ".join(argv[7:]).split(" : ")
+    assert "-env BIGRAPH_HOSTFILE /r/hostfile " in first and first.endswith("--dir /r/ranks/0 -- prog")
+    assert "-env BIGRAPH_HOSTFILE /tmp/away/hostfile " in second and "-env TMPDIR /tmp/away/ranks/1 " in second
+    assert second.endswith("--dir /tmp/away/ranks/1 -- prog")
 
 
 def test_rank_rows_and_failures_name_the_rank_code_and_stderr(tmp_path):
@@ -148,11 +177,6 @@ def test_the_wrapper_passes_sigterm_on(tmp_path):
 def test_exec_refuses_bad_input_before_anything(tmp_path, values, command, message):
     with pytest.raises(SpecError, match=message):
         execute.prepare(values, command, False, None, str(tmp_path / "out"))
-
-
-def test_exec_with_mpi_over_several_servers_is_refused_before_anything(tmp_path):
-    with pytest.raises(SpecError, match="--mpi: not over several servers yet"):
-        execute.prepare({"servers": "localhost,lab2"}, ["true"], True, None, str(tmp_path / "out"))
 
 
 def test_the_wrapper_counts_its_programs_cpu(tmp_path):
