@@ -295,6 +295,10 @@ class Emulation:
             out.append(RemoteSampler(remote, devs, plan.spec.monitor_interval_ms / 1e3))
         return out
 
+    def remote_of(self, node: str):
+        """The server that holds a node, None for this machine."""
+        return self.servers.remote_of(node) if self.servers else None
+
     def _installed_paths(self) -> dict:
         """The switches of every pair's route, as the controller last wrote them."""
         with open(os.path.join(self.run_dir, "routes.json")) as f:
@@ -330,7 +334,7 @@ class Emulation:
         links = captured_links(self.fabric, plan.spec.capture) if call.repetition >= 0 else []   # counted calls
         files = [capture_file(plan.run, call.size_bytes, call.repetition, link.name) for link in links]
         wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the agents the monotonic one
-        with LinkCapture(links, self.run_dir, files) as capture, \
+        with LinkCapture(links, self.run_dir, files, self.remote_of) as capture, \
                 LinkMonitor(self.links, plan.spec.monitor_interval_ms / 1e3, self.on_sample, samplers,
                             self._iteration_tcp_pids(plan, hosts)) as monitor:
             steps = self.fleet.run_call(call.index, timeout_s=max(30.0, 20 * predicted))

@@ -126,7 +126,7 @@ def execute(job: Job, page=None) -> int:
             wall = time.time() - time.monotonic()   # a pcap keeps the wall clock, the ranks the monotonic one
             samplers = emu.samplers(job.plan)   # the links of other servers, read there
             with _stopping(samplers), Program(emu.network, slots, work, away_of(emu, slots)) as program, \
-                    LinkCapture(links, work, files) as capture, \
+                    LinkCapture(links, work, files, emu.remote_of) as capture, \
                     LinkMonitor(emu.links, job.plan.spec.monitor_interval_ms / 1e3, web and web.on_sample,
                                 samplers) as monitor:
                 start(program, emu, slots, work, job.command, job.mpiexec)

@@ -14,6 +14,7 @@ emulator.net.cluster ROLE` answers for it there):
   clock   answers UDP datagrams with its time.monotonic() on the port it prints
   sweep   removes what a run left there (by name, and recorded processes)
   clean   the same under the server's run lock (`bigraph-emu clean --servers`)
+  capture runs a tcpdump for the head until stdin closes (a link of this server)
   stop-hosts  ends every process in the namespaces of the given host shells
           (an `exec`'s ranks there)
 """
@@ -24,6 +25,7 @@ import json
 import select
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -207,6 +209,19 @@ def answer_clock() -> int:
                 sock.sendto(data + f" {time.monotonic():.9f}".encode(), peer)
 
 
+def relay_capture(tcpdump: list[str]) -> int:
+    """Run tcpdump (its stderr is ours, through ssh to the head): each line
+    on stdin asks it for its counts (SIGUSR1), the end of stdin stops it."""
+    path = tcpdump[tcpdump.index("-w") + 1]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    proc = subprocess.Popen(tcpdump, stdin=subprocess.DEVNULL, start_new_session=True)
+    processes.record(proc.pid)
+    for _ in sys.stdin:
+        proc.send_signal(signal.SIGUSR1)
+    processes.stop_pid(proc.pid)
+    return proc.wait()
+
+
 def main(argv: list[str]) -> int:
     if argv[0] == "facts":
         print(json.dumps(facts_of(argv[1], argv[2], int(argv[3]))))
@@ -220,6 +235,8 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[0] == "clean":
         return clean_here()
+    if argv[0] == "capture":
+        return relay_capture(argv[1:])
     if argv[0] == "stop-hosts":   # a program's processes in these host shells' namespaces
         processes.end_members({int(pid) for pid in argv[1:]}, grace_s=3.0)
         return 0

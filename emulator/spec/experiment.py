@@ -479,9 +479,6 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
         raise SpecError(f"tcp: {shorten(repr(spec.tcp))} is not a congestion control's name (e.g. cubic, reno, bbr, "
                         "dctcp)")
     _check_queues(spec)
-    if spec.servers and spec.capture:
-        raise SpecError("capture: not on a fabric over several servers (its pcaps would be on each server); "
-                        "leave servers or capture out")
     if has_netem is not None:
         _check_netem(spec, has_netem)
     return fabric

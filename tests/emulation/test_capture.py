@@ -95,7 +95,7 @@ def test_a_capture_stops_only_when_tcpdump_has_written_what_it_received(tmp_path
     """tcpdump held stopped through the traffic and the drain, as on a busy
     machine: the packets wait in its socket, and none may be lost at the stop."""
     with LinkCapture([CapturedLink("lo", "lo", 1.0)], str(tmp_path), ["lo.pcap"]) as capture:
-        tcpdump = capture.procs[0].pid
+        tcpdump = capture.recorders[0].proc.pid
         os.kill(tcpdump, signal.SIGSTOP)
         subprocess.run(["ping", "-c", "20", "-i", "0.01", "-q", "127.0.0.1"], capture_output=True, check=True)
         threading.Timer(1.0, os.kill, (tcpdump, signal.SIGCONT)).start()   # after the drain

@@ -115,6 +115,28 @@ def test_clean_with_servers_after_kill_9_of_the_head(tmp_path, clean_machine, se
     # clean_machine: nothing left
 
 
+
+def test_a_capture_on_the_second_server_comes_back_and_report_opens_it(tmp_path, clean_machine, second_server):
+    """bgh7's link is on the second server's switch: its tcpdump runs there,
+    its pcap comes back into the results, and `report` reads its flows."""
+    out = tmp_path / "res"
+    done = _run([*RING, "--capture", "bgh7,bgh0"], out)
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    assert json.loads((out / "servers.json").read_text())["where"]["bgs3"] == "127.0.0.2"
+    with open(out / "captures.csv") as f:
+        captures = {r["link"]: r for r in csv.DictReader(f)}
+    assert set(captures) == {"bgh7", "bgh0"}
+    for row in captures.values():
+        shown = subprocess.run(["tcpdump", "-r", str(out / row["file"]), "-n"], capture_output=True, text=True)
+        assert shown.returncode == 0 and shown.stdout.count(" IP ") > 100, shown.stderr
+        assert int(row["packets"]) > 100 and row["dropped"] == "0"
+    report = subprocess.run([sys.executable, "-m", "emulator.cli", "report", str(out)], capture_output=True,
+                            text=True, timeout=120)
+    assert report.returncode == 0, report.stdout + report.stderr
+    with open(out / "capture_flows.csv") as f:
+        assert {r["link"] for r in csv.DictReader(f)} == {"bgh7", "bgh0"}
+    assert not [p for p in os.listdir("/tmp") if p.startswith("bigraph-capture-")]
+
 # each rank sends its rank to rank 0 over the fabric; rank 0 prints the sum
 TALK = r"""
 import os, socket, time

@@ -139,7 +139,7 @@ def test_each_key_converted_from_string(key):
 
 def test_all_keys_from_strings_at_once():
     values = {**{k: v[0] for k, v in FROM_STRINGS.items()}, "link_events": "1.5:bgs8-bgs0:down",  # fat-tree links
-              "link_overrides": "bgs0-bgs8:5", "capture": "bgs8-bgs0,bgh3", "servers": ""}   # no pcaps over servers
+              "link_overrides": "bgs0-bgs8:5", "capture": "bgs8-bgs0,bgh3", "servers": ""}
     spec = make_run({k: v for k, v in values.items() if v != ""})
     for k, (_, want) in FROM_STRINGS.items():
         if k not in ("link_events", "link_overrides", "capture", "servers"):
@@ -718,8 +718,9 @@ def test_policy_choices_follow_routing():
     assert all(p in spec_error({"policy": "bogus"}) for p in POLICIES)
 
 
-def test_capture_and_servers_are_refused_together():
-    assert "capture: not on a fabric over several servers" in spec_error({"servers": "a,b", "capture": "bgh0"})
+def test_capture_and_servers_go_together():
+    spec = make_run({"servers": "localhost,lab2", "capture": "bgh0"})
+    assert spec.capture == ("bgh0",) and spec.servers == ("localhost", "lab2")
 
 
 @pytest.mark.parametrize("bad", ["Cubic", "cu bic", "", "a" * 17, "../x"])
