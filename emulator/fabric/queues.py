@@ -23,6 +23,7 @@ from typing import Callable
 # 12.9 Mbit/s (MTU 1500); with 10 ms they ran at 99-100% (bigraph-emu
 # calibrate measures it). The model spends it too (emulator.model.buckets).
 BURST_MS = 10.0
+NETEM, NETEM_CONFIG = "sch_netem", "CONFIG_NET_SCH_NETEM"   # delay and loss on a link
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ from __future__ import annotations
 import gzip
 import os
 
-NETEM = "sch_netem"
-NETEM_CONFIG = "CONFIG_NET_SCH_NETEM"
+from emulator.fabric.queues import DISCIPLINES, FIFO, NETEM, NETEM_CONFIG
 
 
 def _read(path: str) -> str:
@@ -75,6 +74,12 @@ def qdisc_available(module: str, config_option: str, root: str = "", release: st
     if config == "n":
         return False
     return _module_listed(root, release, module)
+
+
+def qdiscs() -> dict[str, bool]:
+    """Whether this kernel offers each qdisc a run may ask for, by module."""
+    wanted = {d.module: d.config for d in DISCIPLINES.values() if d is not FIFO}
+    return {module: qdisc_available(module, config) for module, config in {**wanted, NETEM: NETEM_CONFIG}.items()}
 
 
 def congestion_controls(root: str = "", release: str | None = None) -> list[str]:

@@ -154,9 +154,9 @@ def facts_of(datapath: str, offload: str, mtu: int) -> dict:
         faithful, basis = None, str(e)
     with open("/proc/sys/kernel/random/boot_id") as f:
         boot = f.read().strip()
-    from emulator.net.capabilities import congestion_controls
+    from emulator.net.capabilities import congestion_controls, qdiscs
     return {"uid": os.geteuid(), "boot_id": boot, "mininet": VERSION, "ovs": ovs[0] if ovs else "",
-            "congestion_controls": congestion_controls(),
+            "congestion_controls": congestion_controls(), "qdiscs": qdiscs(),
             "project": version(), "cpus": os.cpu_count(), "faithful_mbps": faithful, "basis": basis,
             "calibrated_on": calibration.machine, **found}
 
@@ -428,7 +428,7 @@ def open_servers(plan, log=print) -> "Servers":
             remotes[name].connect()
         facts = {head: facts_of(spec.datapath, spec.offload, spec.mtu),
                  **{n: _facts_there(r, spec) for n, r in remotes.items()}}
-        problems = spread.fact_problems(facts, spec.tcp)
+        problems = spread.fact_problems(facts, spread.needs_of(plan))
         if problems:
             raise ClusterError("; ".join(problems))
         servers.shared = {n for n in names if facts[n]["boot_id"] == facts[head]["boot_id"]}

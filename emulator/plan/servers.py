@@ -23,7 +23,7 @@ over the servers in proportion to the bytes their switches forward.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -414,16 +414,48 @@ SAME = ("mininet", "ovs", "project")   # facts every server must share with the 
 CLOCK_SHARE_OF_CALL = 0.01
 
 
-def fact_problems(facts: dict[str, dict], tcp: str = "cubic") -> list[str]:
+@dataclass(frozen=True)
+class Needs:
+    """What a run asks of every server's kernel, and why."""
+    congestion_controls: dict[str, str] = field(default_factory=lambda: {"cubic": "tcp"})   # name -> who asks
+    qdiscs: dict[str, str] = field(default_factory=dict)   # kernel qdisc module -> who asks
+
+
+def needs_of(plan) -> Needs:
+    """The congestion controls of the run and of its jobs, the queue
+    discipline's qdisc and netem for delay or loss: what every server must
+    offer (each holds hosts and switch ports of any kind)."""
+    from emulator.fabric.queues import DISCIPLINES, FIFO, NETEM
+    from emulator.spec.experiment import netem_asked
+    spec = plan.spec
+    tcp = {spec.tcp: "tcp"}
+    for rank, name in enumerate(plan.congestion_controls()):
+        if name:
+            tcp.setdefault(name, f"a job's tcp (rank {rank})")
+    qdiscs = {}
+    discipline = DISCIPLINES[spec.queue_discipline]
+    if discipline is not FIFO:
+        qdiscs[discipline.module] = f"queue_discipline {discipline.name}"
+    asked = netem_asked(spec)
+    if asked:
+        qdiscs[NETEM] = asked[0]
+    return Needs(tcp, qdiscs)
+
+
+def fact_problems(facts: dict[str, dict], needs: Needs = Needs()) -> list[str]:
     """What keeps these servers (name -> what `cluster.facts_of` answered
-    there; the head first) from running one fabric with the hosts'
-    congestion control `tcp`, in words."""
+    there; the head first) from running one fabric that needs `needs`, in
+    words."""
     head, *others = facts
     problems = []
     for name, got in facts.items():
-        if tcp not in got.get("congestion_controls", [tcp]):
-            problems.append(f"server {name}: its kernel does not offer {tcp!r} (it offers "
-                            f"{', '.join(got['congestion_controls'])})")
+        for tcp, why in needs.congestion_controls.items():
+            if tcp not in got.get("congestion_controls", [tcp]):
+                problems.append(f"server {name}: its kernel does not offer {tcp!r} for {why} (it offers "
+                                f"{', '.join(got['congestion_controls'])})")
+        for module, why in needs.qdiscs.items():
+            if not got.get("qdiscs", {}).get(module, False):
+                problems.append(f"server {name}: its kernel has no {module} for {why}")
         if got["uid"] != 0:
             problems.append(f"server {name}: ssh reaches it as uid {got['uid']}, not root")
         if got["datapath"] is None:

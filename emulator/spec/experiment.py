@@ -605,9 +605,14 @@ def _check_queues(spec: RunSpec) -> None:
                         "replaces the switch port's); use fifo, or leave delay and loss out")
 
 
-def _check_netem(spec: RunSpec, has_netem) -> None:
+def netem_asked(spec: RunSpec) -> list[str]:
+    """The keys of a run that ask for delay or loss (netem)."""
     asked = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
-    asked += [f"link_overrides: {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+    return asked + [f"link_overrides: {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+
+
+def _check_netem(spec: RunSpec, has_netem) -> None:
+    asked = netem_asked(spec)
     if asked and not has_netem():
         raise SpecError(f"{asked[0]}: delay and loss need netem (sch_netem), which this kernel does not have; "
                         "drop them or use a kernel with sch_netem (a stock Debian or Ubuntu VM has it)")

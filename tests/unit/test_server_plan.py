@@ -207,10 +207,31 @@ def test_servers_that_agree_with_the_head_pass():
                                            ({"uid": 1000}, "server lab2: ssh reaches it as uid 1000, not root"),
                                            ({"datapath": None, "dataplane": "no OVS"}, "server lab2: no datapath"),
                                            ({"congestion_controls": ["reno", "bbr"]},
-                                            "server lab2: its kernel does not offer 'cubic' (it offers reno, bbr)")])
+                                            "server lab2: its kernel does not offer 'cubic' for tcp (it offers reno, bbr)")])
 def test_a_server_unlike_the_head_is_named(changed, said):
     problems = servers.fact_problems({"head": _facts(), "lab2": _facts(**changed)})
     assert len(problems) == 1 and problems[0].startswith(said), problems
+
+
+def test_every_server_is_checked_for_what_the_run_and_its_jobs_need(tmp_path):
+    """A job's own congestion control, the queue discipline's qdisc and netem
+    for delay: named per server before anything is built."""
+    workload = tmp_path / "jobs.toml"
+    workload.write_text('[[job]]\nname = "a"\nranks = 4\ntcp = "dctcp"\nops = [{op = "allreduce", bytes = "1M"}]\n'
+                        '[[job]]\nname = "b"\nranks = 4\nops = [{op = "allreduce", bytes = "1M"}]\n')
+    plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "workload": str(workload), "tcp": "bbr",
+                              "queue_discipline": "red-ecn"}))
+    needs = servers.needs_of(plan)
+    assert set(needs.congestion_controls) == {"bbr", "dctcp"} and "a job's tcp" in needs.congestion_controls["dctcp"]
+    assert needs.qdiscs == {"sch_red": "queue_discipline red-ecn"}
+    delayed = servers.needs_of(plan_run(make_run({"topology": "bigraph:m=2,n=4", "link_delay_ms": 1.0})))
+    assert delayed.qdiscs == {"sch_netem": "link_delay_ms"} and delayed.congestion_controls == {"cubic": "tcp"}
+    full = _facts(congestion_controls=["bbr", "cubic", "dctcp"], qdiscs={"sch_red": True, "sch_netem": True})
+    assert servers.fact_problems({"head": full, "lab2": full}, needs) == []
+    lacking = _facts(congestion_controls=["bbr", "cubic"], qdiscs={"sch_red": False, "sch_netem": True})
+    problems = servers.fact_problems({"head": full, "lab2": lacking}, needs)
+    assert problems[0].startswith("server lab2: its kernel does not offer 'dctcp' for a job's tcp (rank ")
+    assert problems[1] == "server lab2: its kernel has no sch_red for queue_discipline red-ecn"
 
 
 def test_the_quickest_round_trip_gives_the_clock_offset():
