@@ -88,3 +88,39 @@ def test_an_elastic_job_runs_each_iteration_on_its_group(tmp_path, clean_machine
         timing(0.8 < float(r["time_s"]) / float(r["model_time_s"]) < 1.3, r)
     starts, ends = [float(r["start_s"]) for r in rows], [float(r["end_s"]) for r in rows]
     assert starts[1] >= ends[0] and starts[3] >= ends[2]   # a resize's group starts once the group before has ended
+
+
+def test_a_jobs_own_congestion_control_is_the_one_its_sockets_use(tmp_path, clean_machine):
+    """Job a asks for reno (TCP_CONGESTION on its agents' sockets), job b
+    takes the run's cubic: read from the kernel (ss) in their hosts while
+    the jobs run."""
+    import re
+    import time
+    job = 'ranks = 4\niterations = 2\nops = [{op = "allreduce", bytes = "4M"}]\n'
+    on = {"a": ["bgh0", "bgh2", "bgh4", "bgh6"], "b": ["bgh1", "bgh3", "bgh5", "bgh7"]}
+    path = tmp_path / "w.toml"
+    path.write_text(f'[[job]]\nname = "a"\ntcp = "reno"\nplacement = {on["a"]}\n{job}'
+                    f'[[job]]\nname = "b"\nplacement = {on["b"]}\n{job}'.replace("'", '"'))
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", "-t", "bigraph:m=2,n=4", "--workload",
+                             str(path), "-n", "1", "-w", "0", *RATE, "--tcp", "cubic", "--out", str(tmp_path / "res")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: dict[str, set[str]] = {}
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline and len(seen) < 8:
+            shells = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+            for pid, host in re.findall(r"^\s*(\d+) bash .*mininet:(bgh\d+)$", shells, re.M):
+                sockets = subprocess.run(["mnexec", "-a", pid, "ss", "-tinH", "state", "established"],
+                                         capture_output=True, text=True).stdout
+                names = set(re.findall(r"^\s+(reno|cubic|bbr)\b", sockets, re.M))
+                if names:
+                    seen[host] = names
+            time.sleep(0.2)
+        assert proc.wait(timeout=300) in exit_codes.FINISHED, proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert len(seen) == 8 and all(len(names) == 1 for names in seen.values()), seen
+    for host, names in seen.items():
+        assert names == ({"reno"} if host in on["a"] else {"cubic"}), (host, seen)
