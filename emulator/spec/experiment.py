@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from emulator.routes.routing import POLICIES
 from emulator.fabric.captured import captured_links
 from emulator.fabric.graph import Fabric
-from emulator.fabric.nodes import INTERCONNECTS, LINK_NETWORK, NODE_KEYS, NodeShape
+from emulator.fabric.nodes import INTERCONNECTS, LINK_NETWORK, MAX_DELAY_MS, MAX_QUEUE_PACKETS, NODE_KEYS, NodeShape
 from emulator.inputs import InputError, as_name, is_name, read_text, shorten, to_float, to_int
 from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks, rank_nodes
 from emulator.model.sharing import MODELS as SHARING_MODELS
@@ -39,7 +39,6 @@ class SpecError(ValueError):
 
 
 # Limits of what one run may ask for: a typo must not start a week-long run.
-MAX_QUEUE_PACKETS = 100_000
 MAX_SIZE_BYTES = MAX_CALL_BYTES     # 4 GiB per call
 MAX_SIZES = 64
 LINK_ACTIONS = ("down", "up")
@@ -216,7 +215,7 @@ _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPI
 _RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
            "host_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS), "switch_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS),
            "host_queue_packets": (1, MAX_QUEUE_PACKETS), "switch_queue_packets": (1, MAX_QUEUE_PACKETS),
-           "mtu": (576, 9000), "connections": (1, 16), "link_delay_ms": (0, 1000), "link_loss_pct": (0, 100),
+           "mtu": (576, 9000), "connections": (1, 16), "link_delay_ms": (0, MAX_DELAY_MS), "link_loss_pct": (0, 100),
            "monitor_interval_ms": (10, 1000), "model_alpha_us": (0, 1e6),
            "ecn_threshold_packets": (0, MAX_QUEUE_PACKETS)}
 
