@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from emulator.routes.routing import POLICIES
 from emulator.fabric.captured import captured_links
+from emulator.fabric.files import MAX_HOSTS_PER_SWITCH
 from emulator.fabric.graph import Fabric
 from emulator.fabric.nodes import INTERCONNECTS, LINK_NETWORK, MAX_DELAY_MS, MAX_QUEUE_PACKETS, NODE_KEYS, NodeShape
 from emulator.inputs import InputError, as_name, is_name, read_text, shorten, to_float, to_int
@@ -158,6 +159,7 @@ class RunSpec:
     nics: int | None = None            # per node, dividing the accelerators (None: 1, a shared NIC)
     interconnect: str | None = None    # pcie or nvlink (None: pcie)
     interconnect_mbps: float | None = None   # its links' rate (None: 2x the host-link rate for pcie, 4x for nvlink)
+    hosts_per_switch: int = 1          # a GraphML topology file's switches (emulator/fabric/files.py)
 
     def link_profile(self) -> LinkProfile:
         return LinkProfile(self.host_rate_mbps, self.host_queue_packets,
@@ -176,12 +178,13 @@ class RunSpec:
         link overrides (a later override wins where two set the same thing),
         and its nodes. Delay and loss given for every link are the network's
         (a node's interconnect has none), overrides reach any link."""
-        fabric = build(self.topology, self.link_profile(), self.node_shape())
+        fabric = build(self.topology, self.link_profile(), self.node_shape(), self.hosts_per_switch)
         if not (self.link_overrides or self.link_delay_ms or self.link_loss_pct):
             return fabric
         links = []
         for link in fabric.links:
-            values = {"delay_ms": self.link_delay_ms, "loss_pct": self.link_loss_pct} \
+            # a topology file's own delay on a link wins over the run's
+            values = {"delay_ms": link.delay_ms or self.link_delay_ms, "loss_pct": self.link_loss_pct} \
                 if link.scope == LINK_NETWORK else {}
             for override in self.link_overrides:
                 if override.matches(link, fabric):
@@ -196,7 +199,7 @@ class RunSpec:
                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
                self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides,
                self.servers, self.placement, self.tcp, self.queue_discipline, self.ecn_threshold_packets,
-               self.accelerators, self.nics, self.interconnect, self.interconnect_mbps)
+               self.accelerators, self.nics, self.interconnect, self.interconnect_mbps, self.hosts_per_switch)
         policy = POLICIES[self.policy]
         if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
@@ -217,7 +220,7 @@ _RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
            "host_queue_packets": (1, MAX_QUEUE_PACKETS), "switch_queue_packets": (1, MAX_QUEUE_PACKETS),
            "mtu": (576, 9000), "connections": (1, 16), "link_delay_ms": (0, MAX_DELAY_MS), "link_loss_pct": (0, 100),
            "monitor_interval_ms": (10, 1000), "model_alpha_us": (0, 1e6),
-           "ecn_threshold_packets": (0, MAX_QUEUE_PACKETS)}
+           "ecn_threshold_packets": (0, MAX_QUEUE_PACKETS), "hosts_per_switch": (0, MAX_HOSTS_PER_SWITCH)}
 
 
 def _convert(key: str, value):
@@ -463,6 +466,7 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
             raise SpecError(f"link_overrides: {override}: no such link in {fabric.topology} ('bigraph-emu topo' "
                             f"lists the switch links; HOST:MBPS names a host's own link; its tiers are host, "
                             f"{', '.join(tiers)})")
+    _check_hosts_per_switch(spec, fabric)
     _check_policy(spec, fabric)
     if spec.workload:
         load_workload(spec.workload, fabric, spec)
@@ -517,6 +521,13 @@ def _check_node(spec: RunSpec) -> None:
         spec.node_shape()
     except ValueError as e:
         raise SpecError(str(e)) from None
+
+
+def _check_hosts_per_switch(spec: RunSpec, fabric: Fabric) -> None:
+    """Refused where it would change nothing: only a GraphML file's switches take it."""
+    if spec.hosts_per_switch != RunSpec.hosts_per_switch and fabric.params.get("format") != "graphml":
+        raise SpecError(f"hosts_per_switch: only a GraphML topology file (file:PATH.graphml) takes it, not "
+                        f"{fabric.topology}; leave it out")
 
 
 def _check_policy(spec: RunSpec, fabric: Fabric) -> None:
