@@ -189,9 +189,9 @@ def test_bigraph_policy_is_refused_on_a_file_fabric():
 def test_model_runs_on_the_shipped_files(path, extra, capsys):
     argv = ["model", "-t", f"file:{path}", *extra, "-c", "allreduce", "-b", "1M", "-e", "1M", "--json"]
     assert cli.main(argv) == 0, capsys.readouterr().err
-    out = json.loads(capsys.readouterr().out)
-    rows = out if isinstance(out, list) else out.get("runs", [out])
-    assert "file:" in json.dumps(rows) and '"time' in json.dumps(rows)
+    [run] = json.loads(capsys.readouterr().out)
+    assert f"file:{path}" in run["run"] and run["ranks"] == (22 if path == ABILENE else 12)
+    assert run["sizes"][0]["time_s"] > 0
 
 
 @pytest.mark.parametrize("path", [ABILENE, TWO_TIER], ids=["abilene", "two-tier"])
