@@ -88,6 +88,14 @@ def path_of(text: str) -> str:
     return text.strip()[len(PREFIX):]
 
 
+def beside(topology, path: str):
+    """A topology file named in the file at `path` (an experiment, a sweep)
+    is found beside it, as its workloads are; any other value unchanged."""
+    if not isinstance(topology, str) or not is_file(topology):
+        return topology
+    return PREFIX + os.path.join(os.path.dirname(path), path_of(topology))
+
+
 def read(path: str, hosts_per_switch: int = 1) -> Drawing:
     """The file at `path`, checked (ValueError names the file and what is wrong)."""
     if not path:

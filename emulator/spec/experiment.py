@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from emulator.routes.routing import POLICIES
 from emulator.fabric.captured import captured_links
-from emulator.fabric.files import MAX_HOSTS_PER_SWITCH
+from emulator.fabric.files import MAX_HOSTS_PER_SWITCH, beside as topology_beside
 from emulator.fabric.graph import Fabric
 from emulator.fabric.nodes import INTERCONNECTS, LINK_NETWORK, MAX_DELAY_MS, MAX_QUEUE_PACKETS, NODE_KEYS, NodeShape
 from emulator.inputs import InputError, as_name, is_name, read_text, shorten, to_float, to_int
@@ -712,6 +712,8 @@ def load_experiment(path: str, overrides: dict | None = None, has_netem=None) ->
             if isinstance(values.get("workload"), str) and values["workload"]:   # beside the experiment file
                 fmt, colon, file = values["workload"].rpartition(":")
                 values["workload"] = fmt + colon + os.path.join(os.path.dirname(path), file)
+            if "topology" in values:
+                values["topology"] = topology_beside(values["topology"], path)
             experiment.runs.append(make_run({**values, **(overrides or {})}, has_netem))
         except SpecError as e:
             raise SpecError(f"{path}: run {i + 1}: {e}") from None

@@ -17,7 +17,7 @@ from emulator.fabric.topology import LinkProfile, build
 from emulator.plan.run_plan import plan_run
 from emulator.routes.routing import POLICIES, forwarding_table
 from emulator.routes.verification import route_problems
-from emulator.spec.experiment import RunSpec, SpecError, validate
+from emulator.spec.experiment import RunSpec, SpecError, load_experiment, validate
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ABILENE = os.path.join(REPO, "experiments", "topologies", "abilene.graphml")
@@ -102,6 +102,14 @@ def test_a_file_link_delay_wins_over_the_runs(tmp_path):
     delays = [l.delay_ms for l in RunSpec(topology=f"file:{path}", link_delay_ms=5.0).fabric().links
               if l.kind == "switch"]
     assert delays == [2.0, 5.0, 5.0]
+
+
+def test_an_experiment_finds_its_topology_file_beside_it(tmp_path):
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    write(folder, "fabric.json", json.dumps(SMALL))
+    [run] = load_experiment(write(folder, "e.toml", 'name = "e"\n[defaults]\ntopology = "file:fabric.json"\n')).runs
+    assert run.topology == f"file:{folder / 'fabric.json'}" and len(run.fabric().hosts) == 3
 
 
 # --- bad input ------------------------------------------------------------------------------
