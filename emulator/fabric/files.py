@@ -183,6 +183,8 @@ def _read_graphml(path: str, fmt: str, data: bytes, hosts_per_switch: int) -> Dr
         graph = networkx.read_graphml(io.BytesIO(data))
     except (networkx.NetworkXError, ParseError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{path}: not valid GraphML: {shorten(str(e)) or type(e).__name__}") from None
+    if graph.is_directed():   # a cable carries both ways: a->b and b->a of a simple graph are one link
+        graph = graph.to_undirected()
     names: dict[str, str] = {}
     switches, index = [], {}
     for node, attrs in graph.nodes(data=True):

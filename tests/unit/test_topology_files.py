@@ -86,6 +86,12 @@ def test_graphml_hosts_per_switch_and_node_attribute(tmp_path):
     assert {s.tier for s in f.switches} == {"switch"}
 
 
+def test_a_directed_graphml_pair_is_one_cable(tmp_path):
+    text = graphml([("a", {}), ("b", {})], [("a", "b"), ("b", "a")]).replace("undirected", "directed")
+    f = build(f"file:{write(tmp_path, 'd.graphml', text)}")
+    assert sum(l.kind == "switch" for l in f.links) == 1
+
+
 def test_abilene_is_the_zoo_shape():
     f = build(f"file:{ABILENE}")
     assert (len(f.switches), sum(l.kind == "switch" for l in f.links), len(f.hosts)) == (11, 14, 11)
