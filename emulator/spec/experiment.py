@@ -481,12 +481,12 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     if not CONGESTION_CONTROL.match(spec.tcp):
         raise SpecError(f"tcp: {shorten(repr(spec.tcp))} is not a congestion control's name (e.g. cubic, reno, bbr, "
                         "dctcp)")
-    _check_queues(spec)
+    _check_queues(spec, fabric)
     if spec.servers and spec.capture:
         raise SpecError("capture: not on a fabric over several servers (its pcaps would be on each server); "
                         "leave servers or capture out")
     if has_netem is not None:
-        _check_netem(spec, has_netem)
+        _check_netem(spec, fabric, has_netem)
     return fabric
 
 
@@ -600,7 +600,18 @@ def check_link_events(events, fabric: Fabric) -> None:
         down ^= {event.pair()}
 
 
-def _check_queues(spec: RunSpec) -> None:
+def _netem_asked(spec: RunSpec, fabric: Fabric) -> list[str]:
+    """What asks for netem (delay or loss), each named as its key: the
+    spec's keys, its overrides, a topology file's delayed links."""
+    asked = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
+    asked += [f"link_overrides: {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+    if not asked:   # the spec's delay reaches every link: only the file's own delays are left
+        asked += [f"topology: link {l.a}-{l.b} of {fabric.topology} (delay_ms {l.delay_ms:g})"
+                  for l in fabric.links if l.delay_ms][:1]
+    return asked
+
+
+def _check_queues(spec: RunSpec, fabric: Fabric) -> None:
     """A marking threshold belongs to a discipline that marks, inside the
     queue; netem's queue (delay, loss) takes the discipline's place."""
     chosen = DISCIPLINES[spec.queue_discipline]
@@ -611,16 +622,14 @@ def _check_queues(spec: RunSpec) -> None:
     if spec.ecn_threshold_packets >= spec.switch_queue_packets:
         raise SpecError(f"ecn_threshold_packets: {spec.ecn_threshold_packets} must be below the switch queue's "
                         f"depth ({spec.switch_queue_packets} packets), or nothing is marked before drops")
-    netem = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
-    netem += [f"link_overrides {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+    netem = _netem_asked(spec, fabric)
     if chosen is not FIFO and netem:
         raise SpecError(f"queue_discipline: {chosen.name} cannot be combined with {netem[0]} (netem's queue "
                         "replaces the switch port's); use fifo, or leave delay and loss out")
 
 
-def _check_netem(spec: RunSpec, has_netem) -> None:
-    asked = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
-    asked += [f"link_overrides: {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+def _check_netem(spec: RunSpec, fabric: Fabric, has_netem) -> None:
+    asked = _netem_asked(spec, fabric)
     if asked and not has_netem():
         raise SpecError(f"{asked[0]}: delay and loss need netem (sch_netem), which this kernel does not have; "
                         "drop them or use a kernel with sch_netem (a stock Debian or Ubuntu VM has it)")

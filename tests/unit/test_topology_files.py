@@ -118,6 +118,14 @@ def test_an_experiment_finds_its_topology_file_beside_it(tmp_path):
     assert run.topology == f"file:{folder / 'fabric.json'}" and len(run.fabric().hosts) == 3
 
 
+def test_a_file_link_delay_needs_netem_and_fifo(tmp_path):
+    spec = RunSpec(topology=f"file:{write(tmp_path, 'd.toml', toml_text(SMALL))}")
+    with pytest.raises(SpecError, match="topology: link bgs1-bgs0 .* delay and loss need netem"):
+        validate(spec, has_netem=lambda: False)
+    with pytest.raises(SpecError, match="red-ecn cannot be combined with topology: link bgs1-bgs0"):
+        validate(RunSpec(topology=spec.topology, queue_discipline="red-ecn"))
+
+
 # --- bad input ------------------------------------------------------------------------------
 
 def _with(table: str, index: int, **changes) -> dict:
