@@ -212,7 +212,10 @@ def from_file(drawing: files.Drawing, profile: LinkProfile = LinkProfile()) -> F
     named hosts then its unnamed ones, links at the file's rate, delay and
     queue or the profile's. The user's names are kept in params["labels"]
     (project name -> the file's)."""
-    _check_size(drawing.host_count(), drawing.host_count() + len(drawing.links))
+    try:
+        _check_size(drawing.host_count(), drawing.host_count() + len(drawing.links))
+    except ValueError as e:
+        raise ValueError(f"{drawing.path}: {e}") from None
     b = _Builder(profile)
     labels, in_tier, names = {}, {}, []
     for s in drawing.switches:

@@ -152,6 +152,8 @@ BAD_TABLES = [
     ("role of a node", _with("switch", 0, role="nvswitch"), ["spine", "role"]),
     ("negative hosts", _with("switch", 1, hosts=-1), ["leaf1", "hosts"]),
     ("too many hosts", _with("switch", 1, hosts=10**9), ["leaf1", "hosts"]),
+    ("too many hosts in all", {**SMALL, "switch": [{"name": f"s{i}", "hosts": 100_000} for i in range(2)],
+                               "host": [], "link": [{"a": "s0", "b": "s1"}]}, ["200000 hosts is more than"]),
     ("disconnected", {**SMALL, "switch": SMALL["switch"] + [{"name": "island", "hosts": 1}]}, ["island", "reached"]),
     ("one host", {"switch": [{"name": "a", "hosts": 1}]}, ["1 hosts", "at least 2"]),
     ("no switches", {"switch": []}, ["no switches"]),
