@@ -231,3 +231,13 @@ def test_topo_names_the_files_labels(capsys):
     assert cli.main(["topo", "-t", f"file:{ABILENE}"]) == 0
     out = capsys.readouterr().out
     assert "bgs0=New York" in out and "11 switches" in out
+
+
+def test_switches_without_roles_are_drawn_on_a_ring():
+    from emulator.results.plots import layout
+    f = build(f"file:{ABILENE}")
+    pos = layout(f)
+    radii = {round((x * x + y * y) ** 0.5, 6) for x, y in (pos[s.name] for s in f.switches)}
+    assert len(radii) == 1 and len(set(pos.values())) == len(f.switches) + len(f.hosts)
+    radius = radii.pop()
+    assert all((x * x + y * y) ** 0.5 > radius for x, y in (pos[h.name] for h in f.hosts))   # hosts outside
