@@ -207,33 +207,6 @@ def rail(nodes: int, rails: int, spines: int, profile: LinkProfile = LinkProfile
                     {"kind": "rail", "nodes": nodes, "rails": rails, "spines": spines})
 
 
-def from_file(drawing: files.Drawing, profile: LinkProfile = LinkProfile()) -> Fabric:
-    """A topology file's fabric: its switches in file order, each with its
-    named hosts then its unnamed ones, links at the file's rate, delay and
-    queue or the profile's. The user's names are kept in params["labels"]
-    (project name -> the file's)."""
-    try:
-        _check_size(drawing.host_count(), drawing.host_count() + len(drawing.links))
-    except ValueError as e:
-        raise ValueError(f"{drawing.path}: {e}") from None
-    b = _Builder(profile)
-    labels, in_tier, names = {}, {}, []
-    for s in drawing.switches:
-        in_tier[s.role] = in_tier.get(s.role, -1) + 1
-        names.append(b.add_switch(s.role, in_tier[s.role]))
-        labels[names[-1]] = s.label
-        for label in s.hosts:
-            labels[b.add_host(names[-1])] = label
-        for _ in range(s.count):
-            b.add_host(names[-1])
-    for link in drawing.links:
-        b.connect(names[link.a], names[link.b], rate_mbps=link.rate_mbps)
-        queue = link.queue_packets or profile.switch_queue_packets
-        b.links[-1] = dataclasses.replace(b.links[-1], delay_ms=link.delay_ms, queue_packets=queue)
-    return b.fabric(files.PREFIX + drawing.path, {"kind": files.KIND, "format": drawing.format,
-                                                  "path": drawing.path, "labels": labels})
-
-
 BUILDERS = {
     "bigraph": (bigraph, {"m": 2, "n": 4}),
     "fattree": (fattree, {"k": 4}),
@@ -325,3 +298,30 @@ def build(text: str, profile: LinkProfile = LinkProfile(), node: NodeShape | Non
         kind, params = parse_topology(text)
         fabric = BUILDERS[kind][0](profile=profile, **params)
     return fabric if node is None else with_nodes(fabric, node, profile)
+
+
+def from_file(drawing: files.Drawing, profile: LinkProfile = LinkProfile()) -> Fabric:
+    """A topology file's fabric: its switches in file order, each with its
+    named hosts then its unnamed ones, links at the file's rate, delay and
+    queue or the profile's. The user's names are kept in params["labels"]
+    (project name -> the file's)."""
+    try:
+        _check_size(drawing.host_count(), drawing.host_count() + len(drawing.links))
+    except ValueError as e:
+        raise ValueError(f"{drawing.path}: {e}") from None
+    b = _Builder(profile)
+    labels, in_tier, names = {}, {}, []
+    for s in drawing.switches:
+        in_tier[s.role] = in_tier.get(s.role, -1) + 1
+        names.append(b.add_switch(s.role, in_tier[s.role]))
+        labels[names[-1]] = s.label
+        for label in s.hosts:
+            labels[b.add_host(names[-1])] = label
+        for _ in range(s.count):
+            b.add_host(names[-1])
+    for link in drawing.links:
+        b.connect(names[link.a], names[link.b], rate_mbps=link.rate_mbps)
+        queue = link.queue_packets or profile.switch_queue_packets
+        b.links[-1] = dataclasses.replace(b.links[-1], delay_ms=link.delay_ms, queue_packets=queue)
+    return b.fabric(files.PREFIX + drawing.path, {"kind": files.KIND, "format": drawing.format,
+                                                  "path": drawing.path, "labels": labels})
