@@ -21,7 +21,10 @@ from emulator.execute import DEFAULT_TIMEOUT_S, NOT_FOR_EXEC
 # command-line flag -> RunSpec key (flags mirror nccl-tests where they can)
 FLAGS = [
     (("-t", "--topology"), "topology", "e.g. bigraph:m=4,n=8, fattree:k=4, leafspine:leaves=4,spines=2,hosts=4, "
-                                       "rail:nodes=4,rails=4,spines=2"),
+                                       "rail:nodes=4,rails=4,spines=2, file:PATH (a .toml, .json or .graphml "
+                                       "topology file)"),
+    (("--hosts-per-switch",), "hosts_per_switch", "hosts on every switch of a GraphML topology file whose node "
+                                                  "has no hosts attribute"),
     (("-c", "--collective"), "collective", ", ".join(COLLECTIVES)),
     (("-a", "--algorithm"), "algorithm", " or ".join(ALGORITHMS)),
     (("-m", "--mapping"), "mapping", "rank mapping: " + ", ".join(MAPPINGS)),
@@ -90,7 +93,7 @@ METAVARS = {"host_rate_mbps": "MBPS", "switch_rate_mbps": "MBPS", "host_queue_pa
             "switch_queue_packets": "PACKETS", "mtu": "BYTES", "link_delay_ms": "MS", "link_loss_pct": "PCT",
             "link_events": "T:A-B:down|up", "servers": "HOST,...", "placement": "HOW", "tcp": "NAME", "queue_discipline": "NAME", "ecn_threshold_packets": "PACKETS", "link_overrides": "LINK:SETTINGS", "capture": "LINK[,LINK]", "monitor_interval_ms": "MS", "model_alpha_us": "US", "sharing": "MODEL", "ranks": "N",
             "seed": "N", "repetitions": "N", "warmup": "N", "connections": "N", "workload": "FILE",
-            "accelerators": "N", "nics": "K", "interconnect": "KIND", "interconnect_mbps": "MBPS"}
+            "accelerators": "N", "nics": "K", "interconnect": "KIND", "interconnect_mbps": "MBPS", "hosts_per_switch": "N"}
 
 
 # --vary accepts a key or its long flag name (policy, host-rate, delay, ...)

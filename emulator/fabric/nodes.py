@@ -75,6 +75,8 @@ MAX_ACCELERATORS = 64       # per node: beyond any machine's
 # The rates a run may ask of any link, the interconnect's too (100 Gbit/s: beyond every emulation).
 # Here, the fabric package's lowest module, so that every builder and NodeShape share them.
 MIN_RATE_MBPS, MAX_RATE_MBPS = 1.0, 100_000.0
+MAX_QUEUE_PACKETS = 100_000   # a link's queue, packets
+MAX_DELAY_MS = 1000.0         # a link's netem delay, each direction
 
 # the tiers of node switches
 PCIE, PCIE_ROOT, NVSWITCH = "pcie", "pcieroot", "nvswitch"   # no '-' in a tier: overrides name tier-tier

@@ -4,15 +4,18 @@ rail-optimized.
 Each builder returns a `Fabric` with explicit port numbers. Users name a
 topology as `kind:key=value,...`, e.g. `bigraph:m=4,n=8`, `fattree:k=4`,
 `leafspine:leaves=4,spines=2,hosts=4`, `rail:nodes=4,rails=4,spines=2`
-(see `parse_topology`). `with_nodes` turns a fabric's endpoints into the
+(see `parse_topology`), or `file:PATH`, a topology file
+(emulator/fabric/files.py, built by `from_file`). `with_nodes` turns a fabric's endpoints into the
 NICs of nodes of accelerators (emulator/fabric/nodes.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
 
+from emulator.fabric import files
 from emulator.fabric.graph import HOST_PORT, HOST_PREFIX, SWITCH_PREFIX, Fabric, Host, Link, Switch, host_address
 from emulator.fabric.nodes import (LINK_NETWORK, LINK_NODE, MAX_RATE_MBPS, MIN_RATE_MBPS,  # noqa: F401 - link rates
                                    NVSWITCH, PCIE, PCIE_ROOT, NodeShape)
@@ -262,7 +265,8 @@ def parse_topology(text: str) -> tuple[str, dict]:
     Raises ValueError naming the bad part."""
     kind, _, rest = text.strip().partition(":")
     if kind not in BUILDERS:
-        raise ValueError(f"unknown topology {kind!r}; choose one of: {', '.join(BUILDERS)}")
+        raise ValueError(f"unknown topology {kind!r}; choose one of: {', '.join(BUILDERS)}, or "
+                         f"{files.PREFIX}PATH (a topology file)")
     params, given = dict(BUILDERS[kind][1]), set()
     for item in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = (part.strip() for part in item.partition("="))
@@ -281,11 +285,43 @@ def parse_topology(text: str) -> tuple[str, dict]:
 
 
 @functools.lru_cache(maxsize=16)
-def build(text: str, profile: LinkProfile = LinkProfile(), node: NodeShape | None = None) -> Fabric:
+def build(text: str, profile: LinkProfile = LinkProfile(), node: NodeShape | None = None,
+          hosts_per_switch: int = 1) -> Fabric:
     """Build a fabric from its user-facing name, with nodes of `node`'s
-    shape at its endpoints (None: plain hosts). Built once per name,
-    profile and shape: fabrics are never changed after building, and a
-    sweep's points (or an experiment's runs) share theirs."""
-    kind, params = parse_topology(text)
-    fabric = BUILDERS[kind][0](profile=profile, **params)
+    shape at its endpoints (None: plain hosts); `hosts_per_switch`: on a
+    GraphML file's switches. Built once per name, profile and shape:
+    fabrics are never changed after building, and a sweep's points (or an
+    experiment's runs) share theirs."""
+    if files.is_file(text):
+        fabric = from_file(files.read(files.path_of(text), hosts_per_switch), profile)
+    else:
+        kind, params = parse_topology(text)
+        fabric = BUILDERS[kind][0](profile=profile, **params)
     return fabric if node is None else with_nodes(fabric, node, profile)
+
+
+def from_file(drawing: files.Drawing, profile: LinkProfile = LinkProfile()) -> Fabric:
+    """A topology file's fabric: its switches in file order, each with its
+    named hosts then its unnamed ones, links at the file's rate, delay and
+    queue or the profile's. The user's names are kept in params["labels"]
+    (project name -> the file's)."""
+    try:
+        _check_size(drawing.host_count(), drawing.host_count() + len(drawing.links))
+    except ValueError as e:
+        raise ValueError(f"{drawing.path}: {e}") from None
+    b = _Builder(profile)
+    labels, in_tier, names = {}, {}, []
+    for s in drawing.switches:
+        in_tier[s.role] = in_tier.get(s.role, -1) + 1
+        names.append(b.add_switch(s.role, in_tier[s.role]))
+        labels[names[-1]] = s.label
+        for label in s.hosts:
+            labels[b.add_host(names[-1])] = label
+        for _ in range(s.count):
+            b.add_host(names[-1])
+    for link in drawing.links:
+        b.connect(names[link.a], names[link.b], rate_mbps=link.rate_mbps)
+        queue = link.queue_packets or profile.switch_queue_packets
+        b.links[-1] = dataclasses.replace(b.links[-1], delay_ms=link.delay_ms, queue_packets=queue)
+    return b.fabric(files.PREFIX + drawing.path, {"kind": files.KIND, "format": drawing.format,
+                                                  "path": drawing.path, "labels": labels})

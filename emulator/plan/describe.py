@@ -28,6 +28,9 @@ def describe_fabric(fabric) -> str:
         hosts = "no hosts" if per == "0" else f"{per} hosts each"
         lines.append(f"{tier} switches: {len(names)}, {hosts}: {_names(names)}")
     lines.append(f"hosts: {fabric.hosts[0].name} .. {fabric.hosts[-1].name}")
+    labels = fabric.params.get("labels")
+    if labels:   # a topology file's own names (emulator/fabric/files.py)
+        lines.append(f"names in {fabric.params['path']}: {_names([f'{n}={l}' for n, l in labels.items()], 32)}")
     for kind in ("host", "switch"):
         links = [l for l in fabric.links if l.kind == kind]
         rates = "/".join(f"{r:g}" for r in sorted({l.rate_mbps for l in links}))

@@ -436,7 +436,7 @@ def needs_of(plan) -> Needs:
     discipline = DISCIPLINES[spec.queue_discipline]
     if discipline is not FIFO:
         qdiscs[discipline.module] = f"queue_discipline {discipline.name}"
-    asked = netem_asked(spec)
+    asked = netem_asked(spec, plan.fabric)
     if asked:
         qdiscs[NETEM] = asked[0]
     return Needs(tcp, qdiscs)

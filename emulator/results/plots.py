@@ -11,9 +11,12 @@ columns in emulator.records.links.LINK_COLUMNS, optionally the run keys of steps
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
+from emulator.fabric.files import DEFAULT_ROLE
 from emulator.fabric.graph import Fabric
 from emulator.records.links import link_label
 
@@ -210,6 +213,8 @@ def layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
     with several rows (BiGraph's upper part): they go above it, so the
     bipartite links between the parts stay clear, as in the EFLOPS figure."""
     tiers = _tiers(fabric)
+    if tiers == [DEFAULT_ROLE] and len(fabric.switches) > 2:
+        return _ring_layout(fabric)
     rows = {t: sorted((s for s in fabric.switches if s.tier == t), key=lambda s: s.index) for t in tiers}
     width = max([len(r) for r in rows.values()] +
                 [sum(len(fabric.hosts_on(s.name)) for s in r) for r in rows.values()])
@@ -224,6 +229,23 @@ def layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
             hy = y + 0.6 if (i == 0 and len(tiers) > 1) else y - 0.6
             for h, host in enumerate(hosts):
                 pos[host.name] = (x + (h - (len(hosts) - 1) / 2) * slot / len(hosts), hy)
+    return pos
+
+
+def _ring_layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
+    """Switches of a topology file without roles (a WAN's PoPs, a mesh) on
+    a circle, their hosts outside it: no row order to show, and no link
+    hidden behind a row of switches."""
+    n = len(fabric.switches)
+    radius = max(n, len(fabric.hosts)) / (2 * math.pi) + 0.5
+    pos = {}
+    for i, s in enumerate(fabric.switches):
+        angle = math.pi / 2 - 2 * math.pi * i / n
+        pos[s.name] = (radius * math.cos(angle), radius * math.sin(angle))
+        hosts = fabric.hosts_on(s.name)
+        for h, host in enumerate(hosts):
+            a = angle + (h - (len(hosts) - 1) / 2) * (math.pi / n) / max(len(hosts), 1)
+            pos[host.name] = ((radius + 0.6) * math.cos(a), (radius + 0.6) * math.sin(a))
     return pos
 
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from emulator.routes.routing import POLICIES
 from emulator.fabric.captured import captured_links
+from emulator.fabric.files import MAX_HOSTS_PER_SWITCH, beside as topology_beside
 from emulator.fabric.graph import Fabric
-from emulator.fabric.nodes import INTERCONNECTS, LINK_NETWORK, NODE_KEYS, NodeShape
+from emulator.fabric.nodes import INTERCONNECTS, LINK_NETWORK, MAX_DELAY_MS, MAX_QUEUE_PACKETS, NODE_KEYS, NodeShape
 from emulator.inputs import InputError, as_name, is_name, read_text, shorten, to_float, to_int
 from emulator.fabric.mapping import MAPPINGS, hosts_for_ranks, rank_nodes
 from emulator.model.sharing import MODELS as SHARING_MODELS
@@ -39,7 +40,6 @@ class SpecError(ValueError):
 
 
 # Limits of what one run may ask for: a typo must not start a week-long run.
-MAX_QUEUE_PACKETS = 100_000
 MAX_SIZE_BYTES = MAX_CALL_BYTES     # 4 GiB per call
 MAX_SIZES = 64
 LINK_ACTIONS = ("down", "up")
@@ -159,6 +159,7 @@ class RunSpec:
     nics: int | None = None            # per node, dividing the accelerators (None: 1, a shared NIC)
     interconnect: str | None = None    # pcie or nvlink (None: pcie)
     interconnect_mbps: float | None = None   # its links' rate (None: 2x the host-link rate for pcie, 4x for nvlink)
+    hosts_per_switch: int = 1          # a GraphML topology file's switches (emulator/fabric/files.py)
 
     def link_profile(self) -> LinkProfile:
         return LinkProfile(self.host_rate_mbps, self.host_queue_packets,
@@ -177,12 +178,13 @@ class RunSpec:
         link overrides (a later override wins where two set the same thing),
         and its nodes. Delay and loss given for every link are the network's
         (a node's interconnect has none), overrides reach any link."""
-        fabric = build(self.topology, self.link_profile(), self.node_shape())
+        fabric = build(self.topology, self.link_profile(), self.node_shape(), self.hosts_per_switch)
         if not (self.link_overrides or self.link_delay_ms or self.link_loss_pct):
             return fabric
         links = []
         for link in fabric.links:
-            values = {"delay_ms": self.link_delay_ms, "loss_pct": self.link_loss_pct} \
+            # a topology file's own delay on a link wins over the run's
+            values = {"delay_ms": link.delay_ms or self.link_delay_ms, "loss_pct": self.link_loss_pct} \
                 if link.scope == LINK_NETWORK else {}
             for override in self.link_overrides:
                 if override.matches(link, fabric):
@@ -197,7 +199,7 @@ class RunSpec:
                self.host_queue_packets, self.switch_queue_packets, self.mtu, self.datapath,
                self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides,
                self.servers, self.placement, self.tcp, self.queue_discipline, self.ecn_threshold_packets,
-               self.accelerators, self.nics, self.interconnect, self.interconnect_mbps)
+               self.accelerators, self.nics, self.interconnect, self.interconnect_mbps, self.hosts_per_switch)
         policy = POLICIES[self.policy]
         if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
@@ -216,9 +218,9 @@ _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPI
 _RANGES = {"repetitions": (1, 1000), "warmup": (0, 100), "ranks": (0, None),
            "host_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS), "switch_rate_mbps": (MIN_RATE_MBPS, MAX_RATE_MBPS),
            "host_queue_packets": (1, MAX_QUEUE_PACKETS), "switch_queue_packets": (1, MAX_QUEUE_PACKETS),
-           "mtu": (576, 9000), "connections": (1, 16), "link_delay_ms": (0, 1000), "link_loss_pct": (0, 100),
+           "mtu": (576, 9000), "connections": (1, 16), "link_delay_ms": (0, MAX_DELAY_MS), "link_loss_pct": (0, 100),
            "monitor_interval_ms": (10, 1000), "model_alpha_us": (0, 1e6),
-           "ecn_threshold_packets": (0, MAX_QUEUE_PACKETS)}
+           "ecn_threshold_packets": (0, MAX_QUEUE_PACKETS), "hosts_per_switch": (0, MAX_HOSTS_PER_SWITCH)}
 
 
 def _convert(key: str, value):
@@ -464,6 +466,7 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
             raise SpecError(f"link_overrides: {override}: no such link in {fabric.topology} ('bigraph-emu topo' "
                             f"lists the switch links; HOST:MBPS names a host's own link; its tiers are host, "
                             f"{', '.join(tiers)})")
+    _check_hosts_per_switch(spec, fabric)
     _check_policy(spec, fabric)
     if spec.workload:
         load_workload(spec.workload, fabric, spec)
@@ -478,9 +481,9 @@ def validate(spec: RunSpec, has_netem=None) -> Fabric:
     if not CONGESTION_CONTROL.match(spec.tcp):
         raise SpecError(f"tcp: {shorten(repr(spec.tcp))} is not a congestion control's name (e.g. cubic, reno, bbr, "
                         "dctcp)")
-    _check_queues(spec)
+    _check_queues(spec, fabric)
     if has_netem is not None:
-        _check_netem(spec, has_netem)
+        _check_netem(spec, fabric, has_netem)
     return fabric
 
 
@@ -515,6 +518,13 @@ def _check_node(spec: RunSpec) -> None:
         spec.node_shape()
     except ValueError as e:
         raise SpecError(str(e)) from None
+
+
+def _check_hosts_per_switch(spec: RunSpec, fabric: Fabric) -> None:
+    """Refused where it would change nothing: only a GraphML file's switches take it."""
+    if spec.hosts_per_switch != RunSpec.hosts_per_switch and fabric.params.get("format") != "graphml":
+        raise SpecError(f"hosts_per_switch: only a GraphML topology file (file:PATH.graphml) takes it, not "
+                        f"{fabric.topology}; leave it out")
 
 
 def _check_policy(spec: RunSpec, fabric: Fabric) -> None:
@@ -587,7 +597,18 @@ def check_link_events(events, fabric: Fabric) -> None:
         down ^= {event.pair()}
 
 
-def _check_queues(spec: RunSpec) -> None:
+def netem_asked(spec: RunSpec, fabric: Fabric) -> list[str]:
+    """What asks for netem (delay or loss), each named as its key: the
+    spec's keys, its overrides, a topology file's delayed links."""
+    asked = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
+    asked += [f"link_overrides: {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+    if not asked:   # the spec's delay reaches every link: only the file's own delays are left
+        asked += [f"topology: link {l.a}-{l.b} of {fabric.topology} (delay_ms {l.delay_ms:g})"
+                  for l in fabric.links if l.delay_ms][:1]
+    return asked
+
+
+def _check_queues(spec: RunSpec, fabric: Fabric) -> None:
     """A marking threshold belongs to a discipline that marks, inside the
     queue; netem's queue (delay, loss) takes the discipline's place."""
     chosen = DISCIPLINES[spec.queue_discipline]
@@ -598,21 +619,14 @@ def _check_queues(spec: RunSpec) -> None:
     if spec.ecn_threshold_packets >= spec.switch_queue_packets:
         raise SpecError(f"ecn_threshold_packets: {spec.ecn_threshold_packets} must be below the switch queue's "
                         f"depth ({spec.switch_queue_packets} packets), or nothing is marked before drops")
-    netem = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
-    netem += [f"link_overrides {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
+    netem = netem_asked(spec, fabric)
     if chosen is not FIFO and netem:
         raise SpecError(f"queue_discipline: {chosen.name} cannot be combined with {netem[0]} (netem's queue "
                         "replaces the switch port's); use fifo, or leave delay and loss out")
 
 
-def netem_asked(spec: RunSpec) -> list[str]:
-    """The keys of a run that ask for delay or loss (netem)."""
-    asked = [key for key in ("link_delay_ms", "link_loss_pct") if getattr(spec, key)]
-    return asked + [f"link_overrides: {o}" for o in spec.link_overrides if o.delay_ms or o.loss_pct]
-
-
-def _check_netem(spec: RunSpec, has_netem) -> None:
-    asked = netem_asked(spec)
+def _check_netem(spec: RunSpec, fabric: Fabric, has_netem) -> None:
+    asked = netem_asked(spec, fabric)
     if asked and not has_netem():
         raise SpecError(f"{asked[0]}: delay and loss need netem (sch_netem), which this kernel does not have; "
                         "drop them or use a kernel with sch_netem (a stock Debian or Ubuntu VM has it)")
@@ -704,6 +718,8 @@ def load_experiment(path: str, overrides: dict | None = None, has_netem=None) ->
             if isinstance(values.get("workload"), str) and values["workload"]:   # beside the experiment file
                 fmt, colon, file = values["workload"].rpartition(":")
                 values["workload"] = fmt + colon + os.path.join(os.path.dirname(path), file)
+            if "topology" in values:
+                values["topology"] = topology_beside(values["topology"], path)
             experiment.runs.append(make_run({**values, **(overrides or {})}, has_netem))
         except SpecError as e:
             raise SpecError(f"{path}: run {i + 1}: {e}") from None

@@ -24,6 +24,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from emulator.fabric import files
 from emulator.fabric.topology import build
 from emulator.inputs import as_name, shorten
 from emulator.spec.experiment import (RunSpec, SpecError, check_key, load_workload, make_run, read_toml,
@@ -174,10 +175,12 @@ def _check_confirm(path: str, confirm: dict) -> None:
 
 
 def _resolve_paths(values: dict, path: str) -> dict:
-    """A workload file is named beside the sweep file."""
+    """A workload file (and a topology file) is named beside the sweep file."""
     if isinstance(values.get("workload"), str) and values["workload"]:
         fmt, file = workload_file(values["workload"])
         values["workload"] = fmt + os.path.abspath(os.path.join(os.path.dirname(path), file))
+    if "topology" in values:
+        values["topology"] = files.beside(values["topology"], path)
     return values
 
 

@@ -75,6 +75,12 @@ WORKLOAD_FILES = {
     "workloads/two-tenants.toml": SMALL_BIGRAPH + ["-m", "round-robin"],   # its comment's command
 }
 
+# topology files (emulator/fabric/files.py): `bigraph-emu model -t file:FILE` with these flags
+TOPOLOGY_FILES = {
+    "topologies/abilene.graphml": ["--hosts-per-switch", "2"],   # 22 hosts: 11 PoPs of 2
+    "topologies/two-tier.toml": [],
+}
+
 # sweep files ([grid] and/or [[points]]): `bigraph-emu sweep FILE`
 SWEEP_FILES = ("sweep-placement.toml", "sweep-placement-32.toml")
 
@@ -109,6 +115,7 @@ def covered() -> dict[str, str]:
     files = {name: "experiment" for name in EXPERIMENT_FILES}
     files |= {name: "workload" for name in WORKLOAD_FILES}
     files |= {name: "sweep" for name in SWEEP_FILES}
+    files |= {name: "topology" for name in TOPOLOGY_FILES}
     files |= {f: "trace" for name in TRACES for f in trace_files(name)}
     files |= {name: "real client" for name in CLIENT_MODULES}
     files |= {name: "tool" for name in TOOLS}
@@ -172,7 +179,8 @@ def test_a_toml_file_is_of_its_kind(name):
     with open(path_of(name), "rb") as f:
         keys = set(tomllib.load(f))
     kind = covered()[name]
-    said = "workload" if "job" in keys else "sweep" if keys & {"grid", "points"} else "experiment"
+    said = "workload" if "job" in keys else "sweep" if keys & {"grid", "points"} else \
+        "topology" if keys & {"switch", "link"} else "experiment"
     assert kind == said, f"{name}: its keys {sorted(keys)} make it a {said} file, the tables call it a {kind}"
 
 
@@ -357,11 +365,25 @@ def test_transport_table_writes_its_table(name, tmp_path, capsys):
     assert tool.main([str(tmp_path / "nothing-here")]) == 2
 
 
+# ---- topology files -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", TOPOLOGY_FILES)
+def test_topology_file_runs_through_the_model(name, capsys):
+    """The file's fabric, at the model's default allreduce: every host a rank."""
+    topology = f"file:{path_of(name)}"
+    code, out, err = model(["-t", topology, *TOPOLOGY_FILES[name], "-b", "1M", "-e", "1M", "--json"], capsys)
+    assert code == 0, err
+    [run] = json.loads(out)
+    assert topology in run["run"] and run["ranks"] >= 8, run["run"]
+    assert all(s["time_s"] > 0 and s["busbw_mbps"] > 0 for s in run["sizes"]), run
+
+
 # ---- experiments/README.md ----------------------------------------------------------------
 
 def test_readme_names_every_example():
     text = open(README, encoding="utf-8").read()
-    names = set(EXPERIMENT_FILES) | set(WORKLOAD_FILES) | set(SWEEP_FILES) | set(TRACES) | set(REAL_CLIENTS)
+    names = set(EXPERIMENT_FILES) | set(WORKLOAD_FILES) | set(SWEEP_FILES) | set(TRACES) | set(REAL_CLIENTS) | \
+        set(TOPOLOGY_FILES)
     missing = sorted(n for n in names | set(TOOLS) if n not in text)
     assert not missing, f"experiments/README.md does not name: {missing}"
 
@@ -378,5 +400,6 @@ def test_readme_commands_parse(monkeypatch):
             continue
         args = check_values(parser().parse_args(argv[1:]))
         for value in (getattr(args, "experiment", None), getattr(args, "file", None),
-                      (getattr(args, "workload", None) or "").partition(":")[2] or getattr(args, "workload", None)):
+                      (getattr(args, "workload", None) or "").partition(":")[2] or getattr(args, "workload", None),
+                      (getattr(args, "topology", None) or "").partition("file:")[2]):
             assert not value or os.path.exists(value), f"{' '.join(argv)}: no {value}"

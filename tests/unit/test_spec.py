@@ -44,6 +44,7 @@ FROM_STRINGS = {
     "nics": ("2", 2),
     "interconnect": ("nvlink", "nvlink"),
     "interconnect_mbps": ("75", 75.0),
+    "hosts_per_switch": ("2", 2),
     "collective": ("all-to-all", "all-to-all"),
     "algorithm": ("halving-doubling", "halving-doubling"),
     "mapping": ("random", "random"),
@@ -120,6 +121,7 @@ def test_string_table_covers_every_field():
 
 # keys that mean something only beside another
 NEEDS = {"ecn_threshold_packets": {"queue_discipline": "red-ecn"},
+         "hosts_per_switch": {"topology": f"file:{os.path.join(REPO, 'experiments', 'topologies', 'abilene.graphml')}"},
          **{key: {"accelerators": 4} for key in ("nics", "interconnect", "interconnect_mbps")}}
 
 
@@ -139,10 +141,11 @@ def test_each_key_converted_from_string(key):
 
 def test_all_keys_from_strings_at_once():
     values = {**{k: v[0] for k, v in FROM_STRINGS.items()}, "link_events": "1.5:bgs8-bgs0:down",  # fat-tree links
-              "link_overrides": "bgs0-bgs8:5", "capture": "bgs8-bgs0,bgh3", "servers": ""}
+              "link_overrides": "bgs0-bgs8:5", "capture": "bgs8-bgs0,bgh3", "servers": "",
+              "hosts_per_switch": ""}   # a GraphML file's only
     spec = make_run({k: v for k, v in values.items() if v != ""})
     for k, (_, want) in FROM_STRINGS.items():
-        if k not in ("link_events", "link_overrides", "capture", "servers"):
+        if k not in ("link_events", "link_overrides", "capture", "servers", "hosts_per_switch"):
             assert getattr(spec, k) == want
     assert spec.link_events == (LinkEvent(1.5, "bgs8", "bgs0", "down"),)
     assert spec.link_overrides == (LinkOverride("bgs0", "bgs8", 5.0),)
