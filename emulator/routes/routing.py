@@ -916,15 +916,21 @@ class _DragonflyHops:
             return self.local[here][target]
         return self.toward_group(here, dragonfly_group(fabric, target))
 
-    def hops(self, here: str, target: str, group: bool = False) -> Route:
-        """(switch, port) from router `here` up to, not including, router
-        `target` (group=True: the first router of `target`'s group)."""
-        goal = dragonfly_group(self.fabric, target)
+    def hops(self, here: str, target: str) -> Route:
+        """(switch, port) from router `here` up to, not including, router `target`."""
+        return self._walk(here, lambda at: at == target, lambda at: self.port(self.fabric, at, target))
+
+    def hops_into(self, here: str, group: int) -> Route:
+        """(switch, port) from router `here` up to, not including, the
+        router of `group` its minimal route enters by."""
+        return self._walk(here, lambda at: dragonfly_group(self.fabric, at) == group,
+                          lambda at: self.toward_group(at, group))
+
+    def _walk(self, here: str, arrived: Callable[[str], bool], port_at: Callable[[str], int]) -> Route:
         out = []
-        while here != target and not (group and dragonfly_group(self.fabric, here) == goal):
-            port = self.port(self.fabric, here, target) if not group else self.toward_group(here, goal)
-            out.append((here, port))
-            here = self.fabric.peer(here, port)[0]
+        while not arrived(here):
+            out.append((here, port_at(here)))
+            here = self.fabric.peer(*out[-1])[0]
         return out
 
 
@@ -984,8 +990,7 @@ def _dragonfly_valiant_table(fabric: Fabric, seed: int) -> ForwardingTable:
             hops = [(src.name, HOST_PORT)]
             here = src.switch
             if others:
-                via = rng.choice(others)
-                hops += legs.hops(here, fabric.switches[via * fabric.params["a"]].name, group=True)
+                hops += legs.hops_into(here, rng.choice(others))
                 here = fabric.peer(*hops[-1])[0]
             routes[src.name, dst.name] = cut_loops(hops + legs.hops(here, dst.switch) + [(dst.switch, dst.port)])
     return _table_of_routes(fabric, routes)
