@@ -34,8 +34,8 @@ HOST_PREFIX = "bgh"
 class Switch:
     name: str
     dpid: int
-    tier: str      # "upper"/"lower" (BiGraph), "edge"/"agg"/"core", "leaf"/"spine", "rail"; a topology
-                   # file's roles ("switch" where it gives none: emulator/fabric/files.py); in a node
+    tier: str      # "upper"/"lower" (BiGraph), "edge"/"agg"/"core", "leaf"/"spine", "rail", "router" (dragonfly),
+                   # "torus"; a topology file's roles ("switch" where it gives none: emulator/fabric/files.py); in a node
                    # "pcie", "pcieroot", "nvswitch" (emulator/fabric/nodes.py)
     index: int     # position inside its tier
     node: int = -1   # the node it belongs to; -1: a switch of the network

@@ -1,11 +1,12 @@
 """Pure topology builders: BiGraph, k-ary fat-tree, two-tier leaf-spine,
-rail-optimized.
+rail-optimized, and the HPC families dragonfly and torus.
 
 Each builder returns a `Fabric` with explicit port numbers. Users name a
 topology as `kind:key=value,...`, e.g. `bigraph:m=4,n=8`, `fattree:k=4`,
-`leafspine:leaves=4,spines=2,hosts=4`, `rail:nodes=4,rails=4,spines=2`
-(see `parse_topology`), or `file:PATH`, a topology file
-(emulator/fabric/files.py, built by `from_file`). `with_nodes` turns a fabric's endpoints into the
+`leafspine:leaves=4,spines=2,hosts=4`, `rail:nodes=4,rails=4,spines=2`,
+`dragonfly:a=4,p=2,h=1,g=4`, `torus:x=4,y=4,z=1,hosts=2` (see
+`parse_topology`), or `file:PATH`, a topology file (emulator/fabric/files.py,
+built by `from_file`). `with_nodes` turns a fabric's endpoints into the
 NICs of nodes of accelerators (emulator/fabric/nodes.py).
 """
 from __future__ import annotations
@@ -207,11 +208,142 @@ def rail(nodes: int, rails: int, spines: int, profile: LinkProfile = LinkProfile
                     {"kind": "rail", "nodes": nodes, "rails": rails, "spines": spines})
 
 
+def _check_positive(kind: str, **values: int) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{kind} needs {name} >= 1, got {name}={value}")
+
+
+def dragonfly(a: int, p: int, h: int, g: int, profile: LinkProfile = LinkProfile()) -> Fabric:
+    """Dragonfly (Kim et al.): `g` groups of `a` routers, `p` hosts and `h`
+    global links per router, the routers of a group joined all-to-all.
+
+    Global links, absolute arrangement: group pairs (i, t), i < t, are
+    cabled in lexicographic order, each end on its group's next free global
+    port, port j of a group on router j // h; at g = a*h + 1 (full size)
+    port j of group i reaches group j (j < i) or j + 1, so every pair of
+    groups has exactly one link. With fewer groups every pair has
+    floor(a*h / (g-1)) links, and the a*h mod (g-1) ports left of each group
+    join the groups at distances 1, 2, ... (and g/2) round the circle of
+    groups: pair counts differ by at most one (an odd remainder with g odd
+    leaves one port of each group free). Router index = group * a + router
+    in group, tier "router"; `dragonfly_group` gives a router's group."""
+    _check_positive("dragonfly", a=a, p=p, h=h, g=g)
+    if g > a * h + 1:
+        raise ValueError(f"dragonfly needs g <= a*h + 1 = {a * h + 1} groups (one global link per group pair), "
+                         f"got g={g}")
+    if a * p * g < 2:
+        raise ValueError(f"dragonfly needs at least 2 hosts (a x p x g), got a={a}, p={p}, g={g}")
+    pairs = _global_pairs(a * h, g)
+    _check_size(a * p * g, a * p * g + g * a * (a - 1) // 2 + len(pairs))
+    b = _Builder(profile)
+    routers = [[b.add_switch("router", group * a + r) for r in range(a)] for group in range(g)]
+    for group in routers:
+        for r in group:
+            for _ in range(p):
+                b.add_host(r)
+    for group in routers:
+        for i, j in _all_pairs(a):
+            b.connect(group[i], group[j])
+    used = [0] * g   # global ports of each group taken so far
+    for i, t in pairs:
+        b.connect(routers[i][used[i] // h], routers[t][used[t] // h])
+        used[i] += 1
+        used[t] += 1
+    return b.fabric(f"dragonfly:a={a},p={p},h={h},g={g}", {"kind": "dragonfly", "a": a, "p": p, "h": h, "g": g})
+
+
+def _all_pairs(n: int) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def _global_pairs(ports: int, g: int) -> list[tuple[int, int]]:
+    """The group pairs of a dragonfly's global links, one entry per link,
+    `ports` global ports per group (dragonfly's docstring says the rule)."""
+    if g == 1:
+        return []
+    rounds, rest = divmod(ports, g - 1)
+    pairs = _all_pairs(g) * rounds
+    for d in range(1, rest // 2 + 1):    # the circle's chords of length d: every group gains two ends
+        pairs += sorted(tuple(sorted((i, (i + d) % g))) for i in range(g))
+    if rest % 2 and g % 2 == 0:          # the diameters: every group gains one end
+        pairs += [(i, i + g // 2) for i in range(g // 2)]
+    return pairs
+
+
+def dragonfly_group(fabric: Fabric, switch: str) -> int:
+    """The group of a dragonfly router."""
+    return fabric.switch(switch).index // fabric.params["a"]
+
+
+def torus(x: int, y: int, z: int, hosts: int, profile: LinkProfile = LinkProfile()) -> Fabric:
+    """x*y*z torus (z=1: 2D), `hosts` per switch, each switch cabled to its
+    neighbours in every dimension, wrapping round: a dimension of size
+    n >= 3 is a ring of n links, of size 2 one link (not two parallel), of
+    size 1 none. Switch index = x + X*(y + Y*z), tier "torus";
+    `torus_coordinates` gives a switch's (x, y, z)."""
+    _check_positive("torus", x=x, y=y, z=z, hosts=hosts)
+    if x * y * z * hosts < 2:
+        raise ValueError(f"torus needs at least 2 hosts (x*y*z x hosts), got x={x}, y={y}, z={z}, hosts={hosts}")
+    sizes = (x, y, z)
+    switches = x * y * z
+    _check_size(switches * hosts, switches * hosts + sum(switches * _ring_links(n) // n for n in sizes))
+    b = _Builder(profile)
+    names = [b.add_switch("torus", i) for i in range(switches)]
+    for s in names:
+        for _ in range(hosts):
+            b.add_host(s)
+    for dim, n in enumerate(sizes):
+        for i in range(switches):
+            here = _coordinates(sizes, i)
+            if n > 2 or (n == 2 and here[dim] == 0):   # size 2: only the switch at 0 cables its one link
+                there = list(here)
+                there[dim] = (here[dim] + 1) % n
+                b.connect(names[i], names[_index(sizes, there)])
+    return b.fabric(f"torus:x={x},y={y},z={z},hosts={hosts}",
+                    {"kind": "torus", "x": x, "y": y, "z": z, "hosts": hosts})
+
+
+def _ring_links(n: int) -> int:
+    return n if n > 2 else n - 1
+
+
+def _coordinates(sizes: tuple[int, ...], index: int) -> tuple[int, ...]:
+    out = []
+    for n in sizes:
+        index, c = divmod(index, n)
+        out.append(c)
+    return tuple(out)
+
+
+def _index(sizes: tuple[int, ...], coords) -> int:
+    index = 0
+    for n, c in zip(reversed(sizes), reversed(list(coords))):
+        index = index * n + c
+    return index
+
+
+def torus_sizes(fabric: Fabric) -> tuple[int, int, int]:
+    return fabric.params["x"], fabric.params["y"], fabric.params["z"]
+
+
+def torus_coordinates(fabric: Fabric, switch: str) -> tuple[int, ...]:
+    """(x, y, z) of a torus switch."""
+    return _coordinates(torus_sizes(fabric), fabric.switch(switch).index)
+
+
+def torus_switch(fabric: Fabric, coords) -> str:
+    """The name of the torus switch at `coords`."""
+    return fabric.switches[_index(torus_sizes(fabric), coords)].name
+
+
 BUILDERS = {
     "bigraph": (bigraph, {"m": 2, "n": 4}),
     "fattree": (fattree, {"k": 4}),
     "leafspine": (leafspine, {"leaves": 4, "spines": 2, "hosts": 2, "uplinks": 1}),
     "rail": (rail, {"nodes": 4, "rails": 4, "spines": 2}),
+    "dragonfly": (dragonfly, {"a": 4, "p": 2, "h": 1, "g": 4}),
+    "torus": (torus, {"x": 4, "y": 4, "z": 1, "hosts": 2}),
 }
 
 

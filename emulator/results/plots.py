@@ -18,6 +18,7 @@ import pandas as pd
 
 from emulator.fabric.files import DEFAULT_ROLE
 from emulator.fabric.graph import Fabric
+from emulator.fabric.topology import dragonfly_group, torus_coordinates, torus_sizes
 from emulator.records.links import link_label
 
 # the keys that tell runs apart in steps.csv and links.csv written before their `run` column
@@ -211,7 +212,12 @@ def layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
 
     Hosts hang below their switch, except those of the top row of a fabric
     with several rows (BiGraph's upper part): they go above it, so the
-    bipartite links between the parts stay clear, as in the EFLOPS figure."""
+    bipartite links between the parts stay clear, as in the EFLOPS figure.
+    A dragonfly (`_group_layout`) and a torus (`_grid_layout`) have
+    their own."""
+    own = {"torus": _grid_layout, "dragonfly": _group_layout}.get(fabric.params.get("kind"))
+    if own:
+        return own(fabric)
     tiers = _tiers(fabric)
     if tiers == [DEFAULT_ROLE] and len(fabric.switches) > 2:
         return _ring_layout(fabric)
@@ -246,6 +252,44 @@ def _ring_layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
         for h, host in enumerate(hosts):
             a = angle + (h - (len(hosts) - 1) / 2) * (math.pi / n) / max(len(hosts), 1)
             pos[host.name] = ((radius + 0.6) * math.cos(a), (radius + 0.6) * math.sin(a))
+    return pos
+
+
+GRID_STEP = 2.0   # between neighbouring torus switches, in layout units
+
+
+def _grid_layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
+    """A torus: x across, y down, the z planes side by side (one grid
+    step apart); each switch's hosts in a short row under it. Wraparound
+    links are drawn straight across their row or column."""
+    width = torus_sizes(fabric)[0] + 1   # a plane and the step between planes
+    pos = {}
+    for s in fabric.switches:
+        x, y, z = torus_coordinates(fabric, s.name)
+        sx, sy = (z * width + x) * GRID_STEP, -y * GRID_STEP
+        pos[s.name] = (sx, sy)
+        hosts = fabric.hosts_on(s.name)
+        for h, host in enumerate(hosts):
+            pos[host.name] = (sx + (h - (len(hosts) - 1) / 2) * 0.8 / len(hosts), sy - 0.6)
+    return pos
+
+
+def _group_layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
+    """A dragonfly: its groups side by side, each group's routers on an
+    arc (so that the local links between them show), the hosts in one row
+    below, each router's under it."""
+    a, p = fabric.params["a"], fabric.params["p"]
+    width = max(a, 2) * max(p, 2) * 0.5 + 2.0   # a group and the gap after it
+    pos = {}
+    for s in fabric.switches:
+        r = s.index % a
+        t = r / (a - 1) if a > 1 else 0.5
+        sx = dragonfly_group(fabric, s.name) * width + t * (width - 2.0)
+        sy = math.sin(math.pi * t) * 0.8
+        pos[s.name] = (sx, sy)
+        hosts = fabric.hosts_on(s.name)
+        for h, host in enumerate(hosts):
+            pos[host.name] = (sx + (h - (len(hosts) - 1) / 2) * 0.3, -0.7)
     return pos
 
 

@@ -14,7 +14,9 @@ is one of:
 "shortest", "spread" and "ecmp" only decide which of the equal-cost next hops
 a switch uses, so their paths are always shortest; "bigraph" and
 "traffic-aware" pick one shortest path per pair; "valiant" detours through a
-random switch. The flow model follows the same tables (`path`), so model and
+random switch (on a dragonfly, a router of a random third group).
+"minimal" (dragonfly) and "dimension-order" (torus) are the families'
+own destination-based rules. The flow model follows the same tables (`path`), so model and
 emulation route every flow identically.
 
 On a fabric with nodes of accelerators (emulator/fabric/nodes.py) every
@@ -42,6 +44,7 @@ from typing import Callable
 import numpy as np
 
 from emulator.fabric.graph import HOST_PORT, Fabric, Host, Link, Switch, host_address, nic_name
+from emulator.fabric.topology import dragonfly_group, torus_coordinates, torus_sizes, torus_switch
 from emulator.workloads.steps import Schedule
 
 @dataclass(frozen=True)
@@ -111,7 +114,9 @@ _POLICY_LIST = (
                       "over the other part's switches so every middle and every link carries an equal share",
            lambda fabric, demands, seed: _bigraph_table(fabric), fabric_kind="bigraph"),
     Policy("valiant", "Valiant load balancing: every (source, destination) pair detours through a random "
-                      "switch (seeded), shortest paths to it and on to the destination, loops cut",
+                      "switch (seeded), shortest paths to it and on to the destination, loops cut; on a dragonfly "
+                      "through a random group other than the source's and the destination's, minimal routes "
+                      "(as \"minimal\") to it and on",
            lambda fabric, demands, seed: _valiant_table(fabric, seed), uses_seed=True),
     Policy("traffic-aware", "one shortest path per pair, placed greedily from the largest demand down "
                             "to minimise the busiest link (needs the traffic demands)",
@@ -124,6 +129,16 @@ _POLICY_LIST = (
                   "NIC index), then that rail; shortest paths otherwise",
            lambda fabric, demands, seed: _hop_table(fabric, LOWEST_PORT), fabric_kind="rail", needs_nodes=True,
            nic_rule="rail"),
+    Policy("minimal", "dragonfly minimal routing: at most one global link, local-global-local (a router "
+                      "without a global link to the destination's group first crosses to the lowest router of "
+                      "its group that has one; among parallel links the lowest port)",
+           lambda fabric, demands, seed: _by_next_router(fabric, "dragonfly", _DragonflyHops(fabric).port),
+           fabric_kind="dragonfly"),
+    Policy("dimension-order", "torus dimension-order routing: x first, then y, then z, each the shorter way "
+                              "round its ring (half-way: the positive direction); deadlock-free only with "
+                              "virtual channels, which TCP over OVS (lossy, no credit loops) does not need",
+           lambda fabric, demands, seed: _by_next_router(fabric, "torus", _dimension_order_port),
+           fabric_kind="torus"),
 )
 POLICIES: dict[str, Policy] = {p.name: p for p in _POLICY_LIST}
 
@@ -854,15 +869,96 @@ def _middle_square(h: int, s: int, t: int) -> int:
     return (s + t) * half % k
 
 
+# --- dragonfly and torus: destination-based rules ----------------------------------
+
+def _by_next_router(fabric: Fabric, kind: str, next_port: Callable[[Fabric, str, str], int]) -> ForwardingTable:
+    """The table of a rule that picks a switch's port by the destination's
+    switch alone: `next_port(fabric, here, target switch)`."""
+    if fabric.params.get("kind") != kind:
+        raise ValueError(f"this policy needs a {kind} fabric, got {fabric.topology}")
+    table: ForwardingTable = {s.name: {} for s in fabric.switches}
+    for target in fabric.switches:
+        dsts = fabric.hosts_on(target.name)
+        for here in fabric.switches:
+            port = None if here.name == target.name or not dsts else next_port(fabric, here.name, target.name)
+            for dst in dsts:
+                table[here.name][dst.name] = dst.port if port is None else port
+    return table
+
+
+class _DragonflyHops:
+    """Minimal dragonfly routes: inside a group the direct local link; to
+    another group its lowest global port if the router has one, else the
+    local link to the lowest router of its group that has."""
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = fabric
+        self.local: dict[str, dict[str, int]] = {}     # router -> {router of its group: port}
+        self.to_group: dict[str, dict[int, int]] = {}  # router -> {other group: its lowest port there}
+        for s in fabric.switches:
+            here = dragonfly_group(fabric, s.name)
+            self.local[s.name], self.to_group[s.name] = {}, {}
+            for port, nb in fabric.switch_neighbours(s.name):
+                there = dragonfly_group(fabric, nb)
+                if there == here:
+                    self.local[s.name].setdefault(nb, port)
+                else:
+                    self.to_group[s.name].setdefault(there, port)
+
+    def toward_group(self, here: str, group: int) -> int:
+        if group in self.to_group[here]:
+            return self.to_group[here][group]
+        gate = min((r for r in self.local[here] if group in self.to_group[r]), key=lambda r: self.fabric.switch(r).index)
+        return self.local[here][gate]
+
+    def port(self, fabric: Fabric, here: str, target: str) -> int:
+        if target in self.local[here]:
+            return self.local[here][target]
+        return self.toward_group(here, dragonfly_group(fabric, target))
+
+    def hops(self, here: str, target: str) -> Route:
+        """(switch, port) from router `here` up to, not including, router `target`."""
+        return self._walk(here, lambda at: at == target, lambda at: self.port(self.fabric, at, target))
+
+    def hops_into(self, here: str, group: int) -> Route:
+        """(switch, port) from router `here` up to, not including, the
+        router of `group` its minimal route enters by."""
+        return self._walk(here, lambda at: dragonfly_group(self.fabric, at) == group,
+                          lambda at: self.toward_group(at, group))
+
+    def _walk(self, here: str, arrived: Callable[[str], bool], port_at: Callable[[str], int]) -> Route:
+        out = []
+        while not arrived(here):
+            out.append((here, port_at(here)))
+            here = self.fabric.peer(*out[-1])[0]
+        return out
+
+
+def _dimension_order_port(fabric: Fabric, here: str, target: str) -> int:
+    """The port of torus switch `here` towards switch `target`: the first
+    dimension (x, y, z) where they differ, the shorter way round."""
+    sizes, a, b = torus_sizes(fabric), torus_coordinates(fabric, here), torus_coordinates(fabric, target)
+    dim = next(d for d in range(3) if a[d] != b[d])
+    n = sizes[dim]
+    step = 1 if (b[dim] - a[dim]) % n <= n // 2 else -1   # half-way (n even): the positive direction
+    nxt = list(a)
+    nxt[dim] = (a[dim] + step) % n
+    neighbour = torus_switch(fabric, nxt)
+    return min(port for port, nb in fabric.switch_neighbours(here) if nb == neighbour)
+
+
 # --- valiant ---------------------------------------------------------------------
 
 def _valiant_table(fabric: Fabric, seed: int) -> ForwardingTable:
-    """Every pair of distinct hosts detours through its own random switch.
+    """Every pair of distinct hosts detours through its own random switch
+    (on a dragonfly: `_dragonfly_valiant_table`).
 
     The switches are drawn uniformly from all switches (the pair's own ones
     included: then the detour is the shortest route), pair after pair in
     host order, by a generator seeded with `seed`: the same seed gives the
     same detours on every run."""
+    if fabric.params.get("kind") == "dragonfly":
+        return _dragonfly_valiant_table(fabric, seed)
     rng = random.Random(seed)
     legs = ShortestRoutes(fabric)
     routes = {}
@@ -871,6 +967,32 @@ def _valiant_table(fabric: Fabric, seed: int) -> ForwardingTable:
             if src.name != dst.name:
                 via = rng.choice(fabric.switches).name
                 routes[src.name, dst.name] = _valiant_route(legs, src.name, dst.name, via)
+    return _table_of_routes(fabric, routes)
+
+
+def _dragonfly_valiant_table(fabric: Fabric, seed: int) -> ForwardingTable:
+    """Dragonfly Valiant: every pair of distinct hosts goes minimally to a
+    random group other than its source's and its destination's (drawn
+    pair after pair in host order, seeded), entering it where the minimal
+    route does, then minimally on; a router of the source's or the
+    destination's group would be no detour. With no third group (g <= 2),
+    minimal routes. Loops (a pair inside one group coming back) are cut."""
+    rng = random.Random(seed)
+    legs = _DragonflyHops(fabric)
+    groups = range(fabric.params["g"])
+    routes = {}
+    for src in fabric.hosts:
+        for dst in fabric.hosts:
+            if src.name == dst.name:
+                continue
+            ends = {dragonfly_group(fabric, src.switch), dragonfly_group(fabric, dst.switch)}
+            others = [g for g in groups if g not in ends]
+            hops = [(src.name, HOST_PORT)]
+            here = src.switch
+            if others:
+                hops += legs.hops_into(here, rng.choice(others))
+                here = fabric.peer(*hops[-1])[0]
+            routes[src.name, dst.name] = cut_loops(hops + legs.hops(here, dst.switch) + [(dst.switch, dst.port)])
     return _table_of_routes(fabric, routes)
 
 

@@ -13,8 +13,10 @@ from emulator.spec.experiment import make_run
 pytestmark = pytest.mark.emulation
 
 
-# pxn routes rail fabrics of nodes only: tests/emulation/test_node_fabrics.py runs it there
-@pytest.mark.parametrize("policy", sorted(p for p, record in POLICIES.items() if not record.needs_nodes))
+# pxn routes rail fabrics of nodes only: tests/emulation/test_node_fabrics.py runs it there; minimal and
+# dimension-order their own families: tests/emulation/test_hpc_families.py
+@pytest.mark.parametrize("policy", sorted(p for p, record in POLICIES.items()
+                                           if not record.needs_nodes and record.fabric_kind in (None, "bigraph")))
 def test_policy_paths_are_installed_and_followed(tmp_path, clean_machine, policy):
     plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "policy": policy, "collective": "all-to-all",
                               "sizes": ["256K"], "repetitions": 1, "warmup": 0}))

@@ -33,7 +33,7 @@ FIFO, FOLDER, DEVICE = "a named pipe", "a folder", "a character device"   # a fi
 # (case, argv after `run`, words stderr must hold: the field first)
 # {dir} is a fresh folder, {old} one holding earlier results.
 CASES = [
-    ("topology kind unknown", ["-t", "torus:k=4"], ["topology", "torus", "bigraph, fattree, leafspine"]),
+    ("topology kind unknown", ["-t", "hypercube:k=4"], ["topology", "hypercube", "bigraph, fattree, leafspine"]),
     ("bigraph odd n", ["-t", "bigraph:m=2,n=3"], ["topology", "n=3", "even"]),
     ("bigraph n=0", ["-t", "bigraph:m=2,n=0"], ["topology", "n=0"]),
     ("bigraph m=0", ["-t", "bigraph:m=0,n=4"], ["topology", "m=0"]),

@@ -213,7 +213,7 @@ def test_demo_file_is_the_demo():
     (["-p", "bogus"], ["policy", "bogus"]),
     (["--datapath", "bogus"], ["datapath", "bogus"]),
     (["-t", "bigraph:n=3"], ["n=3"]),
-    (["-t", "torus:k=2"], ["topology", "torus"]),
+    (["-t", "hypercube:k=2"], ["topology", "hypercube"]),
     (["-b", "1X"], ["sizes", "1X"]),
     (["-b", "8M", "-e", "1M"], ["sizes"]),
     (["-b", "1M", "-e", "8M", "-f", "1"], ["sizes", "factor"]),
@@ -301,7 +301,7 @@ def test_clean_needs_root_simulated(capsys, monkeypatch, argv):
     (["run", "-m", "bogus"], "mapping"),
     (["demo", "--out", "{full}"], "--out"),
     (["compare", "--vary", "policy=shortest,bogus"], "policy"),
-    (["cli", "-t", "torus:k=2"], "topology"),
+    (["cli", "-t", "hypercube:k=2"], "topology"),
 ])
 def test_bad_input_reported_before_needs_root(capsys, monkeypatch, no_network, tmp_path, argv, key):
     """A non-root user with bad input learns what is wrong with it first."""
@@ -683,7 +683,8 @@ def test_topo_path_every_policy_on_bigraph(capsys):
     from emulator.fabric.topology import build
     fabric = build("bigraph:m=2,n=8")
     for policy in POLICIES:
-        if policy == "traffic-aware" or POLICIES[policy].needs_nodes:   # a workload's table; pxn: rail nodes
+        record = POLICIES[policy]   # traffic-aware: a workload's table; pxn: rail nodes; other families' own
+        if policy == "traffic-aware" or record.needs_nodes or record.fabric_kind not in (None, "bigraph"):
             continue
         assert cli.main(["topo", "-t", "bigraph:m=2,n=8", "-p", policy, "--path", "bgh0", "bgh3"]) == 0, policy
         line = capsys.readouterr().out.splitlines()[-1]

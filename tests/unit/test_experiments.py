@@ -52,9 +52,9 @@ README = os.path.join(EXPERIMENTS, "README.md")
 CLIENTS_README = os.path.join(EXPERIMENTS, "real-clients", "README.md")
 
 # experiment files ([defaults] and [[runs]]): `bigraph-emu run --experiment FILE`
-EXPERIMENT_FILES = ("demo.toml", "eflops.toml", "eflops-server.toml", "geo.toml", "imported.toml", "moe.toml", "multi-tenant.toml",
+EXPERIMENT_FILES = ("demo.toml", "dragonfly.toml", "eflops.toml", "eflops-server.toml", "geo.toml", "imported.toml", "moe.toml", "multi-tenant.toml",
                     "nccl-algorithms.toml", "policies-bigraph.toml", "policies-fattree.toml",
-                    "policies-leafspine.toml", "straggler.toml", "training-scaling.toml", "transport.toml")
+                    "policies-leafspine.toml", "straggler.toml", "torus.toml", "training-scaling.toml", "transport.toml")
 
 SMALL_BIGRAPH = ["-t", "bigraph:m=2,n=4"]
 GEO = ["-t", "leafspine:leaves=2,spines=1,hosts=4", "--bw", "50", "--link", "leaf-spine:rate=10,delay=10"]

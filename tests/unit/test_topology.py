@@ -284,7 +284,7 @@ def test_parse_topology_defaults_and_values():
 
 
 @pytest.mark.parametrize("text,needles", [
-    ("torus:k=4", ["torus", "bigraph", "fattree", "leafspine"]),
+    ("hypercube:k=4", ["hypercube", "bigraph", "fattree", "leafspine"]),
     ("", ["unknown topology"]),
     ("bigraph:x=3", ["'x=3'", "m=<int>", "n=<int>"]),
     ("bigraph:k=4", ["'k=4'"]),
