@@ -110,4 +110,13 @@ def read(folder: str | os.PathLike) -> Results:
 
 
 def _frame(table: pd.DataFrame | None) -> pd.DataFrame:
-    return pd.DataFrame() if table is None else table
+    """A table as read, with the columns the report leaves as text (it
+    checks only those it reads) as numbers wherever every cell is one."""
+    if table is None:
+        return pd.DataFrame()
+    return table.apply(lambda column: _numbers(column) if pd.api.types.is_string_dtype(column) else column)
+
+
+def _numbers(column: pd.Series) -> pd.Series:
+    numbers = pd.to_numeric(column, errors="coerce")
+    return numbers if numbers.notna().all() and len(column) else column
