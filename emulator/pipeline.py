@@ -10,7 +10,9 @@
   teardown  always, by Emulation's `with` block, also after errors and signals
 
 The CLI only parses arguments and calls these; `interactive` is the same
-bring-up with Mininet's CLI in place of the replay.
+bring-up with Mininet's CLI in place of the replay. `predict` is the model's
+side, no network: every run predicted (`bigraph-emu model`, and the Python
+interface's model()).
 """
 from __future__ import annotations
 
