@@ -8,6 +8,7 @@ import functools
 import hashlib
 import os
 
+from emulator.fabric.graph import Fabric
 from emulator.model.buckets import EmulatedLinks
 from emulator.model.sharing import Sharing, stretched_time
 from emulator.plan.run_plan import SharedRoutes, model_for, model_sweep, model_workload, plan_run
@@ -58,7 +59,7 @@ def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, p
     return got
 
 
-def link_rows(fabric, predictions: dict) -> list[dict]:
+def link_rows(fabric: Fabric, predictions: dict) -> list[dict]:
     """Per size, every directed link (named as links.csv names it) with the
     most flows the model put on it at once; links that carried none are left out."""
     named = {(l.node, l.port): l for l in directed_links(fabric)}
