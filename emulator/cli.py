@@ -19,7 +19,7 @@ from emulator.flags import (FLAG_KEYS, blame_flag, check_values, flag_values, pa
                             typed_flags, web_address)
 from emulator.inputs import shorten, to_int
 from emulator.net import capabilities, interrupts, processes
-from emulator.plan import capacity, predictions
+from emulator.plan import capacity
 from emulator.plan.describe import describe_fabric, describe_path, fabric_data, route_hops, routes_of
 from emulator.plan.folders import check_out_folder, folder_plans, folder_specs, is_program_folder
 from emulator.results.calls import MODEL_STEPS, write_model_steps
@@ -66,22 +66,20 @@ def cmd_model(args) -> int:
         check_out_folder(args.out)
         if os.path.exists(os.path.join(args.out, MODEL_STEPS)):   # what an earlier prediction wrote stays
             raise SpecError(f"--out {args.out} already holds {MODEL_STEPS}; choose a new folder or move it")
-    for index, spec in enumerate(_experiment(args, check_kernel=False).runs):
-        links = preflight.emulated_links(spec, spec.fabric()) if args.emulated else None
-        if links and not args.json:
-            print(f"# model's links: {links.basis}")
+    predicted = pipeline.predict(_experiment(args, check_kernel=False), args.method, args.jitter, args.emulated,
+                                 _ModelProgress())
+    for index, run in enumerate(predicted):
+        spec, got = run.spec, run.got
+        if run.links_basis and not args.json:
+            print(f"# model's links: {run.links_basis}")
         if spec.workload:
-            got = predictions.workload_prediction(spec, args.method, args.jitter, links)
             if not args.json:
                 _print_workload_prediction(spec, got)
             runs.append({"run": progress.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
                          "jobs": got["jobs"], "approximation": got["approximation"]})
             continue
-        sharing, model = capacity.sharing_of(spec, preflight.loaded_calibration())
-        got = predictions.sweep_prediction(spec, args.method, args.jitter, _ModelProgress(), sharing=sharing,
-                                           links=links)
         if not args.json:
-            _print_sweep_prediction(spec, got, args.jitter, model)
+            _print_sweep_prediction(spec, got, args.jitter, run.model)
         runs.append({"run": progress.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
                      "sizes": got["sizes"]})
         steps += [{"run": index, **row} for row in got["steps"]]

@@ -10,7 +10,9 @@
   teardown  always, by Emulation's `with` block, also after errors and signals
 
 The CLI only parses arguments and calls these; `interactive` is the same
-bring-up with Mininet's CLI in place of the replay.
+bring-up with Mininet's CLI in place of the replay. `predict` is the model's
+side, no network: every run predicted (`bigraph-emu model`, and the Python
+interface's model()).
 """
 from __future__ import annotations
 
@@ -24,9 +26,42 @@ import sys
 from emulator import exit_codes
 from emulator.plan.folders import PARTIAL   # a run writes OUT.partial/, renamed when done
 from emulator import preflight
+from emulator.plan import capacity, predictions
 from emulator.progress import LiveView, Progress, WebRun, call_label, describe, print_jobs, print_table, sample_listener
 from emulator.results.verdict import NETWORK, trusted
 from emulator.spec.experiment import Experiment, RunSpec
+
+
+# --- the model (no root, no network) ---------------------------------------------------
+
+@dataclasses.dataclass
+class Predicted:
+    """One run of an experiment as the flow model predicts it: what
+    predictions.sweep_prediction (a collective's sizes, `steps` and, asked
+    for, `links`) or predictions.workload_prediction (a workload's `jobs`)
+    returns, and what the prediction stood on, said."""
+    spec: RunSpec
+    got: dict
+    model: str = ""                # which sharing model ran (a workload: "")
+    links_basis: str = ""          # the emulated links' basis (emulated=True), else ""
+
+
+def predict(experiment: Experiment, method: str = "auto", jitter: float = 0.0, emulated: bool = False,
+            progress=None, per_link: bool = False):
+    """Every run of the experiment predicted by the flow model, one at a
+    time (a generator: `bigraph-emu model` prints each as it comes).
+    `emulated`: as this machine emulates the links (a run's model column);
+    `progress(size, fraction)`: told how far a long prediction is."""
+    for spec in experiment.runs:
+        links = preflight.emulated_links(spec, spec.fabric()) if emulated else None
+        basis = links.basis if links else ""
+        if spec.workload:
+            yield Predicted(spec, predictions.workload_prediction(spec, method, jitter, links), "", basis)
+            continue
+        sharing, model = capacity.sharing_of(spec, preflight.loaded_calibration())
+        got = predictions.sweep_prediction(spec, method, jitter, progress, sharing=sharing, links=links,
+                                           per_link=per_link)
+        yield Predicted(spec, got, model, basis)
 
 
 # --- the emulation -----------------------------------------------------------------------

@@ -14,6 +14,11 @@
 #   vm/provision.sh --clients  also the real clients' packages, the extra
 #                              `clients` of setup.cfg (MPICH, mpi4py, torch),
 #                              for experiments/real-clients/; combines with the others
+#   vm/provision.sh --notebooks
+#                              also what the labs of experiments/notebooks/ need to
+#                              run, the extra `notebooks` of setup.cfg (nbformat,
+#                              nbclient, ipykernel; docs/python.md says how to open
+#                              them in JupyterLab); combines with the others
 #   vm/provision.sh --cluster  a server of a fabric over several (or its head's
 #                              tests): also sshd (docs/servers.md); without systemd
 #                              it is installed, not started
@@ -41,12 +46,14 @@ USERSPACE_TSO=true
 TSO_ASKED=no
 SERVICES=yes
 CLIENTS=no
+NOTEBOOKS=no
 DASK=no
 CLUSTER=no
 while [ $# -gt 0 ]; do
     case "$1" in
         --no-services) SERVICES=no ;;
         --clients) CLIENTS=yes ;;
+        --notebooks) NOTEBOOKS=yes ;;
         --dask) DASK=yes ;;
         --cluster) CLUSTER=yes ;;
         --userspace-tso)
@@ -56,7 +63,7 @@ while [ $# -gt 0 ]; do
                 *) echo "provision: --userspace-tso takes on or off, got '${2:-}'" >&2; exit 2 ;;
             esac
             shift ;;
-        *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off | --no-services] [--clients] [--dask] [--cluster]" >&2; exit 2 ;;
+        *) echo "provision: unknown option '$1'; usage: $0 [--userspace-tso on|off | --no-services] [--clients] [--notebooks] [--dask] [--cluster]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -158,23 +165,22 @@ make_venv() {
     fi
     # A stamp holds what it was installed from, by content: a fresh clone
     # or a copy gives setup.cfg a new time, not new dependencies. The
-    # clients have their own stamp, so a run without --clients after one
-    # with it finds the project installed and leaves the clients be.
+    # clients and the notebooks' packages have stamps of their own, so a run
+    # without --clients (or --notebooks) after one with it finds the project
+    # installed and leaves them be.
     stamp="$VENV/.bigraph-installed"
     clients_stamp="$VENV/.bigraph-installed-clients"
+    notebooks_stamp="$VENV/.bigraph-installed-notebooks"
     wanted=$(cat "$PROJECT_DIR/setup.cfg" "$PROJECT_DIR/pyproject.toml" | sha256sum | cut -d' ' -f1)
     extras=test
-    if stamped "$stamp" "$wanted" && "$VENV/bin/python" -c "import emulator, controller, os_ken, mininet.net" 2>/dev/null; then
-        if [ "$CLIENTS" = no ]; then
-            say "project already installed in $VENV"
-            return
-        fi
-        if stamped "$clients_stamp" "$wanted" && clients_importable; then
-            say "project and real clients already installed in $VENV"
-            return
-        fi
+    [ "$CLIENTS" = yes ] && extras=$extras,clients
+    [ "$NOTEBOOKS" = yes ] && extras=$extras,notebooks
+    if stamped "$stamp" "$wanted" && "$VENV/bin/python" -c "import emulator, controller, os_ken, mininet.net" 2>/dev/null \
+        && extra_ready "$CLIENTS" "$clients_stamp" clients_importable \
+        && extra_ready "$NOTEBOOKS" "$notebooks_stamp" notebooks_importable; then
+        say "project already installed in $VENV ($extras)"
+        return
     fi
-    [ "$CLIENTS" = yes ] && extras=test,clients
     say "installing the project and its Python dependencies ($extras)"
     "$VENV/bin/pip" install -q --disable-pip-version-check -e "$PROJECT_DIR[$extras]"
     if ! "$VENV/bin/python" -c "import emulator, controller, os_ken, mininet.net"; then
@@ -189,9 +195,24 @@ make_venv() {
         fi
         echo "$wanted" > "$clients_stamp"
     fi
+    if [ "$NOTEBOOKS" = yes ]; then
+        if ! notebooks_importable; then
+            echo "provision: the notebooks' packages do not load (see the error above)" >&2
+            exit 1
+        fi
+        echo "$wanted" > "$notebooks_stamp"
+    fi
 }
 
+# extra_ready ASKED STAMP CHECK: an extra not asked for, or installed from this setup.cfg and loading
+extra_ready() { [ "$1" = no ] || { stamped "$2" "$wanted" && "$3"; }; }
+
 stamped() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
+
+# the labs' test runs each notebook with nbclient on an ipykernel kernel
+notebooks_importable() {
+    "$VENV/bin/python" -c "import nbformat, nbclient, ipykernel"
+}
 
 # mpi4py loads MPICH's library without starting MPI; mpiexec is the wheel's
 clients_importable() {

@@ -8,9 +8,11 @@ import functools
 import hashlib
 import os
 
+from emulator.fabric.graph import Fabric
 from emulator.model.buckets import EmulatedLinks
 from emulator.model.sharing import Sharing, stretched_time
 from emulator.plan.run_plan import SharedRoutes, model_for, model_sweep, model_workload, plan_run
+from emulator.records.links import directed_links
 from emulator.records.metrics import algbw_mbps, busbw_mbps
 from emulator.spec.experiment import RunSpec, SpecError
 from emulator.workloads.schedule import chosen_algorithm, jittered
@@ -20,11 +22,12 @@ MAX_JITTER = 10   # of a flow's time
 
 def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, progress=None,
                      shared: SharedRoutes | None = None, steps: bool = True, sharing: Sharing | None = None,
-                     links: EmulatedLinks | None = None) -> dict:
+                     links: EmulatedLinks | None = None, per_link: bool = False) -> dict:
     """{"ranks", "sizes": [one row per size], "steps": [every step's end and
-    busiest link], unless not asked for}. `shared`: routes kept from earlier
-    specs (run_plan.SharedRoutes); `sharing`: TCP's measured sharing, which
-    stretches congested steps (None: max-min); `links`: as this machine
+    busiest link], unless not asked for; "links": [per size, every directed
+    link's most flows at once], if `per_link`}. `shared`: routes kept from
+    earlier specs (run_plan.SharedRoutes); `sharing`: TCP's measured sharing,
+    which stretches congested steps (None: max-min); `links`: as this machine
     emulates them (None: the network alone)."""
     if not 0 <= jitter <= MAX_JITTER:
         raise SpecError(f"--jitter: must be between 0 and {MAX_JITTER} (a fraction of each flow), got {jitter}")
@@ -49,8 +52,22 @@ def sweep_prediction(spec: RunSpec, method: str = "auto", jitter: float = 0.0, p
         if steps:
             step_rows += [{"size_bytes": size, "step": k, "end_s": end, "max_flows": flows} for k, (end, flows)
                           in enumerate(zip(pred.step_index_end_s(), pred.max_flows_per_step))]
-    return {"ranks": len(hosts), "sizes": sizes, "steps": step_rows, "flows_per_step":
-            {size: predictions[size].max_flows_per_step for size in spec.sizes}}
+    got = {"ranks": len(hosts), "sizes": sizes, "steps": step_rows, "flows_per_step":
+           {size: predictions[size].max_flows_per_step for size in spec.sizes}}
+    if per_link:
+        got["links"] = link_rows(spec.fabric(), predictions)
+    return got
+
+
+def link_rows(fabric: Fabric, predictions: dict) -> list[dict]:
+    """Per size, every directed link (named as links.csv names it) with the
+    most flows the model put on it at once; links that carried none are left out."""
+    named = {(l.node, l.port): l for l in directed_links(fabric)}
+    return [{"size_bytes": size, "link": named[hop].label, "node": hop[0], "port": hop[1], "peer": named[hop].peer,
+             "kind": named[hop].kind, "scope": named[hop].scope, "rate_mbps": named[hop].rate_mbps,
+             "max_flows": flows}
+            for size, pred in predictions.items() for hop, flows in sorted(pred.link_max_flows.items())
+            if hop in named and flows]
 
 
 def jitter_ratios(plan, size: int, amplitude: float, seeds: int = 3) -> list[float]:

@@ -314,6 +314,21 @@ def read_folder(out_dir: str) -> dict:
     return tables
 
 
+def folder_verdict(tables: dict) -> str:
+    """A folder's verdict from read_folder's tables: "ok" (every counted
+    call, or job iteration, passed the fidelity verdict), "untrusted" (some
+    did not: exit code 3 when it ran) or "none" (no calls: a program's)."""
+    verdicts = [v for name in ("collectives.csv", "jobs.csv") if tables.get(name) is not None
+                for v in _counted(tables[name]).get("fidelity", pd.Series(dtype=str))]
+    if not verdicts:
+        return "none"
+    return "ok" if all(trusted(v) for v in verdicts) else "untrusted"
+
+
+def _counted(d: pd.DataFrame) -> pd.DataFrame:
+    return d[d["repetition"] >= 0] if "repetition" in d else d
+
+
 CAPTURE_FLOW_COLUMNS = SERIES_KEYS + FLOW_COLUMNS
 
 

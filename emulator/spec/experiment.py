@@ -690,7 +690,15 @@ class Experiment:
 def load_experiment(path: str, overrides: dict | None = None, has_netem=None) -> Experiment:
     """An experiment file: `name`, a `[defaults]` table, and `[[runs]]`
     tables; each run is defaults + its own keys (+ command-line overrides)."""
-    doc = read_toml(path, "experiment file")
+    return experiment_of(read_toml(path, "experiment file"), path, overrides, has_netem)
+
+
+def experiment_of(doc: dict, path: str, overrides: dict | None = None, has_netem=None) -> Experiment:
+    """An experiment file's document (also one built in Python), checked as
+    the file is; `path` names it in errors, and a workload file named in it
+    is read beside it."""
+    if not isinstance(doc, dict):
+        raise SpecError(f"{path}: an experiment is a table of name, yes, [defaults], [[runs]] and [node]")
     if not doc:
         raise SpecError(f"{path}: the file is empty; give [defaults] and/or [[runs]] tables")
     extra = sorted(set(doc) - {"name", "defaults", "runs", "yes", "node"})

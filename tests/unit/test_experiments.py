@@ -98,6 +98,11 @@ CLIENT_MODULES = REAL_CLIENTS + ("real-clients/bench_common.py",)
 
 TOOLS = ("transport_table.py",)   # the transport experiment's table, from its results folder
 
+# the labs in Jupyter, each run by tests/unit/test_notebooks.py; notebooks/data/ holds the results
+# folder an emulation recorded for them (its command: experiments/README.md)
+NOTEBOOK_FILES = ("notebooks/hdrm.ipynb", "notebooks/ecmp.ipynb", "notebooks/incast.ipynb")
+NOTEBOOK_DATA = "notebooks/data"
+
 
 def path_of(name: str) -> str:
     return os.path.join(EXPERIMENTS, name)
@@ -119,7 +124,15 @@ def covered() -> dict[str, str]:
     files |= {f: "trace" for name in TRACES for f in trace_files(name)}
     files |= {name: "real client" for name in CLIENT_MODULES}
     files |= {name: "tool" for name in TOOLS}
+    files |= {name: "notebook" for name in NOTEBOOK_FILES}
+    files |= {name: "notebook data" for name in notebook_data()}
     return files
+
+
+def notebook_data() -> list[str]:
+    """The files of the results folders the notebooks read, relative to experiments/."""
+    found = glob.glob(os.path.join(path_of(NOTEBOOK_DATA), "**", "*"), recursive=True)
+    return sorted(os.path.relpath(p, EXPERIMENTS) for p in found if os.path.isfile(p))
 
 
 def is_not_an_example(relative: str) -> bool:
@@ -382,8 +395,8 @@ def test_topology_file_runs_through_the_model(name, capsys):
 
 def test_readme_names_every_example():
     text = open(README, encoding="utf-8").read()
-    names = set(EXPERIMENT_FILES) | set(WORKLOAD_FILES) | set(SWEEP_FILES) | set(TRACES) | set(REAL_CLIENTS) | \
-        set(TOPOLOGY_FILES)
+    names = (set(EXPERIMENT_FILES) | set(WORKLOAD_FILES) | set(SWEEP_FILES) | set(TRACES) | set(REAL_CLIENTS)
+             | set(TOPOLOGY_FILES) | set(NOTEBOOK_FILES))
     missing = sorted(n for n in names | set(TOOLS) if n not in text)
     assert not missing, f"experiments/README.md does not name: {missing}"
 
