@@ -13,18 +13,26 @@ import signal
 import sys
 
 from emulator.routes.routing import POLICIES
+from emulator.routes.user_policy import file_of
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m controller", description=__doc__)
     p.add_argument("--fabric", required=True, help="fabric JSON written by the emulator")
-    p.add_argument("--policy", default="shortest", choices=sorted(POLICIES))
+    p.add_argument("--policy", default="shortest", help=f"one of {', '.join(POLICIES)}, or file:PATH.py with --routes")
+    p.add_argument("--routes", default="", help="JSON [[src, dst, [switch, ...]], ...]: a file policy's routes, "
+                                               "as the emulator computed them")
     p.add_argument("--ready-file", required=True)
     p.add_argument("--demands", default="", help="JSON [[src, dst, bytes], ...] (traffic-aware)")
     p.add_argument("--seed", type=int, default=1, help="seed of the valiant policy")
     p.add_argument("--port", type=int, default=6653, help="OpenFlow TCP port")
     p.add_argument("--listen", default="127.0.0.1", help="the address it listens on (default 127.0.0.1)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if file_of(args.policy) is None and args.policy not in POLICIES:
+        p.error(f"--policy: {args.policy!r} is not one of {', '.join(POLICIES)}, nor file:PATH.py")
+    if (file_of(args.policy) is None) == bool(args.routes):
+        p.error("--routes goes with a file:PATH.py policy, and only with one")
+    return args
 
 
 def _exit_now(*_):
@@ -43,7 +51,7 @@ def main(argv=None):
 
     cfg.CONF(["--ofp-listen-host", args.listen, "--ofp-tcp-listen-port", str(args.port),
               "--bigraph-fabric", args.fabric, "--bigraph-policy", args.policy,
-              "--bigraph-ready-file", args.ready_file, "--bigraph-demands", args.demands,
+              "--bigraph-ready-file", args.ready_file, "--bigraph-demands", args.demands, "--bigraph-routes", args.routes,
               "--bigraph-seed", str(args.seed)], project="os_ken")
     # os-ken 4's run_apps fails on shutdown (HubThread has no kill()):
     # start the apps ourselves and leave on SIGTERM without its cleanup.

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from emulator.routes.routing import POLICIES, table_from_switch_paths
+from emulator.routes.routing import given_routes, policy_record, table_from_switch_paths
 from emulator.results import linkstats
 from emulator.records import links as link_records
 from emulator.routes import verification
@@ -121,7 +121,18 @@ class Emulation:
             with open(demands_json, "w") as f:
                 json.dump([[a, b, n] for (a, b), n in sorted(demands.items())], f)
         listen = self.servers.controller_ip if self.servers else "127.0.0.1"   # remote switches reach it there
-        return ControllerProcess(fabric_json, self.spec.policy, self.run_dir, demands_json, self.spec.seed, listen)
+        return ControllerProcess(fabric_json, self.spec.policy, self.run_dir, demands_json, self.spec.seed, listen,
+                                 self._given_routes())
+
+    def _given_routes(self) -> str:
+        """A file policy's routes as the plan has them, written for the
+        controller to install (the user's code ran once, here); "" for ours."""
+        if not policy_record(self.spec.policy).routes_given:
+            return ""
+        routes_json = os.path.join(self.run_dir, "policy-routes.json")
+        with open(routes_json, "w") as f:
+            json.dump([[a, b, switches] for (a, b), switches in given_routes(self.fabric, self.plan.table).items()], f)
+        return routes_json
 
     def _ovs_socket_buffers(self):
         """The userspace datapath needs large socket buffers (see ovs_buffers)."""
@@ -328,7 +339,7 @@ class Emulation:
 
     def _call(self, plan: RunPlan, call, hosts: list[str], samplers) -> CallRecord:
         predicted = plan.predictions[call.size_bytes].time_s
-        adapts = POLICIES[plan.spec.policy].adapts
+        adapts = policy_record(plan.spec.policy).adapts
         routes_at_start = self._installed_paths() if adapts else None
         tcp_before = counters.hosts_tcp_counts(self.network, hosts)
         links = captured_links(self.fabric, plan.spec.capture) if call.repetition >= 0 else []   # counted calls

@@ -21,7 +21,7 @@ import sys
 import time
 
 from emulator import exit_codes
-from emulator.routes.routing import POLICIES
+from emulator.routes.routing import forwarding_table, policy_record
 from emulator.plan import ranks as R
 from emulator.net import capabilities
 from emulator.spec.experiment import RunSpec, SpecError, make_run
@@ -56,12 +56,17 @@ def prepare(values: dict, command: list[str], mpi: bool, timeout_s: float | None
     if given:
         raise SpecError(f"{given[0]}: exec runs your program, whose traffic is its own; "
                         f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no meaning here")
-    if POLICIES[spec.policy].needs_demands:
+    if policy_record(spec.policy).needs_demands:
         raise SpecError(f"policy: {spec.policy} routes a workload's demands, known before it runs; a program's "
                         "are not: choose another policy")
     spec = make_run({**{k: v for k, v in dataclasses.asdict(spec).items() if k not in PLAN_KEYS}, **PLAN_KEYS},
                     capabilities.netem_available)
     plan = preflight.plan_emulated(spec)
+    if policy_record(spec.policy).takes_demands:   # a program's traffic is its own: routed without demands
+        try:
+            plan.table = forwarding_table(plan.fabric, spec.policy, None, spec.seed)
+        except ValueError as e:
+            raise SpecError(str(e)) from None
     try:
         R.check_one_rank_per_host(plan.hosts)
     except ValueError as e:

@@ -10,6 +10,7 @@ from emulator.inputs import shorten, size_name, to_float, to_int
 from emulator import version
 from emulator.plan import capacity
 from emulator.routes.routing import POLICIES
+from emulator.routes.user_policy import FILE_POLICY
 from emulator.fabric.mapping import MAPPINGS
 from emulator.workloads.algorithms import ALGORITHMS
 from emulator.workloads.collectives import COLLECTIVES
@@ -28,8 +29,8 @@ FLAGS = [
     (("-c", "--collective"), "collective", ", ".join(COLLECTIVES)),
     (("-a", "--algorithm"), "algorithm", " or ".join(ALGORITHMS)),
     (("-m", "--mapping"), "mapping", "rank mapping: " + ", ".join(MAPPINGS)),
-    (("-p", "--policy"), "policy", "routing policy: " + ", ".join(POLICIES) + " ('bigraph-emu topo --help' says "
-                                   "what each does)"),
+    (("-p", "--policy"), "policy", "routing policy: " + ", ".join(POLICIES) + ", or " + FILE_POLICY + "PATH.py, your "
+                                   "own ('bigraph-emu topo --help' says what each does)"),
     (("--ranks",), "ranks", "number of ranks (default: every host)"),
     (("--seed",), "seed", "seed of the random mapping"),
     (("-n", "--repetitions"), "repetitions", "counted repetitions per size"),
@@ -396,7 +397,9 @@ def web_address(args) -> tuple[str, int] | None:
 
 
 def _policies() -> str:
-    return "; ".join(f"{p.name}: {p.description}" for p in POLICIES.values())
+    return "; ".join([f"{p.name}: {p.description}" for p in POLICIES.values()]
+                     + [f"{FILE_POLICY}PATH.py: your own, the routes a Python file's routes(fabric, demands) returns "
+                        "(docs/routing.md)"])
 
 
 def flag_values(args) -> dict:

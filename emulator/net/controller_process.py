@@ -22,11 +22,12 @@ def free_port() -> int:
 
 class ControllerProcess:
     def __init__(self, fabric_json: str, policy: str, run_dir: str, demands_json: str = "", seed: int = 1,
-                 listen: str = "127.0.0.1"):
+                 listen: str = "127.0.0.1", routes_json: str = ""):
         self.listen = listen   # switches on other servers reach it at the head's address toward them
         self.fabric_json = fabric_json
         self.policy = policy
-        self.extra = ["--seed", str(seed)] + (["--demands", demands_json] if demands_json else [])
+        self.extra = ["--seed", str(seed)] + (["--demands", demands_json] if demands_json else []) \
+            + (["--routes", routes_json] if routes_json else [])   # a file policy's routes, computed by the emulator
         self.ready_file = os.path.join(run_dir, "controller-ready.json")
         self.log_path = os.path.join(run_dir, "controller.log")
         self.port = free_port()

@@ -2,7 +2,7 @@
 and the route a policy gives between two hosts."""
 from __future__ import annotations
 
-from emulator.routes.routing import POLICIES
+from emulator.routes.routing import policy_record
 from emulator.spec.experiment import RunSpec, SpecError, switch_links
 
 
@@ -55,7 +55,7 @@ def routes_of(spec: RunSpec, fabric):
     from emulator.routes.routing import forwarding_table
     from emulator.plan.run_plan import plan_run
     try:
-        if POLICIES[spec.policy].needs_demands:
+        if policy_record(spec.policy).sees_demands:
             return plan_run(spec, fabric).table
         return forwarding_table(fabric, spec.policy)
     except ValueError as e:

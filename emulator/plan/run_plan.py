@@ -12,7 +12,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
-from emulator.routes.routing import POLICIES, ForwardingTable, demands_from_schedule, forwarding_table, model_table
+from emulator.routes.routing import ForwardingTable, demands_from_schedule, forwarding_table, model_table, policy_record
 from emulator.fabric.graph import Fabric
 from emulator.fabric.mapping import hosts_for_ranks
 from emulator.records.metrics import payload_efficiency
@@ -146,7 +146,7 @@ def model_sweep(spec: RunSpec, method: str = "auto", progress=None, shared: Shar
     Several connections per pair and policies that route the demands
     need the step objects: plan_run, exact. `shared`: routes kept from
     earlier specs; `links`: as this machine emulates them (plan_run)."""
-    if spec.connections > 1 or POLICIES[spec.policy].needs_demands:
+    if spec.connections > 1 or policy_record(spec.policy).sees_demands:
         plan = plan_run(spec, links=links)
         return plan.hosts, plan.predictions
     try:
@@ -184,7 +184,7 @@ def workloads(spec: RunSpec, fabric: Fabric) -> dict[int, Workload]:
 def route_demands(spec: RunSpec, schedules: dict[int, Schedule], hosts: list[str]) -> dict | None:
     """What a policy that routes demands places: the largest size's
     host-pair demands (every size has the same pattern); None for others."""
-    if not POLICIES[spec.policy].needs_demands:
+    if not policy_record(spec.policy).sees_demands:
         return None
     return demands_from_schedule(schedules[max(schedules)], hosts)
 
@@ -237,7 +237,7 @@ def model_workload(spec: RunSpec, method: str = "auto",
 
 
 def _lockstep_workload(spec: RunSpec, method: str) -> tuple[int, list[dict], str, str]:
-    if spec.connections > 1 or POLICIES[spec.policy].needs_demands:
+    if spec.connections > 1 or policy_record(spec.policy).sees_demands:
         raise NotLockstep("several connections per pair and policies that route the demands need the step objects")
     fabric = spec.fabric()
     workload = load_workload(spec.workload)

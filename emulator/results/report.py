@@ -21,7 +21,8 @@ from emulator.results.plots import (RUN_COLUMNS, call_name, call_use, capture_pl
                             job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
                             utilisation_heatmap)
 from emulator.records.tables import TABLES, TableError, read_fabric, read_table
-from emulator.inputs import InputError, read_text
+from emulator.inputs import InputError, as_name, read_text
+from emulator.routes.user_policy import label
 
 KEYS = ["topology", "policy", "algorithm", "mapping"]
 # runs that differ in any of these are different runs, even on one topology
@@ -539,7 +540,7 @@ def _plots_per_run(out_dir: str, links, steps, fabrics: dict) -> list[str]:
             t_end = max(float(timeline_bars(run).end.max()) for run in runs)
         for i, run in enumerate(runs, 1):
             first = run.iloc[0]
-            slug = f"{i}-{first.algorithm}-{first.mapping}-{first.policy}.png"
+            slug = f"{i}-{first.algorithm}-{first.mapping}-{as_name(label(str(first.policy)))}.png"
             if name == "heatmap":
                 draw(f"heatmap-{slug}", utilisation_heatmap, run, extent=extent)
                 if first.topology in fabrics:

@@ -45,6 +45,7 @@ import numpy as np
 
 from emulator.fabric.graph import HOST_PORT, Fabric, Host, Link, Switch, host_address, nic_name
 from emulator.fabric.topology import dragonfly_group, torus_coordinates, torus_sizes, torus_switch
+from emulator.routes import user_policy
 from emulator.workloads.steps import Schedule
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Policy:
     description: str
     build: Callable[[Fabric, "dict | None", int], "ForwardingTable"]   # (fabric, demands, seed) -> table
     needs_demands: bool = False      # routes the workload's host-pair demands, known before it runs
+    takes_demands: bool = False      # is given those demands where a workload is known, None elsewhere
     uses_seed: bool = False          # its choices are random (seeded)
     adapts: bool = False             # the controller moves pairs from measured counters while traffic runs
     fabric_kind: str | None = None   # routes only fabrics of this kind
@@ -63,6 +65,13 @@ class Policy:
     nic_rule: str = "own"            # on a fabric with nodes, the NIC an accelerator's traffic for another node
                                      # leaves by: "own" (the one it uses, floor(a*K/N)) or "rail" (the local NIC
                                      # with the destination's NIC index: PXN)
+    routes_given: bool = False       # the controller installs the routes the emulator computed (a user's
+                                     # file runs once, in the emulator's process: fixed_policy)
+
+    @property
+    def sees_demands(self) -> bool:
+        """Its routes may depend on the workload's demands."""
+        return self.needs_demands or self.takes_demands
 
 
 @dataclass(frozen=True)
@@ -154,20 +163,53 @@ Route = list[tuple[str, int]]
 
 
 def policy_record(policy: str) -> Policy:
+    """The record of a policy of ours, or of "file:PATH.py" (the file is
+    loaded, once: user_policy)."""
+    path = user_policy.file_of(policy)
+    if path is not None:
+        return _file_policy(policy, path)
     if policy not in POLICIES:
-        raise ValueError(f"unknown routing policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+        raise ValueError(f"unknown routing policy {policy!r}; choose one of: {', '.join(POLICIES)}, "
+                         f"or {user_policy.FILE_POLICY}PATH.py (your own)")
     return POLICIES[policy]
 
 
-def forwarding_table(fabric: Fabric, policy: str = "shortest", demands: dict | None = None,
+def _file_policy(name: str, path: str) -> Policy:
+    """A user's file as a policy: its answer, checked, pinned pair by pair."""
+    user_policy.load(path)   # refused now if it cannot be imported or has no routes
+    return Policy(name, f"your own routes: routes(fabric, demands) of {path}",
+                  lambda fabric, demands, seed: table_from_switch_paths(
+                      fabric, user_policy.answer(path, fabric, demands)),
+                  takes_demands=True, routes_given=True)
+
+
+def fixed_policy(name: str, paths: dict[tuple[str, str], list[str]]) -> Policy:
+    """Policy `name` as routes computed before (the emulator's answer from a
+    user's file, handed to the controller): the user's code does not run
+    again, and a link going down that a route needs makes it unroutable."""
+    return Policy(name, f"the routes {name} gave",
+                  lambda fabric, demands, seed: table_from_switch_paths(
+                      fabric, user_policy.check(fabric, paths, name)))
+
+
+def given_routes(fabric: Fabric, table: ForwardingTable) -> dict[tuple[str, str], list[str]]:
+    """The switch paths a file policy's table was made of (what its
+    `routes` returned, checked): on a fabric with nodes, the network's."""
+    if isinstance(table, LiftedTable):
+        return pair_paths(table.nodes.network, table.base)
+    return pair_paths(fabric, table)
+
+
+def forwarding_table(fabric: Fabric, policy: "str | Policy" = "shortest", demands: dict | None = None,
                      seed: int = 1) -> ForwardingTable:
     """Output port of every switch for every destination host.
 
-    demands: {(src host, dst host): bytes}, required by "traffic-aware" and
-    ignored by the others. seed: the random choices of "valiant". On a
-    fabric with nodes, the policy's table of the network, lifted onto the
-    accelerators (LiftedTable)."""
-    record = policy_record(policy)
+    policy: a name (policy_record) or a record (fixed_policy). demands:
+    {(src host, dst host): bytes}, required by "traffic-aware", given to a
+    file policy and ignored by the others. seed: the random choices of
+    "valiant". On a fabric with nodes, the policy's table of the network,
+    lifted onto the accelerators (LiftedTable)."""
+    record = policy if isinstance(policy, Policy) else policy_record(policy)
     if fabric.node_shape() is None:
         _check_nodes(fabric, record)
         return record.build(fabric, demands, seed)

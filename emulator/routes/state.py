@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from emulator.routes import adaptive
-from emulator.routes.routing import ForwardingTable, forwarding_table, path
+from emulator.routes.routing import ForwardingTable, Policy, forwarding_table, path
 from emulator.routes.rules import FlowRule, switch_rules
 from emulator.fabric.graph import Fabric
 
@@ -15,14 +15,15 @@ Pair = tuple[str, str]
 
 
 class RouteState:
-    def __init__(self, fabric: Fabric, policy: str, demands: dict | None = None, seed: int = 1):
+    def __init__(self, fabric: Fabric, policy: "str | Policy", demands: dict | None = None, seed: int = 1):
         self.full = fabric                   # every link, as built
         self.fabric = fabric                 # the links that are up
-        self.policy = policy
+        self.record = policy                 # a name, or a record (a file policy's routes: fixed_policy)
+        self.policy = policy.name if isinstance(policy, Policy) else policy
         self.demands = demands
         self.seed = seed
         self.down: set[frozenset] = set()    # failed links, as {(switch, port), (peer, port)}
-        self.table: ForwardingTable = forwarding_table(fabric, policy, demands, seed)
+        self.table: ForwardingTable = forwarding_table(fabric, self.record, demands, seed)
         self.fallback = ""                   # why the policy could not route the fabric that is left
 
     def rules(self, switch: str) -> set[FlowRule]:
@@ -47,7 +48,7 @@ class RouteState:
         links = [l for l in self.full.links if frozenset(l.ends()) not in self.down]
         self.fabric = replace(self.full, links=links)
         try:
-            self.table = forwarding_table(self.fabric, self.policy, self.demands, self.seed)
+            self.table = forwarding_table(self.fabric, self.record, self.demands, self.seed)
             self.fallback = ""
         except (ValueError, RuntimeError, KeyError) as e:   # KeyError: a link the policy relies on is gone
             self.table = forwarding_table(self.fabric, "shortest")

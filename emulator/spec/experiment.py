@@ -13,7 +13,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from emulator.routes.routing import POLICIES
+from emulator.routes.routing import POLICIES, policy_record
+from emulator.routes.user_policy import FILE_POLICY
 from emulator.fabric.captured import captured_links
 from emulator.fabric.files import MAX_HOSTS_PER_SWITCH, beside as topology_beside
 from emulator.fabric.graph import Fabric
@@ -112,7 +113,7 @@ class RunSpec:
     collective: str = "allreduce"
     algorithm: str = "ring"
     mapping: str = "naive"
-    policy: str = "shortest"           # one of emulator.routes.routing.POLICIES
+    policy: str = "shortest"           # one of emulator.routes.routing.POLICIES, or file:PATH.py (your own)
     ranks: int = 0                     # 0: one rank on every host
     seed: int = 1                      # for mapping "random"
     sizes: tuple[int, ...] = (1 << 20, 2 << 20, 4 << 20)
@@ -200,8 +201,8 @@ class RunSpec:
                self.offload, self.link_delay_ms, self.link_loss_pct, self.link_events, self.link_overrides,
                self.servers, self.placement, self.tcp, self.queue_discipline, self.ecn_threshold_packets,
                self.accelerators, self.nics, self.interconnect, self.interconnect_mbps, self.hosts_per_switch)
-        policy = POLICIES[self.policy]
-        if policy.needs_demands or policy.uses_seed:   # routes depend on the workload or the seed
+        policy = policy_record(self.policy)
+        if policy.sees_demands or policy.uses_seed:   # routes depend on the workload or the seed
             key += (self.collective, self.algorithm, self.mapping, self.ranks, self.seed, self.workload)
         return key
 
@@ -211,7 +212,7 @@ OFFLOADS = ("off", "tso")   # segmentation offload on the emulated hosts' interf
 PLACEMENTS = ("switch-bin", "traffic")   # how a fabric is spread over servers (emulator.plan.servers)
 SERVER_NAME = re.compile(r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CHOICES = {"collective": COLLECTIVES, "algorithm": ALGORITHMS, "mapping": MAPPINGS,
-            "policy": POLICIES, "datapath": ("auto", "kernel", "user"),
+            "datapath": ("auto", "kernel", "user"),
             "offload": ("auto", *OFFLOADS), "placement": PLACEMENTS, "queue_discipline": DISCIPLINES,
             "sharing": SHARING_MODELS}
 # key -> (lowest, highest) allowed, both inclusive; None: no upper limit
@@ -491,6 +492,10 @@ def _check_choices(spec: RunSpec) -> None:
     for key, choices in _CHOICES.items():
         if getattr(spec, key) not in choices:
             raise SpecError(f"{key}: {getattr(spec, key)!r} is not one of: {', '.join(choices)}")
+    try:   # ours, or a file: loaded now, so that one that cannot be imported stops here
+        policy_record(spec.policy)
+    except ValueError as e:
+        raise SpecError(f"policy: {e}") from None
 
 
 def _check_ranges(spec: RunSpec) -> None:
@@ -529,7 +534,7 @@ def _check_hosts_per_switch(spec: RunSpec, fabric: Fabric) -> None:
 
 def _check_policy(spec: RunSpec, fabric: Fabric) -> None:
     kind = fabric.params.get("kind")
-    record = POLICIES[spec.policy]
+    record = policy_record(spec.policy)
     wanted = record.fabric_kind
     if wanted and kind != wanted:
         fits = [p.name for p in POLICIES.values() if p.fabric_kind in (None, kind)]
@@ -728,10 +733,20 @@ def experiment_of(doc: dict, path: str, overrides: dict | None = None, has_netem
                 values["workload"] = fmt + colon + os.path.join(os.path.dirname(path), file)
             if "topology" in values:
                 values["topology"] = topology_beside(values["topology"], path)
+            values = policy_beside(values, path)
             experiment.runs.append(make_run({**values, **(overrides or {})}, has_netem))
         except SpecError as e:
             raise SpecError(f"{path}: run {i + 1}: {e}") from None
     return experiment
+
+
+def policy_beside(values: dict, path: str) -> dict:
+    """`values` with a file policy's relative path made one beside the
+    file `path` that names it (an experiment or a sweep file)."""
+    policy = values.get("policy")
+    if isinstance(policy, str) and policy.startswith(FILE_POLICY):
+        values = {**values, "policy": FILE_POLICY + os.path.join(os.path.dirname(path), policy[len(FILE_POLICY):])}
+    return values
 
 
 def _experiment_name(doc: dict, path: str) -> str:

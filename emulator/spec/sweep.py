@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from emulator.fabric import files
 from emulator.fabric.topology import build
 from emulator.inputs import as_name, shorten
-from emulator.spec.experiment import (RunSpec, SpecError, check_key, load_workload, make_run, read_toml,
-                                      workload_file)
+from emulator.spec.experiment import (RunSpec, SpecError, check_key, load_workload, make_run, policy_beside,
+                                      read_toml, workload_file)
 
 MAX_UNASKED_POINTS = 10_000      # a larger sweep needs --yes (or yes = true)
 MAX_POINTS = 1_000_000           # expanded and checked in memory: beyond this, split the sweep
@@ -175,13 +175,13 @@ def _check_confirm(path: str, confirm: dict) -> None:
 
 
 def _resolve_paths(values: dict, path: str) -> dict:
-    """A workload file (and a topology file) is named beside the sweep file."""
+    """A workload file, a topology file and a policy file are named beside the sweep file."""
     if isinstance(values.get("workload"), str) and values["workload"]:
         fmt, file = workload_file(values["workload"])
         values["workload"] = fmt + os.path.abspath(os.path.join(os.path.dirname(path), file))
     if "topology" in values:
         values["topology"] = files.beside(values["topology"], path)
-    return values
+    return policy_beside(values, os.path.abspath(path))
 
 
 def confirm_spec(point: Point, confirm: dict) -> RunSpec:

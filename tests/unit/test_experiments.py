@@ -52,9 +52,10 @@ README = os.path.join(EXPERIMENTS, "README.md")
 CLIENTS_README = os.path.join(EXPERIMENTS, "real-clients", "README.md")
 
 # experiment files ([defaults] and [[runs]]): `bigraph-emu run --experiment FILE`
-EXPERIMENT_FILES = ("demo.toml", "dragonfly.toml", "eflops.toml", "eflops-server.toml", "geo.toml", "imported.toml", "moe.toml", "multi-tenant.toml",
-                    "nccl-algorithms.toml", "policies-bigraph.toml", "policies-fattree.toml",
-                    "policies-leafspine.toml", "straggler.toml", "torus.toml", "training-scaling.toml", "transport.toml")
+EXPERIMENT_FILES = ("demo.toml", "dragonfly.toml", "eflops.toml", "eflops-server.toml", "geo.toml", "imported.toml",
+                    "moe.toml", "multi-tenant.toml", "nccl-algorithms.toml", "own-policy.toml", "policies-bigraph.toml",
+                    "policies-fattree.toml", "policies-leafspine.toml", "straggler.toml", "torus.toml",
+                    "training-scaling.toml", "transport.toml")
 
 SMALL_BIGRAPH = ["-t", "bigraph:m=2,n=4"]
 GEO = ["-t", "leafspine:leaves=2,spines=1,hosts=4", "--bw", "50", "--link", "leaf-spine:rate=10,delay=10"]
@@ -92,6 +93,10 @@ TRACES = {
     "chakra-send-recv": ("chakra", SMALL_BIGRAPH, 4),
 }
 
+# routing policies of one's own (routes(fabric, demands)) -> the flags `bigraph-emu model -p file:POLICY` runs
+# them with: the command in their own comment
+POLICY_FILES = {"policies/avoid_busiest.py": SMALL_BIGRAPH + ["-c", "allreduce"]}
+
 # programs for `bigraph-emu exec` (MPICH or torch, and root); bench_common.py is the module both import
 REAL_CLIENTS = ("real-clients/mpi_allreduce.py", "real-clients/torch_allreduce.py")
 CLIENT_MODULES = REAL_CLIENTS + ("real-clients/bench_common.py",)
@@ -121,6 +126,7 @@ def covered() -> dict[str, str]:
     files |= {name: "workload" for name in WORKLOAD_FILES}
     files |= {name: "sweep" for name in SWEEP_FILES}
     files |= {name: "topology" for name in TOPOLOGY_FILES}
+    files |= {name: "policy" for name in POLICY_FILES}
     files |= {f: "trace" for name in TRACES for f in trace_files(name)}
     files |= {name: "real client" for name in CLIENT_MODULES}
     files |= {name: "tool" for name in TOOLS}
@@ -267,6 +273,16 @@ def test_trace_runs_through_the_model(name, tmp_path, capsys):
     check_workload_prediction(run, reference)
 
 
+# ---- routing policies ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", POLICY_FILES)
+def test_policy_runs_through_the_model(name, tmp_path, capsys):
+    code, out, err = model(["-p", f"file:{path_of(name)}", *POLICY_FILES[name], "--json"], capsys)
+    assert code == 0, err
+    (run,) = json.loads(out)
+    assert all(s["time_s"] > 0 and s["busbw_mbps"] > 0 for s in run["sizes"]), run
+
+
 # ---- sweeps -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", SWEEP_FILES)
@@ -396,7 +412,7 @@ def test_topology_file_runs_through_the_model(name, capsys):
 def test_readme_names_every_example():
     text = open(README, encoding="utf-8").read()
     names = (set(EXPERIMENT_FILES) | set(WORKLOAD_FILES) | set(SWEEP_FILES) | set(TRACES) | set(REAL_CLIENTS)
-             | set(TOPOLOGY_FILES) | set(NOTEBOOK_FILES))
+             | set(TOPOLOGY_FILES) | set(NOTEBOOK_FILES) | set(POLICY_FILES))
     missing = sorted(n for n in names | set(TOOLS) if n not in text)
     assert not missing, f"experiments/README.md does not name: {missing}"
 

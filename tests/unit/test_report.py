@@ -154,6 +154,18 @@ def test_runs_that_differ_only_in_keys_beyond_the_plot_keys_get_plots_of_their_o
 
 
 
+def test_a_file_policys_plots_are_named_by_its_file_alone(tmp_path):
+    """A file policy's name holds its path: the per-run plots take its file's name."""
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "policies", "avoid_busiest.py")
+    plans = [dataclasses.replace(plan_run(make_run({"topology": "bigraph:m=1,n=4", "sizes": "8K", "repetitions": 1,
+                                                    "warmup": 0, "policy": policy})), run=i)
+             for i, policy in enumerate(("shortest", f"file:{example}"))]
+    fake_folder(str(tmp_path), plans)
+    links = pd.read_csv(tmp_path / "links.csv")
+    links.assign(run=[0] * (len(links) // 2) + [1] * (len(links) // 2)).to_csv(tmp_path / "links.csv", index=False)
+    written = write_report(str(tmp_path), plans) and write_plots(str(tmp_path))
+    assert {"heatmap-1-ring-naive-shortest.png", "heatmap-2-ring-naive-file-avoid_busiest.py.png"} <= set(written)
+
 
 # --- several folders --------------------------------------------------------------------------
 
