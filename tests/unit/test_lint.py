@@ -22,3 +22,14 @@ def test_the_layers_hold():
     proc = subprocess.run([lint_imports, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Contracts: 5 kept, 0 broken." in proc.stdout, proc.stdout
+
+
+def test_test_files_have_unique_names():
+    """The test folders are not packages, so pytest imports each file by its
+    basename: two files of one name in different folders stop collection."""
+    seen = {}
+    for folder, _, files in os.walk(os.path.join(ROOT, "tests")):
+        for name in files:
+            if name.startswith("test_") and name.endswith(".py"):
+                seen.setdefault(name, []).append(os.path.relpath(folder, ROOT))
+    assert {n: f for n, f in seen.items() if len(f) > 1} == {}
