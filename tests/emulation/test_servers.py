@@ -137,28 +137,7 @@ def test_a_capture_on_the_second_server_comes_back_and_report_opens_it(tmp_path,
         assert {r["link"] for r in csv.DictReader(f)} == {"bgh7", "bgh0"}
     assert not [p for p in os.listdir("/tmp") if p.startswith("bigraph-capture-")]
 
-# each rank sends its rank to rank 0 over the fabric; rank 0 prints the sum
-TALK = r"""
-import os, socket, time
-rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-addr = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
-if rank == 0:
-    s = socket.create_server(addr)
-    got = []
-    for _ in range(size - 1):
-        c, _ = s.accept()
-        got.append(int(c.recv(16)))
-    print("sum", sum(got), "from", len(got))
-else:
-    for _ in range(200):
-        try:
-            c = socket.create_connection(addr)
-            break
-        except OSError:
-            time.sleep(0.05)
-    c.sendall(str(rank).encode())
-print("rank", rank, "on", os.environ["BIGRAPH_HOST"], "hostfile lines", len(open(os.environ["BIGRAPH_HOSTFILE"]).readlines()))
-"""
+RANK_SUM = os.path.join(os.path.dirname(__file__), "..", "fixtures", "rank_sum.py")
 
 
 def test_exec_of_a_program_over_two_servers_brings_every_ranks_folder_back(tmp_path, clean_machine, second_server):
@@ -167,7 +146,8 @@ def test_exec_of_a_program_over_two_servers_brings_every_ranks_folder_back(tmp_p
     come back to the head's results; nothing is left on either server."""
     out = tmp_path / "res"
     done = subprocess.run([sys.executable, "-m", "emulator.cli", "exec", *RING[:2], "--bw", "20", "--servers",
-                           SERVERS, "--placement", "switch-bin", "--out", str(out), "--", sys.executable, "-c", TALK],
+                           SERVERS, "--placement", "switch-bin", "--out", str(out), "--", sys.executable,
+                           os.path.abspath(RANK_SUM)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode in (0, 3), done.stdout + done.stderr
     where = json.loads((out / "servers.json").read_text())["where"]

@@ -101,6 +101,26 @@ def test_the_same_ring_on_the_head_alone(clean_machine, timing, record_property)
     timing(row["fidelity"] == "ok", f"on one VM: {float(row['time_over_model']):.2f}x the model, {row['fidelity']}")
 
 
+def test_exec_of_a_program_over_two_vms(clean_machine, record_property):
+    """exec over the two VMs: the second VM's ranks run there (ssh from the
+    head) and their folders come back to the head's results."""
+    out = os.path.join(OUT, "exec")
+    program = os.path.join(os.path.dirname(__file__), "..", "fixtures", "rank_sum.py")
+    done = _run(["exec", "-t", "bigraph:m=2,n=4", "--bw", RATE, "--servers", f"{HEAD},{SERVER}",
+                 "--placement", "switch-bin", "--timeout", "600", "--", sys.executable, os.path.abspath(program)], out)
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    where = json.load(open(os.path.join(out, "servers.json")))["where"]
+    with open(os.path.join(out, "ranks.csv")) as f:
+        ranks = list(csv.DictReader(f))
+    assert {where[r["host"]] for r in ranks} == {HEAD, SERVER}
+    assert "sum 28 from 7" in open(os.path.join(out, "ranks", "0", "stdout")).read()
+    for r in ranks:
+        assert r["exit_code"] == "0", r
+        assert f"rank {r['rank']} on {r['host']}" in open(os.path.join(out, "ranks", r["rank"], "stdout")).read()
+    record_property("exec", json.dumps({r["rank"]: {k: r[k] for k in ("host", "start_s", "end_s", "cpu_s")}
+                                        for r in ranks}))
+    assert _server_leftovers() == {"bridges": [], "links": [], "processes": []}
+
 def test_the_server_vm_killed_mid_run(clean_machine, record_property):
     """Last: the server VM does not come back."""
     proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", *ring(f"{HEAD},{SERVER}", "switch-bin", "64M"),
@@ -133,3 +153,4 @@ def test_the_server_vm_killed_mid_run(clean_machine, record_property):
     assert failed_after < 60, f"{failed_after:.0f} s to notice the lost server and tear down:\n{rest}"
     assert os.path.exists(os.path.join(OUT, "killed.partial", "servers.json"))
     # clean_machine: nothing of the run is left on the head
+
