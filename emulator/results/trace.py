@@ -299,6 +299,12 @@ def _value(x) -> float:
 
 # --- the model's prediction ---------------------------------------------------------------
 
+def write_model_trace(folder: str, runs: list[dict]) -> str:
+    """trace.json of `bigraph-emu model --out` (model_events' runs); returns its path."""
+    os.makedirs(folder, exist_ok=True)
+    return write_events(os.path.join(folder, TRACE), model_events(runs))
+
+
 def model_events(runs: list[dict]) -> list[dict]:
     """The trace of `bigraph-emu model`: per run (`name`; a collective's
     `sizes` and `steps` rows, a workload's `jobs` rows, as the model returns
