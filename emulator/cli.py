@@ -276,9 +276,9 @@ def cmd_report(args) -> int:
     web = web_address(args)
     if web and len(args.folder) > 1:
         raise SpecError("--web serves one results folder; give one")
-    specs = [folder_specs(folder) for folder in args.folder]
-    if args.trace:
+    if args.trace:   # the tables alone: older folders may lack spec.json
         return _write_trace(args.folder, web or args.plot)
+    specs = [folder_specs(folder) for folder in args.folder]
     if web:
         return _serve_folder(args.folder[0], web)
     if len(args.folder) > 1:
