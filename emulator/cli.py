@@ -23,6 +23,7 @@ from emulator.plan import capacity
 from emulator.plan.describe import describe_fabric, describe_path, fabric_data, route_hops, routes_of
 from emulator.plan.folders import check_out_folder, folder_plans, folder_specs, is_program_folder
 from emulator.results.calls import MODEL_STEPS, write_model_steps
+from emulator.results.trace import write_model_trace
 from emulator.records.metrics import MODEL_HEADER, avg_busbw_line, model_row
 from emulator.spec.experiment import OFFLOADS, Experiment, SpecError, load_experiment, make_run
 from emulator.spec.vary import varied_runs
@@ -61,7 +62,7 @@ def _experiment_flags(args, experiment: Experiment) -> Experiment:
 def cmd_model(args) -> int:
     """Predict every run; --out FOLDER gets every step's end and busiest link
     in model_steps.csv, --json prints the predictions as one JSON document."""
-    runs, steps = [], []
+    runs, steps, traced = [], [], []
     if args.out is not None:
         check_out_folder(args.out)
         if os.path.exists(os.path.join(args.out, MODEL_STEPS)):   # what an earlier prediction wrote stays
@@ -77,15 +78,18 @@ def cmd_model(args) -> int:
                 _print_workload_prediction(spec, got)
             runs.append({"run": progress.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
                          "jobs": got["jobs"], "approximation": got["approximation"]})
+            traced.append({"name": runs[-1]["run"], "jobs": got["jobs"]})
             continue
         if not args.json:
             _print_sweep_prediction(spec, got, args.jitter, run.model)
         runs.append({"run": progress.describe(spec, got["ranks"]).lstrip("# "), "ranks": got["ranks"],
                      "sizes": got["sizes"]})
         steps += [{"run": index, **row} for row in got["steps"]]
+        traced.append({"name": runs[-1]["run"], "sizes": got["sizes"], "steps": got["steps"]})
     if args.out:
         path = write_model_steps(args.out, steps)
         print(f"# every step: {path}", file=sys.stderr)
+        print(f"# trace: {write_model_trace(args.out, traced)} (ui.perfetto.dev)", file=sys.stderr)
     if args.json:
         print(json.dumps(runs, indent=1))
     return 0
@@ -272,6 +276,8 @@ def cmd_report(args) -> int:
     web = web_address(args)
     if web and len(args.folder) > 1:
         raise SpecError("--web serves one results folder; give one")
+    if args.trace:   # the tables alone: older folders may lack spec.json
+        return _write_trace(args.folder, web or args.plot)
     specs = [folder_specs(folder) for folder in args.folder]
     if web:
         return _serve_folder(args.folder[0], web)
@@ -286,6 +292,15 @@ def cmd_report(args) -> int:
         print(write_program_report(args.folder[0]), end="")
         return 0
     pipeline.write_reports(args.folder[0], folder_plans(args.folder[0], specs[0]))
+    return 0
+
+
+def _write_trace(folders: list[str], other) -> int:
+    """report --trace: one folder's trace.json, nothing else rewritten."""
+    if len(folders) > 1 or other:
+        raise SpecError("--trace writes one results folder's trace.json; give one folder, without --web or --plot")
+    from emulator.results.trace import write_trace
+    print(f"# trace: {write_trace(folders[0])} (open it in ui.perfetto.dev or chrome://tracing)")
     return 0
 
 

@@ -143,7 +143,8 @@ EXAMPLES = {
     "plan": ["bigraph-emu plan -t bigraph:m=4,n=8 -a halving-doubling -m hdrm --servers 2 --server-cores 2",
              "bigraph-emu plan -t fattree:k=16 --bw 1000 --server-cores 64"],
     "report": ["bigraph-emu report results/<folder>",
-               "bigraph-emu report results/<a> results/<b> --plot cmp.png"],
+               "bigraph-emu report results/<a> results/<b> --plot cmp.png",
+               "bigraph-emu report --trace results/<folder>"],
     "calibrate": ["bigraph-emu calibrate --mtu 9000 --offload off,tso"],
     "sweep": ["bigraph-emu sweep experiments/sweep-placement.toml --dry-run",
               "bigraph-emu sweep experiments/sweep-placement-32.toml --confirm 3 --scheduler tcp://head:8786"],
@@ -317,6 +318,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("folder", nargs="+", help="one results folder, or several to compare")
     sp.add_argument("--plot", metavar="PNG", help="with several folders: where the comparison plot goes "
                                                   "(default: compare-<time>.png beside the first folder)")
+    sp.add_argument("--trace", action="store_true", help="write the folder's trace.json alone (a Chrome trace for "
+                                                         "ui.perfetto.dev: steps, iterations, links' use)")
     _add_web_flags(sp, "replays the folder's calls and links its plots, read-only, until Ctrl-C "
                        "(rebuilds nothing)")
     sp = _command(sub, "calibrate", help="measure how much this machine emulates faithfully (needs root)",

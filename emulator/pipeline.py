@@ -28,6 +28,7 @@ from emulator.plan.folders import PARTIAL   # a run writes OUT.partial/, renamed
 from emulator import preflight
 from emulator.plan import capacity, predictions
 from emulator.progress import LiveView, Progress, WebRun, call_label, describe, print_jobs, print_table, sample_listener
+from emulator.results.trace import write_trace
 from emulator.results.verdict import NETWORK, trusted
 from emulator.spec.experiment import Experiment, RunSpec
 
@@ -126,6 +127,7 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
                     print(describe(plan.spec, plan.ranks))
                     ok &= _replay(emu, plan, work, progress, verdicts, page)
         write_reports(work, plans)
+        write_trace(work)
     except BaseException:
         if sorted(set(os.listdir(work)) - {WORKLOADS}) == ["capacity.json", "spec.json"]:   # it failed before creating anything
             shutil.rmtree(work)
@@ -139,7 +141,7 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     captured = ", captures/ (pcaps), captures.csv, capture_flows.csv" if os.path.exists(os.path.join(out, "captures.csv")) else ""
     print(f"# results: {out}/ {tables} steps.csv, links.csv, machine.csv, summary.txt, "
           f"{'busbw.png, ' if 'collectives' in tables else ''}heatmap.png, fabric.png, timeline.png, "
-          f"link_loads.csv, fabric.json{captured}")
+          f"link_loads.csv, fabric.json, trace.json (ui.perfetto.dev){captured}")
     failed = sum(not trusted(v) for v in verdicts)
     network = sum(v.startswith(NETWORK) for v in verdicts)
     if network:

@@ -2,6 +2,7 @@
 reaches every other, collectives move exactly the scheduled bytes over TCP,
 and teardown leaves nothing behind, also when something fails."""
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -126,3 +127,7 @@ def test_cli_run_writes_the_results_table(tmp_path, clean_machine):
                 "repetition", "time_s", "algbw_mbps", "busbw_mbps", "model_time_s"):
         assert col in rows[0]
     assert all(r["bytes_ok"] == "True" and float(r["busbw_mbps"]) > 0 for r in rows)
+    with open(out / "trace.json") as f:   # the timeline for Perfetto: every step of every rank
+        events = json.load(f)["traceEvents"]
+    with open(out / "steps.csv") as f:
+        assert sum(e["ph"] == "X" and e["name"].startswith("step") for e in events) == len(list(csv.DictReader(f)))
