@@ -15,10 +15,14 @@ queue unevenly are what a real fabric does, and max-min leaves them out.
 So is an iteration of a workload's job that ran ahead of its model or fell
 behind it while the whole workload kept to its model: TCP gave the jobs
 sharing its links unequal shares, where max-min keeps them in step.
-Such a verdict starts with NETWORK and counts as trusted."""
+Such a verdict starts with NETWORK and counts as trusted, but only as far
+as what was measured explains the call (held_to_bound): max-min's time
+times the TCP-sharing factor calibrated for its flows on a link, within
+TOLERANCE, and RTO_MIN_S for every retransmission timeout counted; beyond
+that the call fails, naming the seconds left unexplained."""
 from __future__ import annotations
 
-from emulator.model.sharing import RTO_MIN_S
+from emulator.model.sharing import RTO_MIN_S, NetworkBound
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
 COUNTER_COLUMNS = ["cpu_busy", "cpu_stolen", "ovs_cpu", "ovs_wait", "queue_drops", "queue_marks", "most_drops_port", "tcp_retrans", "tcp_spurious",
@@ -38,6 +42,7 @@ LATENCY_BOUND = 0.5    # per-message latency and least step times are this share
                        # call measures the emulator's own hosts and switches more than the links (a 32 KiB ring
                        # ran 0.50x its model and halving-doubling 1.19x there: docs/model.md)
 NETWORK = "network: "  # a trusted verdict of a call that missed max-min for the network's own reasons
+EXPLAINED = "within what was measured"   # in a network verdict held to the bound (report re-judges those without)
 # the reasons that blame the machine, not the network
 BUSY, SLOW_LINKS, CPU_BOUND, STOLEN = "machine busy", "saturated links ran", "switches CPU-bound", "a hypervisor took"
 
@@ -48,15 +53,20 @@ def trusted(verdict: str) -> bool:
 
 
 def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, model: str = "max-min sharing",
-             beyond_s: float = 0.0, latency_share: float = 0.0, workload_over_model: float | None = None) -> str:
+             model_s: float = 0.0, latency_share: float = 0.0, workload_over_model: float | None = None,
+             max_min_s: float | None = None, bound: NetworkBound | None = None) -> str:
     """"ok", NETWORK and why the call was slower (or, out of step, faster)
     than the model, or "FAIL: " and every reason not to trust the
     measurement. `shared_flows`: the most flows the model put on one link
-    at once; `model`: how it shared links; `beyond_s`: seconds the call took
-    beyond the model; `latency_share`: the share of the model's time that is
-    per-message latency and least step times (RunPlan.latency_share);
+    at once; `model`: how it shared links; `model_s`: the model's time the
+    call is compared with (0: none, and nothing is the network's);
+    `latency_share`: the share of the model's time that is per-message
+    latency and least step times (RunPlan.latency_share);
     `workload_over_model`: for an iteration of a job that shares links with
-    others, the whole workload's time over its model (None: not such)."""
+    others, the whole workload's time over its model (None: not such);
+    `max_min_s`: max-min's time, where the model stretched it (None: the
+    model is max-min); `bound`: the TCP-sharing factors network verdicts are
+    held to (RunPlan.bound; None: a factor of 1)."""
     reasons = []
     if counters.get("cpu_busy", 0) > MAX_CPU_BUSY:
         reasons.append(f"{BUSY} (CPU idle {1 - counters['cpu_busy']:.0%}{_stolen(counters, '; ')})")
@@ -64,12 +74,39 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
     if saturated is not None and saturated != "" and saturated < MIN_LINK_RATE:
         reasons.append(f"{SLOW_LINKS} at {saturated:.0%} of their rate")
     if abs(time_over_model - 1) > TOLERANCE:
-        why = None if reasons else (_tcp_sharing(time_over_model, counters, shared_flows, beyond_s)
-                                    or _out_of_step(counters, workload_over_model))
+        time_s = time_over_model * model_s
+        why = None if reasons or model_s <= 0 else (
+            _tcp_sharing(time_over_model, counters, shared_flows, time_s - model_s)
+            or _out_of_step(counters, workload_over_model))
         if why:
-            return f"{NETWORK}{time_over_model:.2f}x {model}: {why}; the machine kept up"
+            return held_to_bound(f"{NETWORK}{time_over_model:.2f}x {model}: {why}; the machine kept up", time_s,
+                                 model_s, model_s if max_min_s is None else max_min_s, shared_flows,
+                                 counters.get("tcp_timeouts"), bound)
         reasons.append(f"{time_over_model:.2f}x the model" + _likely_cause(time_over_model, counters, latency_share))
     return "FAIL: " + "; ".join(reasons) if reasons else "ok"
+
+
+def held_to_bound(verdict: str, time_s: float, model_s: float, max_min_s: float, flows: int, timeouts,
+                  bound: NetworkBound | None) -> str:
+    """A network verdict of a call slower than its model, held to what was
+    measured explains of it: max-min's time times the TCP-sharing factor
+    for its most flows on a link, within TOLERANCE, and RTO_MIN_S for each
+    retransmission timeout counted (`timeouts`; blank: none counted). Within
+    that it says so; beyond, the call fails naming the seconds unexplained.
+    Any other verdict, a call not slower than its model (an iteration ahead,
+    out of step) and a verdict already held to it stay as they are."""
+    if not verdict.startswith(NETWORK) or EXPLAINED in verdict or not 0 < model_s < time_s:
+        return verdict
+    bound = bound or NetworkBound(None)
+    counted = int(timeouts) if timeouts not in (None, "") and timeouts == timeouts else 0   # NaN: a blank read
+    sharing_s, timeouts_s = max_min_s * bound.factor(flows) * (1 + TOLERANCE), counted * RTO_MIN_S
+    explains = (f"sharing explains {sharing_s / model_s:.2f}x ({bound.describe(flows)}) and {counted} "
+                f"timeout{'' if counted == 1 else 's'} {timeouts_s:.1f} s")
+    unexplained = time_s - sharing_s - timeouts_s
+    if unexplained <= 0:
+        return f"{verdict}; {EXPLAINED}: {explains}"
+    return (f"FAIL: {NETWORK}{time_s / model_s:.2f}x, {explains}: {unexplained:.2f} s unexplained "
+            f"({verdict[len(NETWORK):]})")
 
 
 def machine_failed(verdict: str) -> bool:
