@@ -123,5 +123,5 @@ class NetworkBound:
         if self.sharing is None:
             return f"no TCP-sharing calibration, {self.factor(flows):.2f}x (`bigraph-emu calibrate --tcp-sharing`)"
         tcp, mtu, queue = self.sharing.points[0].setting()
-        said = f"{self.factor(flows):.2f}x for {flows} flows, {tcp} MTU {mtu} {queue}-packet queue"
+        said = f"{self.factor(flows):.2f}x for {flows} flow{'' if flows == 1 else 's'}, {tcp} MTU {mtu} {queue}-packet queue"
         return f"{said}: {self.stands_in}" if self.stands_in else said

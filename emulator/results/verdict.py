@@ -105,7 +105,7 @@ def held_to_bound(verdict: str, time_s: float, model_s: float, max_min_s: float,
     unexplained = time_s - sharing_s - timeouts_s
     if unexplained <= 0:
         return f"{verdict}; {EXPLAINED}: {explains}"
-    return (f"FAIL: {NETWORK}{time_s / model_s:.2f}x, {explains}: {unexplained:.2f} s unexplained "
+    return (f"FAIL: {NETWORK}{time_s / model_s:.2f}x, {explains}: {unexplained:.3g} s unexplained "
             f"({verdict[len(NETWORK):]})")
 
 
