@@ -33,6 +33,7 @@ COUNTER_COLUMNS = ["cpu_busy", "cpu_stolen", "ovs_cpu", "ovs_wait", "queue_drops
 TOLERANCE = 0.15       # measured time within 15% of the model
 MAX_CPU_BUSY = 0.90    # the machine kept at least 10% idle
 MIN_LINK_RATE = 0.90   # saturated links sent at least 90% of their rate
+MIN_WINDOW_S = 1.0     # exec: a program shorter than this is judged by its links alone, not the machine
 BUSY_SWITCHES = 0.85   # ovs-vswitchd's thread on its core or waiting for one: a likely cause
 QUIET_CPU = 0.50       # a machine at least half idle: its RTT jumps are the queues' (spurious retransmissions
                        # came at 2-5 a run in 1.01x uncongested calls there: a probe that was not needed costs no time)
@@ -48,8 +49,32 @@ BUSY, SLOW_LINKS, CPU_BOUND, STOLEN = "machine busy", "saturated links ran", "sw
 
 
 def trusted(verdict: str) -> bool:
-    """A measurement to trust: "ok", or off max-min for the network's own reasons."""
-    return verdict == "ok" or verdict.startswith(NETWORK)
+    """A measurement to trust: "ok" (with what was not judged, said), or off
+    max-min for the network's own reasons."""
+    return verdict == "ok" or verdict.startswith(("ok (", NETWORK))
+
+
+def program_fidelity(figures: dict, window_s: float, program_cpu_s: float, core_s: float) -> str:
+    """exec's verdict, which has no model: the machine kept up beside the
+    program, and saturated links ran at their rate. `figures`: the
+    machine's and the links' over the window (`window_s` seconds);
+    `program_cpu_s`: the CPU seconds of the ranks on this machine, taken
+    off the machine's busy share (`core_s`: every core's seconds over the
+    window): a program is the load it measures, not a load beside it (a
+    0.24 s program's 8 ranks starting at once left a 2-core machine 6%
+    idle). A window under MIN_WINDOW_S is its ranks' start and end, too
+    short to judge the machine by: said, and the verdict stays trusted."""
+    links = fidelity(1.0, {k: v for k, v in figures.items() if k != "cpu_busy"})
+    reasons = [] if links == "ok" else [links.removeprefix("FAIL: ")]
+    busy = figures.get("cpu_busy", 0.0)
+    program = min(busy, program_cpu_s / core_s) if core_s > 0 else 0.0
+    if window_s < MIN_WINDOW_S:
+        said = f"window {window_s:.2f} s too short to judge the machine"
+        return f"FAIL: {'; '.join(reasons)}; {said}" if reasons else f"ok ({said})"
+    if busy - program > MAX_CPU_BUSY:
+        reasons.insert(0, f"{BUSY} beside the program (CPU idle {1 - busy:.0%}, the ranks' own processes "
+                          f"{program:.0%} of it{_stolen(figures, '; ')})")
+    return "FAIL: " + "; ".join(reasons) if reasons else "ok"
 
 
 def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, model: str = "max-min sharing",
