@@ -123,10 +123,11 @@ def held_to_bound(verdict: str, time_s: float, model_s: float, max_min_s: float,
     if not verdict.startswith(NETWORK) or EXPLAINED in verdict or not 0 < model_s < time_s:
         return verdict
     bound = bound or NetworkBound(None)
-    counted = int(timeouts) if timeouts not in (None, "") and timeouts == timeouts else 0   # NaN: a blank read
+    known = timeouts not in (None, "") and timeouts == timeouts   # NaN: a blank read by pandas
+    counted = int(timeouts) if known else 0
     sharing_s, timeouts_s = max_min_s * bound.factor(flows) * (1 + TOLERANCE), counted * RTO_MIN_S
-    explains = (f"sharing explains {sharing_s / model_s:.2f}x ({bound.describe(flows)}) and {counted} "
-                f"timeout{'' if counted == 1 else 's'} {timeouts_s:.1f} s")
+    said = f"{counted} timeout{'' if counted == 1 else 's'} {timeouts_s:.1f} s" if known else "no timeouts counted"
+    explains = f"sharing explains {sharing_s / model_s:.2f}x ({bound.describe(flows)}) and {said}"
     unexplained = time_s - sharing_s - timeouts_s
     if unexplained <= 0:
         return f"{verdict}; {EXPLAINED}: {explains}"

@@ -83,7 +83,7 @@ def test_report_holds_a_folders_old_network_verdicts_to_the_bound_and_lists_the_
     factor = capacity.network_bound(plan.spec, capacity.REFERENCE).factor(flows)
     left = 3.6 * model - model * factor * 1.15
     assert after[0]["fidelity"].startswith(f"FAIL: network: 3.60x, sharing explains {factor * 1.15:.2f}x")
-    assert after[0]["fidelity"].endswith(f"0 timeouts 0.0 s: {left:.3g} s unexplained ({before[0]['fidelity'][9:]})")
+    assert after[0]["fidelity"].endswith(f"no timeouts counted: {left:.3g} s unexplained ({before[0]['fidelity'][9:]})")
     # 1.1x and one timeout's 0.2 s: explained, and said
     assert after[1]["fidelity"].startswith(before[1]["fidelity"] + "; within what was measured: sharing explains ")
     assert [r["fidelity"] for r in after[2:]] == ["ok", "FAIL: 1.30x the model"]
@@ -113,7 +113,7 @@ def test_an_old_verdict_within_the_bound_stays_trusted_and_says_so(tmp_path):
                                         "old_verdict": OLD_LOSSY.format(x=1.16), "new_verdict": row["fidelity"]}]
     assert row["fidelity"] == OLD_LOSSY.format(x=1.16) + (
         "; within what was measured: sharing explains 1.20x (1.05x for 4 flows, bbr MTU 1500 100-packet queue) "
-        "and 0 timeouts 0.0 s")
+        "and no timeouts counted")
 
 
 def test_report_re_judges_jobs_out_of_step(tmp_path):

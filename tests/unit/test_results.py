@@ -382,8 +382,8 @@ def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_as_f
     assert fidelity(1.16, LOSSY, 4, "measured TCP sharing", model_s=2.0, bound=_bound()) == (
         f"{NETWORK}1.16x measured TCP sharing: TCP recovered from 120 queue drops with up to 4 flows on a link "
         "(0.32 s beyond the model: a retransmission timeout takes at least 0.2 s); the machine kept up; within what "
-        "was measured: sharing explains 1.20x (1.05x for 4 flows, bbr MTU 1500 100-packet queue) and 0 timeouts "
-        "0.0 s")
+        "was measured: sharing explains 1.20x (1.05x for 4 flows, bbr MTU 1500 100-packet queue) and no timeouts "
+        "counted")
     assert "(1 retransmission timeout, each" in fidelity(1.16, {**LOSSY, "tcp_timeouts": 1}, 4, model_s=1.0,
                                                          bound=_bound())
     assert "timeout" not in fidelity(1.16, {**LOSSY, "tcp_timeouts": 0}, 4, model_s=1.0,
@@ -462,7 +462,7 @@ def test_a_congested_call_slowed_by_uneven_shares_without_a_loss_is_the_networks
     assert fidelity(1.16, even, 4, "measured TCP sharing", model_s=1.0, bound=_bound()) == (
         f"{NETWORK}1.16x measured TCP sharing: TCP shared the links unevenly, up to 4 flows on a link without a "
         "queue drop, the saturated links at 100% of their rate; the machine kept up; within what was measured: "
-        "sharing explains 1.20x (1.05x for 4 flows, bbr MTU 1500 100-packet queue) and 0 timeouts 0.0 s")
+        "sharing explains 1.20x (1.05x for 4 flows, bbr MTU 1500 100-packet queue) and no timeouts counted")
     uneven = fidelity(1.5, even, 4, model_s=1.0, bound=_bound())                      # no longer unbounded
     assert uneven.startswith(f"FAIL: {NETWORK}1.50x, sharing explains 1.20x") and "0.297 s unexplained" in uneven
     assert fidelity(1.16, even, 1, model_s=1.0).startswith("FAIL")                     # nothing shared a link
@@ -475,7 +475,7 @@ def test_a_congested_call_slowed_by_uneven_shares_without_a_loss_is_the_networks
         f"{NETWORK}1.20x max-min sharing: TCP shared the links unevenly, up to 4 flows on a link without a queue "
         "drop, 10 spurious retransmissions as queues filled, the saturated links at 100% of their rate; the machine "
         "kept up; within what was measured: sharing explains 1.20x (1.05x for 4 flows, bbr MTU 1500 100-packet "
-        "queue) and 0 timeouts 0.0 s")
+        "queue) and no timeouts counted")
     assert fidelity(1.2, {**probed, "cpu_busy": 0.6}, 4, model_s=1.0).endswith(
         "(spurious retransmissions: RTT jumps or reordering)")
     assert fidelity(1.2, {**probed, "tcp_retrans": 11}, 4, model_s=1.0).startswith("FAIL")   # a loss in no queue
