@@ -103,5 +103,6 @@ def _call_name(name: str, row: dict) -> str:
     """Which call (or iteration) a row is, in words."""
     if name == "collectives.csv":
         run = f"run {row['run']} " if row.get("run", "") != "" else ""
-        return f"{run}{row['topology']} {row['algorithm']} {row['size_bytes']} B repetition {row['repetition']}"
+        what = " ".join(row[k] for k in ("topology", "collective", "algorithm") if row.get(k))
+        return f"{run}{what} {row['size_bytes']} B repetition {row['repetition']}"
     return f"{row['topology']} job {row['job']} repetition {row['repetition']} iteration {row['iteration']}"

@@ -90,7 +90,7 @@ def test_report_holds_a_folders_old_network_verdicts_to_the_bound_and_lists_the_
     assert [{k: v for k, v in r.items() if k != "fidelity"} for r in after] == \
         [{k: v for k, v in r.items() if k != "fidelity"} for r in before]     # every other field as written
     assert read(os.path.join(folder, CHANGES)) == [
-        {"call": f"run 0 bigraph:m=2,n=4 halving-doubling 65536 B repetition {i}", "old_verdict": before[i]["fidelity"],
+        {"call": f"run 0 bigraph:m=2,n=4 allreduce halving-doubling 65536 B repetition {i}", "old_verdict": before[i]["fidelity"],
          "new_verdict": after[i]["fidelity"]} for i in (0, 1)]
     assert "2/4 ok" in (tmp_path / "res" / "summary.txt").read_text()   # the summary counts the new verdicts
 
@@ -109,7 +109,7 @@ def test_an_old_verdict_within_the_bound_stays_trusted_and_says_so(tmp_path):
     rewrite(table, rows)
     judged, changes = rejudge_folder(folder, [plan], capacity.REFERENCE)
     (row,) = read(table)
-    assert judged == 1 and changes == [{"call": "run 0 bigraph:m=2,n=4 halving-doubling 65536 B repetition 0",
+    assert judged == 1 and changes == [{"call": "run 0 bigraph:m=2,n=4 allreduce halving-doubling 65536 B repetition 0",
                                         "old_verdict": OLD_LOSSY.format(x=1.16), "new_verdict": row["fidelity"]}]
     assert row["fidelity"] == OLD_LOSSY.format(x=1.16) + (
         "; within what was measured: sharing explains 1.20x (1.05x for 4 flows, bbr MTU 1500 100-packet queue) "
