@@ -291,7 +291,9 @@ def cmd_report(args) -> int:
         from emulator.results.report import write_program_report
         print(write_program_report(args.folder[0]), end="")
         return 0
-    pipeline.write_reports(args.folder[0], folder_plans(args.folder[0], specs[0]))
+    plans = folder_plans(args.folder[0], specs[0])
+    _rejudge(args.folder[0], plans)
+    pipeline.write_reports(args.folder[0], plans)
     return 0
 
 
@@ -302,6 +304,19 @@ def _write_trace(folders: list[str], other) -> int:
     from emulator.results.trace import write_trace
     print(f"# trace: {write_trace(folders[0])} (open it in ui.perfetto.dev or chrome://tracing)")
     return 0
+
+
+def _rejudge(folder: str, plans) -> None:
+    """The folder's network verdicts held to what TCP's measured sharing and
+    the counted timeouts explain, if they were written before that rule; said."""
+    from emulator.results.rejudge import CHANGES, rejudge_folder
+    from emulator.results.verdict import trusted
+    judged, changes = rejudge_folder(folder, plans, preflight.loaded_calibration())
+    if judged:
+        failed = sum(not trusted(c["new_verdict"]) for c in changes)
+        where = f" (listed in {os.path.join(folder, CHANGES)})" if changes else ""
+        print(f"# re-judged {judged} network verdict(s) against what TCP's measured sharing and the counted "
+              f"retransmission timeouts explain: {len(changes)} changed, {failed} of them now failed{where}")
 
 
 def _serve_folder(folder: str, web: tuple[str, int]) -> int:

@@ -223,7 +223,7 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     from emulator.measure import counters
     from emulator.results.report import write_program_report
     from emulator.results.calls import append_csv
-    from emulator.results.verdict import fidelity
+    from emulator.results.verdict import program_fidelity, trusted
     spec = job.plan.spec
     run_keys = {"run": 0, "topology": job.plan.fabric.topology, "policy": spec.policy, "mapping": spec.mapping,
                 "label": spec.label}
@@ -240,7 +240,8 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     duration = samples[-1].t - samples[0].t
     figures = {**linkstats.machine_totals(samples[0], samples[-1], counters.TICKS),
                **linkstats.call_figures(links, duration, spec.mtu)}
-    verdict = fidelity(1.0, figures)   # no model: the machine kept up, saturated links ran at their rate
+    core_s = (samples[-1].cpu_total - samples[0].cpu_total) / counters.TICKS   # every core's, over the window
+    verdict = program_fidelity(figures, duration, R.program_cpu_s(slots, exits, cpu), core_s)
     text = summary_text(job, slots, exits, t0, figures, verdict, stopped, failed, cpu)
     with open(os.path.join(work, "summary.txt"), "w") as f:
         f.write(text + "\n")
@@ -249,7 +250,7 @@ def _write_results(job: Job, work: str, slots, exits, t0: float, samples, emu, s
     print(text)
     if failed or stopped:
         return exit_codes.FAILED, text
-    return (exit_codes.OK if verdict == "ok" else exit_codes.UNTRUSTED), text
+    return (exit_codes.OK if trusted(verdict) else exit_codes.UNTRUSTED), text
 
 
 def _write_captures(work: str, job: Job, rows: list[dict]) -> None:

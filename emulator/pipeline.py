@@ -147,8 +147,9 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     if network:
         print(f"# {network} of {len(verdicts)} counted calls (or iterations of a workload's jobs) missed max-min "
               "sharing for the network's own reasons (TCP recovering from drops at shared queues, sharing busy links "
-              "unevenly, or giving jobs on the same links unequal shares, the machine keeping up): trusted, and their "
-              "fidelity column says so")
+              "unevenly, or giving jobs on the same links unequal shares, the machine keeping up): trusted as far as "
+              "TCP's measured sharing and the retransmission timeouts counted explain them, and their fidelity "
+              "column says so")
     if not ok:
         return exit_codes.FAILED
     if failed:

@@ -56,7 +56,8 @@ def latency_bound(plan) -> str:
 
 def with_sharing(plans) -> list:
     """Each plan with the TCP sharing its model stretches congested steps
-    by (spec key sharing "tcp", where measured), and says which model runs."""
+    by (spec key sharing "tcp", where measured) and the one its verdict holds
+    network verdicts to, and says which model runs."""
     calibration = loaded_calibration()
     shared = []
     for plan in plans:
@@ -64,7 +65,7 @@ def with_sharing(plans) -> list:
         print(f"# model: {model}")
         if plan.links:
             print(f"# model's links: {plan.links.basis}")
-        shared.append(dataclasses.replace(plan, sharing=found))
+        shared.append(dataclasses.replace(plan, sharing=found, bound=capacity.network_bound(plan.spec, calibration)))
     return shared
 
 

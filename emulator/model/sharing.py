@@ -89,3 +89,39 @@ def stretched_time(prediction, sharing: Sharing) -> float:
         total += (end - start) * sharing.factor(flows)
         start = end
     return total + (prediction.time_s - start)   # past the last step index: as predicted
+
+
+def nearest_setting(points, tcp: str, mtu: int, queue_packets: int) -> Sharing | None:
+    """The points of the calibrated setting nearest this one (None if none
+    is calibrated): the same congestion control first, then the nearest MTU,
+    then the nearest queue depth, both by ratio."""
+    settings = sorted({p.setting() for p in points})
+    if not settings:
+        return None
+    best = min(settings, key=lambda s: (s[0] != tcp, abs(math.log(s[1] / mtu)),
+                                        abs(math.log(s[2] / queue_packets))))
+    return for_setting(points, *best)
+
+
+@dataclass(frozen=True)
+class NetworkBound:
+    """How much slower than max-min TCP's measured sharing lets a call be
+    for the network's own reasons (the verdict holds network verdicts to
+    it, emulator.results.verdict): the factors of the run's setting, or of
+    the calibrated setting nearest it, said."""
+    sharing: Sharing | None   # None: no setting calibrated anywhere
+    stands_in: str = ""       # "": the run's own setting; else which setting stood in for it, and how to measure it
+
+    def factor(self, flows: int) -> float:
+        """The measured factor for `flows` flows on a link, never below 1:
+        one flow is what max-min gets right, and factors under 1 (0.997) are
+        the calibration's noise."""
+        return max(1.0, self.sharing.factor(flows)) if self.sharing else 1.0
+
+    def describe(self, flows: int) -> str:
+        """Where the factor for `flows` flows came from, said."""
+        if self.sharing is None:
+            return f"no TCP-sharing calibration, {self.factor(flows):.2f}x (`bigraph-emu calibrate --tcp-sharing`)"
+        tcp, mtu, queue = self.sharing.points[0].setting()
+        said = f"{self.factor(flows):.2f}x for {flows} flow{'' if flows == 1 else 's'}, {tcp} MTU {mtu} {queue}-packet queue"
+        return f"{said}: {self.stands_in}" if self.stands_in else said

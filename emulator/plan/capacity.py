@@ -30,7 +30,7 @@ from emulator.fabric.queues import BURST_MS
 from emulator.fabric.topology import build
 from emulator.inputs import read_text
 from emulator.model.buckets import Burst, EmulatedLinks
-from emulator.model.sharing import Sharing, SharingPoint, for_setting
+from emulator.model.sharing import NetworkBound, Sharing, SharingPoint, for_setting, nearest_setting
 from emulator.spec.experiment import CONGESTION_CONTROL, check_key
 
 CALIBRATION_FILE = "/var/lib/bigraph-emu/calibration.json"
@@ -236,6 +236,23 @@ def sharing_of(spec, calibration: Calibration) -> tuple[Sharing | None, str]:
         return None, "max-min sharing (asked for)"
     found, basis = sharing_for(calibration, spec.tcp, spec.mtu, min(spec.host_queue_packets, spec.switch_queue_packets))
     return found, basis if found else f"max-min sharing ({basis})"
+
+
+def network_bound(spec, calibration: Calibration) -> NetworkBound:
+    """The TCP-sharing factors the verdict holds a run's network verdicts to
+    (whatever model the run compares with): this machine's, else the
+    reference machine's, for the run's congestion control, MTU and shallower
+    queue; where neither measured that setting, the nearest calibrated one, said."""
+    tcp, mtu, queue = spec.tcp, spec.mtu, min(spec.host_queue_packets, spec.switch_queue_packets)
+    found, _ = sharing_for(calibration, tcp, mtu, queue)
+    if found:
+        return NetworkBound(found)
+    mine = {p.setting() for p in calibration.sharing}
+    near = nearest_setting(calibration.sharing + [p for p in REFERENCE.sharing if p.setting() not in mine],
+                           tcp, mtu, queue)
+    return NetworkBound(near, f"the nearest calibrated point to this run's {tcp} MTU {mtu} {queue}-packet queue "
+                              f"(`bigraph-emu calibrate --tcp-sharing 2,4,8,16 --tcp {tcp} --mtu {mtu} "
+                              f"--queue {queue}`)")
 
 
 def save(calibration: Calibration, path: str | None = None) -> str:

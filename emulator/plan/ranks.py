@@ -183,6 +183,14 @@ def rank_rows(run: int, ranks: list[Slot], exits: list[RankExit], t0: float, lab
     return rows
 
 
+def program_cpu_s(ranks: list[Slot], exits: list[RankExit], cpu: dict[str, tuple[float, float]]) -> float:
+    """The CPU seconds of the program's ranks on this machine (`cpu`: per
+    host read here, its processes' seconds on a core): per rank the larger
+    of its host's threads as polled (which miss a thread's last poll) and its
+    wrapper's rusage (the program and what it waited for, not the wrapper)."""
+    return sum(max(cpu[s.host][0], e.cpu_s or 0.0) for s, e in zip(ranks, exits) if s.host in cpu)
+
+
 def _rounded(seconds):
     return round(seconds, 3) if seconds != "" else ""
 

@@ -19,7 +19,7 @@ from emulator.records.metrics import payload_efficiency
 from emulator.plan.modelled_jobs import iteration_rows, model_rows
 from emulator.model.buckets import EmulatedLinks
 from emulator.model.lockstep import NotLockstep, predict_jobs
-from emulator.model.sharing import Sharing
+from emulator.model.sharing import NetworkBound, Sharing
 from emulator.model.simulation import EXACT_FLOWS, METHODS, Prediction, predict, predict_collective
 from emulator.workloads.flat import flatten, ranks_alone
 from emulator.workloads.program import Compiled, JobLayout, compile_workload, place_jobs
@@ -55,6 +55,7 @@ class RunPlan:
     alone: list[Prediction] = field(default_factory=list)   # a workload's jobs, each by itself
     run: int = 0                          # its place in the experiment: the `run` column of every table
     sharing: Sharing | None = None        # TCP's measured sharing the model stretches steps by (None: max-min)
+    bound: NetworkBound | None = None     # TCP's measured sharing the verdict holds network verdicts to (None: none)
     links: EmulatedLinks | None = None    # what the model adds for links emulated on this machine (None: the network alone)
     _latency: dict[int, float] = field(default_factory=dict, init=False, repr=False)   # latency_share's, by key
 

@@ -41,9 +41,10 @@ def job_rows(plan, call, record) -> list[dict]:
                          "slowdown_basis": "model alone",
                          "fidelity": fidelity(g["time_s"] / m["time_s"] if m["time_s"] else 1.0, counters,
                                               plan.predictions[call.size_bytes].most_flows_on_a_link,
-                                              beyond_s=g["time_s"] - m["time_s"],
+                                              model_s=m["time_s"],
                                               latency_share=plan.latency_share(call.size_bytes),
-                                              workload_over_model=workload if layout.job.name in sharing else None),
+                                              workload_over_model=workload if layout.job.name in sharing else None,
+                                              bound=plan.bound),
                          **{key: "" if counters.get(key) is None else counters[key] for key in COUNTER_COLUMNS},
                          "counters_of": counted, "tcp": layout.job.tcp or plan.spec.tcp, "label": plan.spec.label})
     return rows

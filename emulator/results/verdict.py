@@ -15,10 +15,14 @@ queue unevenly are what a real fabric does, and max-min leaves them out.
 So is an iteration of a workload's job that ran ahead of its model or fell
 behind it while the whole workload kept to its model: TCP gave the jobs
 sharing its links unequal shares, where max-min keeps them in step.
-Such a verdict starts with NETWORK and counts as trusted."""
+Such a verdict starts with NETWORK and counts as trusted, but only as far
+as what was measured explains the call (held_to_bound): max-min's time
+times the TCP-sharing factor calibrated for its flows on a link, within
+TOLERANCE, and RTO_MIN_S for every retransmission timeout counted; beyond
+that the call fails, naming the seconds left unexplained."""
 from __future__ import annotations
 
-from emulator.model.sharing import RTO_MIN_S
+from emulator.model.sharing import RTO_MIN_S, NetworkBound
 
 # what the machine's and the links' counters say about a call (CallRecord.counters)
 COUNTER_COLUMNS = ["cpu_busy", "cpu_stolen", "ovs_cpu", "ovs_wait", "queue_drops", "queue_marks", "most_drops_port", "tcp_retrans", "tcp_spurious",
@@ -29,6 +33,7 @@ COUNTER_COLUMNS = ["cpu_busy", "cpu_stolen", "ovs_cpu", "ovs_wait", "queue_drops
 TOLERANCE = 0.15       # measured time within 15% of the model
 MAX_CPU_BUSY = 0.90    # the machine kept at least 10% idle
 MIN_LINK_RATE = 0.90   # saturated links sent at least 90% of their rate
+MIN_WINDOW_S = 1.0     # exec: a program shorter than this is judged by its links alone, not the machine
 BUSY_SWITCHES = 0.85   # ovs-vswitchd's thread on its core or waiting for one: a likely cause
 QUIET_CPU = 0.50       # a machine at least half idle: its RTT jumps are the queues' (spurious retransmissions
                        # came at 2-5 a run in 1.01x uncongested calls there: a probe that was not needed costs no time)
@@ -38,25 +43,55 @@ LATENCY_BOUND = 0.5    # per-message latency and least step times are this share
                        # call measures the emulator's own hosts and switches more than the links (a 32 KiB ring
                        # ran 0.50x its model and halving-doubling 1.19x there: docs/model.md)
 NETWORK = "network: "  # a trusted verdict of a call that missed max-min for the network's own reasons
+EXPLAINED = "within what was measured"   # in a network verdict held to the bound (report re-judges those without)
 # the reasons that blame the machine, not the network
 BUSY, SLOW_LINKS, CPU_BOUND, STOLEN = "machine busy", "saturated links ran", "switches CPU-bound", "a hypervisor took"
 
 
 def trusted(verdict: str) -> bool:
-    """A measurement to trust: "ok", or off max-min for the network's own reasons."""
-    return verdict == "ok" or verdict.startswith(NETWORK)
+    """A measurement to trust: "ok" (with what was not judged, said), or off
+    max-min for the network's own reasons."""
+    return verdict == "ok" or verdict.startswith(("ok (", NETWORK))
+
+
+def program_fidelity(figures: dict, window_s: float, program_cpu_s: float, core_s: float) -> str:
+    """exec's verdict, which has no model: the machine kept up beside the
+    program, and saturated links ran at their rate. `figures`: the
+    machine's and the links' over the window (`window_s` seconds);
+    `program_cpu_s`: the CPU seconds of the ranks on this machine, taken
+    off the machine's busy share (`core_s`: every core's seconds over the
+    window): a program is the load it measures, not a load beside it (a
+    0.24 s program's 8 ranks starting at once left a 2-core machine 6%
+    idle). A window under MIN_WINDOW_S is its ranks' start and end, too
+    short to judge the machine by: said, and the verdict stays trusted."""
+    links = fidelity(1.0, {k: v for k, v in figures.items() if k != "cpu_busy"})
+    reasons = [] if links == "ok" else [links.removeprefix("FAIL: ")]
+    busy = figures.get("cpu_busy", 0.0)
+    program = min(busy, program_cpu_s / core_s) if core_s > 0 else 0.0
+    if window_s < MIN_WINDOW_S:
+        said = f"window {window_s:.2f} s too short to judge the machine"
+        return f"FAIL: {'; '.join(reasons)}; {said}" if reasons else f"ok ({said})"
+    if busy - program > MAX_CPU_BUSY:
+        reasons.insert(0, f"{BUSY} beside the program (CPU idle {1 - busy:.0%}, the ranks' own processes "
+                          f"{program:.0%} of it{_stolen(figures, '; ')})")
+    return "FAIL: " + "; ".join(reasons) if reasons else "ok"
 
 
 def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, model: str = "max-min sharing",
-             beyond_s: float = 0.0, latency_share: float = 0.0, workload_over_model: float | None = None) -> str:
+             model_s: float = 0.0, latency_share: float = 0.0, workload_over_model: float | None = None,
+             max_min_s: float | None = None, bound: NetworkBound | None = None) -> str:
     """"ok", NETWORK and why the call was slower (or, out of step, faster)
     than the model, or "FAIL: " and every reason not to trust the
     measurement. `shared_flows`: the most flows the model put on one link
-    at once; `model`: how it shared links; `beyond_s`: seconds the call took
-    beyond the model; `latency_share`: the share of the model's time that is
-    per-message latency and least step times (RunPlan.latency_share);
+    at once; `model`: how it shared links; `model_s`: the model's time the
+    call is compared with (0: none, and nothing is the network's);
+    `latency_share`: the share of the model's time that is per-message
+    latency and least step times (RunPlan.latency_share);
     `workload_over_model`: for an iteration of a job that shares links with
-    others, the whole workload's time over its model (None: not such)."""
+    others, the whole workload's time over its model (None: not such);
+    `max_min_s`: max-min's time, where the model stretched it (None: the
+    model is max-min); `bound`: the TCP-sharing factors network verdicts are
+    held to (RunPlan.bound; None: a factor of 1)."""
     reasons = []
     if counters.get("cpu_busy", 0) > MAX_CPU_BUSY:
         reasons.append(f"{BUSY} (CPU idle {1 - counters['cpu_busy']:.0%}{_stolen(counters, '; ')})")
@@ -64,12 +99,40 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
     if saturated is not None and saturated != "" and saturated < MIN_LINK_RATE:
         reasons.append(f"{SLOW_LINKS} at {saturated:.0%} of their rate")
     if abs(time_over_model - 1) > TOLERANCE:
-        why = None if reasons else (_tcp_sharing(time_over_model, counters, shared_flows, beyond_s)
-                                    or _out_of_step(counters, workload_over_model))
+        time_s = time_over_model * model_s
+        why = None if reasons or model_s <= 0 else (
+            _tcp_sharing(time_over_model, counters, shared_flows, time_s - model_s)
+            or _out_of_step(counters, workload_over_model))
         if why:
-            return f"{NETWORK}{time_over_model:.2f}x {model}: {why}; the machine kept up"
+            return held_to_bound(f"{NETWORK}{time_over_model:.2f}x {model}: {why}; the machine kept up", time_s,
+                                 model_s, model_s if max_min_s is None else max_min_s, shared_flows,
+                                 counters.get("tcp_timeouts"), bound)
         reasons.append(f"{time_over_model:.2f}x the model" + _likely_cause(time_over_model, counters, latency_share))
     return "FAIL: " + "; ".join(reasons) if reasons else "ok"
+
+
+def held_to_bound(verdict: str, time_s: float, model_s: float, max_min_s: float, flows: int, timeouts,
+                  bound: NetworkBound | None) -> str:
+    """A network verdict of a call slower than its model, held to what was
+    measured explains of it: max-min's time times the TCP-sharing factor
+    for its most flows on a link, within TOLERANCE, and RTO_MIN_S for each
+    retransmission timeout counted (`timeouts`; blank: none counted). Within
+    that it says so; beyond, the call fails naming the seconds unexplained.
+    Any other verdict, a call not slower than its model (an iteration ahead,
+    out of step) and a verdict already held to it stay as they are."""
+    if not verdict.startswith(NETWORK) or EXPLAINED in verdict or not 0 < model_s < time_s:
+        return verdict
+    bound = bound or NetworkBound(None)
+    known = timeouts not in (None, "") and timeouts == timeouts   # NaN: a blank read by pandas
+    counted = int(timeouts) if known else 0
+    sharing_s, timeouts_s = max_min_s * bound.factor(flows) * (1 + TOLERANCE), counted * RTO_MIN_S
+    said = f"{counted} timeout{'' if counted == 1 else 's'} {timeouts_s:.1f} s" if known else "no timeouts counted"
+    explains = f"sharing explains {sharing_s / model_s:.2f}x ({bound.describe(flows)}) and {said}"
+    unexplained = time_s - sharing_s - timeouts_s
+    if unexplained <= 0:
+        return f"{verdict}; {EXPLAINED}: {explains}"
+    return (f"FAIL: {NETWORK}{time_s / model_s:.2f}x, {explains}: {unexplained:.3g} s unexplained "
+            f"({verdict[len(NETWORK):]})")
 
 
 def machine_failed(verdict: str) -> bool:

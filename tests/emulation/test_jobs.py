@@ -36,7 +36,8 @@ def test_two_jobs_run_at_once_and_slow_each_other_down(tmp_path, clean_machine, 
     # each other: one call can run 0.88x while its neighbour runs 1.33x (40 calls in
     # lab/two-jobs-sharing-2026-12-04), so the median call is judged; and a call slower for
     # TCP's own loss recovery (a `network:` verdict: drops and a retransmission timeout, which max-min leaves
-    # out; one ran 1.60x on 2026-12-05) is not held to the model's bound; one out of step is
+    # out; one ran 1.60x on 2026-12-05) is not held to the model's bound: its verdict holds only as far as TCP's
+    # measured sharing and the timeouts counted explain it (docs/results.md); one out of step is held to it
     over_model = [float(r["time_s"]) / float(r["model_time_s"]) for r in rows]
     lossy = [r["fidelity"].startswith(NETWORK) and "out of step" not in r["fidelity"] for r in rows]
     unexplained = [x for x, recovered in zip(over_model, lossy) if not recovered]

@@ -219,3 +219,34 @@ def test_the_summary_gives_the_ranks_share_of_the_machine():
     line = execute.cpu_line({"bgh0": (1.5, 3.0), "bgh1": (0.5, 1.0)}, 2.0)
     assert "(2 hosts on this machine): 2.00 s on a core (1.00 of one over the program)" in line
     assert "4.00 s runnable but waiting for one (2.00 threads waiting on average)" in line
+
+
+def test_the_program_s_cpu_is_each_rank_s_larger_count_on_this_machine():
+    slots = eight()[:3]
+    exits = [R.RankExit(0, 0, 1.0, 1.2, 0.05), R.RankExit(1, 0, 1.0, 1.2, 0.30), R.RankExit(2, 0, 1.0, 1.2, 9.0)]
+    cpu = {slots[0].host: (0.12, 0.0), slots[1].host: (0.10, 0.0)}   # the third host's on another server
+    assert R.program_cpu_s(slots, exits, cpu) == pytest.approx(0.12 + 0.30)   # polled, rusage; not the remote one
+    assert R.program_cpu_s(slots, [R.RankExit(r, None, None, None) for r in range(3)], cpu) == pytest.approx(0.22)
+
+
+def test_exec_s_verdict_judges_what_ran_beside_the_program():
+    from emulator.results.verdict import machine_failed, program_fidelity, trusted
+    links = {"saturated_util": 0.98, "cpu_stolen": 0.0}
+    # a 2-core machine 94% busy over 2 s (4 core-seconds), the program's ranks 1.6 of them: 54% beside it
+    assert program_fidelity({**links, "cpu_busy": 0.94}, 2.0, 1.6, 4.0) == "ok"
+    busy = program_fidelity({**links, "cpu_busy": 0.97}, 2.0, 0.2, 4.0)
+    assert busy == "FAIL: machine busy beside the program (CPU idle 3%, the ranks' own processes 5% of it)"
+    assert machine_failed(busy) and not trusted(busy)
+    assert program_fidelity({**links, "cpu_busy": 0.97}, 2.0, 0.0, 4.0).startswith("FAIL: machine busy")
+    slow = program_fidelity({"saturated_util": 0.7, "cpu_busy": 0.2}, 2.0, 0.1, 4.0)
+    assert slow == "FAIL: saturated links ran at 70% of their rate"
+
+
+def test_exec_s_verdict_leaves_a_window_under_a_second_unjudged_and_says_so():
+    from emulator.results.verdict import program_fidelity, trusted
+    # `sh -c 'echo $RANK > FILE'` on 8 ranks: 0.24 s, the machine 94% busy with their start, little counted
+    short = program_fidelity({"saturated_util": None, "cpu_busy": 0.94}, 0.24, 0.05, 0.48)
+    assert short == "ok (window 0.24 s too short to judge the machine)" and trusted(short)
+    assert program_fidelity({"saturated_util": 0.7, "cpu_busy": 0.94}, 0.24, 0.05, 0.48) == (
+        "FAIL: saturated links ran at 70% of their rate; window 0.24 s too short to judge the machine")
+    assert program_fidelity({"saturated_util": None, "cpu_busy": 0.94}, 1.0, 0.05, 2.0).startswith("FAIL")

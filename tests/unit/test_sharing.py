@@ -134,6 +134,9 @@ def test_each_run_says_which_model_it_compares_with(tmp_path, monkeypatch, capsy
     plans = preflight.with_sharing([plan_run(make_run({**s, "sizes": ["1M"]})) for s in specs])
     assert plans[0].sharing.factor(4) == pytest.approx(1.3)
     assert plans[1].sharing is None and plans[2].sharing is None
+    # the verdict's bound whatever the model: this machine's factors; for reno, the nearest calibrated point
+    assert plans[0].bound.factor(4) == plans[1].bound.factor(4) == pytest.approx(1.3)
+    assert plans[2].bound.sharing is not None and "nearest calibrated point" in plans[2].bound.describe(4)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("# model: TCP sharing measured with cubic, MTU 9000") and path in lines[0]
     assert lines[1] == "# model: max-min sharing (asked for)"
