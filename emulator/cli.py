@@ -167,14 +167,13 @@ def cmd_plan(args) -> int:
     spec = _experiment(args, check_kernel=False).runs[0]
     datapath = "user" if spec.datapath == "auto" else spec.datapath
     try:
-        mbps, basis = capacity.per_core(capacity.load(), datapath, spec.mtu, resolve_offload(datapath, spec.offload))
+        budget = capacity.faithful_budget(capacity.load(), datapath, spec.mtu,
+                                          resolve_offload(datapath, spec.offload), cores)
     except (LookupError, ValueError) as e:
         raise SpecError(str(e)) from None
-    budget = servers.Server("server", mbps * cores, max_hosts)
     print(progress.describe(spec, spec.ranks or len(spec.fabric().hosts)) + " (plan over servers)")
-    print(servers.server_plan(plan_run(spec), names, budget,
-                              f"{cores} cores x {mbps:.0f} link-Mbit/s per core, the {datapath} datapath at MTU "
-                              f"{spec.mtu}: {basis}"))
+    print(servers.server_plan(plan_run(spec), names, servers.Server.of("server", budget, max_hosts),
+                              f"the {datapath} datapath at MTU {spec.mtu}: {budget.basis}"))
     return 0
 
 
