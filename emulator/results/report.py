@@ -17,6 +17,7 @@ from emulator.model.simulation import link_loads_per_step
 from emulator.results.calls import SERIES_KEYS, SPEC_KEYS
 from emulator.results.verdict import trusted
 from emulator.spec.experiment import RunSpec
+from emulator.plan.modelled_jobs import PLACEMENT_WIDTH, placement_cell
 from emulator.results.plots import (RUN_COLUMNS, call_name, call_use, capture_plot, fabric_drawing, fabric_story, heatmap_extent,
                             job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
                             utilisation_heatmap)
@@ -429,13 +430,15 @@ def job_summary(d: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_jobs(s: pd.DataFrame) -> str:
-    lines = [f"{'topology':26} {'policy':13} {'algorithm':16} {'job':12} {'jobs':>4} {'ranks':>5} {'placement':12} "
+    lines = [f"{'topology':26} {'policy':13} {'algorithm':16} {'job':12} {'jobs':>4} {'ranks':>5} "
+             f"{'placement':{PLACEMENT_WIDTH}} "
              f"{'iter(ms)':>9} {'compute':>8} {'exposed':>8} {'model':>8} {'model exp':>9} {'meas/model':>10} "
              f"{'alone':>8} {'alone(model)':>12} {'slowdown':>8} {'(model)':>7} {'verdict':>8}  label"]
     for r in s.itertuples():
         jobs = f"{r.jobs}+{r.background_flows}" if r.background_flows else str(r.jobs)   # +: background flows
         lines.append(f"{r.topology:26} {r.policy:13} {str(r.algorithm):16} {r.job[:12]:12} {jobs:>4} {r.ranks:5d} "
-                     f"{str(r.placement)[:12]:12} {r.time_s * 1e3:9.1f} {r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
+                     f"{placement_cell(str(r.placement)):{PLACEMENT_WIDTH}} {r.time_s * 1e3:9.1f} "
+                     f"{r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
                      f"{r.model_time_s * 1e3:8.1f} {r.model_comm_s * 1e3:9.1f} {r.meas_over_model:10.2f} "
                      f"{_num(r.alone_s * 1e3, '8.1f')} {r.alone_model_s * 1e3:12.1f} "
                      f"{_num(r.measured_slowdown, '8.2f')} {r.slowdown:7.2f} {f'{r.ok}/{r.iterations} ok':>8}  {r.label}")
