@@ -22,6 +22,7 @@ from emulator.results.plots import (RUN_COLUMNS, call_name, call_use, capture_pl
                             job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
                             utilisation_heatmap)
 from emulator.records.tables import TABLES, TableError, read_fabric, read_table
+from emulator.results import damage
 from emulator.inputs import InputError, as_name, read_text
 from emulator.routes.user_policy import label
 
@@ -171,8 +172,7 @@ def write_report(out_dir: str, plans) -> str:
     return the summary. Every input is read and checked first (TableError
     names a damaged file), and every output replaces its file whole, so a
     failure leaves the folder as it was."""
-    tables = read_folder(out_dir)
-    check_runs(out_dir, tables, [plan.spec for plan in plans])
+    tables = read_folder(out_dir, plans)
     check_outputs(out_dir)
     parts = []
     collectives, jobs = tables["collectives.csv"], tables["jobs.csv"]
@@ -225,7 +225,7 @@ def bottleneck_scopes(links: pd.DataFrame | None) -> str:
 def write_program_report(out_dir: str) -> str:
     """An `exec` folder's plots and capture_flows.csv; returns its summary
     (the program's own, read before anything is written)."""
-    tables = read_folder(out_dir)
+    tables = read_folder(out_dir, [])
     try:
         text = read_text(os.path.join(out_dir, "summary.txt"))
     except InputError as e:
@@ -307,10 +307,16 @@ def write_capture_flows(out_dir: str, tables: dict) -> None:
 WRITTEN_ONLY = ("link_loads.csv",)   # tables the report writes afresh: not its input
 
 
-def read_folder(out_dir: str) -> dict:
+def read_folder(out_dir: str, plans: list | None = None) -> dict:
     """Every table and fabric.json the report reads, checked, by file name
-    (None where missing); and the flows of the pcaps captures.csv lists."""
+    (None where missing), the tables against the runs' `plans` (check_runs,
+    then damage.check: None plans them again); and the flows of the pcaps
+    captures.csv lists."""
+    damage.byte_order_marks(out_dir)
     tables = {name: read_table(os.path.join(out_dir, name)) for name in TABLES if name not in WRITTEN_ONLY}
+    if plans:
+        check_runs(out_dir, tables, [plan.spec for plan in plans])
+    damage.check(out_dir, plans, tables)
     tables["fabric.json"] = read_fabric(os.path.join(out_dir, "fabric.json"))
     tables["capture_flows.csv"] = capture_flows(out_dir, tables["captures.csv"])
     return tables
