@@ -33,8 +33,10 @@ def main() -> None:
     ap.add_argument("--rates", default="100,1000")
     ap.add_argument("--cores", default="16,64")
     args = ap.parse_args()
-    per_core, basis = capacity.per_core(capacity.load(), "user", 9000, "off")
-    print(f"# per-core budget: {per_core:.0f} link-Mbit/s ({basis}); at most {MAX_EMULATED_HOSTS} hosts a server")
+    one = capacity.faithful_budget(capacity.load(), "user", 9000, "off", cores=1)
+    print(f"# per-core budget: {one.faithful_mbps:.0f} link-Mbit/s up to {one.ports} switch ports, shrinking "
+          f"as ({one.ports}/ports) ** {one.exponent:.2f} past them ({one.basis}); at most {MAX_EMULATED_HOSTS} "
+          f"hosts a server")
     print("| hosts | link Mbit/s | cores a server | peak link-Mbit/s | servers | busiest server | "
           "bytes across, traffic / switch-bin | planning s |")
     print("|---|---|---|---|---|---|---|---|")
@@ -46,14 +48,15 @@ def main() -> None:
                                       "host_rate_mbps": rate, "switch_rate_mbps": rate}))
             traffic = servers.traffic_of(plan)
             for cores in map(int, args.cores.split(",")):
-                budget = servers.Server("s", per_core * cores, MAX_EMULATED_HOSTS)
+                budget = servers.Server.of("s", capacity.faithful_budget(capacity.load(), "user", 9000, "off",
+                                                                         cores), MAX_EMULATED_HOSTS)
                 try:
                     placed = servers.servers_needed(traffic, budget)
                 except ValueError as e:
                     print(f"| {hosts} | {rate:g} | {cores} | {traffic.load.sum():.0f} | none | {e} | | |")
                     continue
                 binned = servers.switch_bin(traffic, placed.servers)
-                busiest = max(placed.load_mbps) / budget.faithful_mbps
+                busiest = max(placed.load_mbps[s] / placed.budget_mbps(s) for s in range(len(placed.servers)))
                 total = traffic.forwarded.sum()
                 print(f"| {hosts} | {rate:g} | {cores} | {traffic.load.sum():.0f} | {len(placed.servers)} | "
                       f"{busiest:.0%} | {placed.cross_bytes / total:.1%} / {binned.cross_bytes / total:.1%} "

@@ -22,7 +22,7 @@ from emulator.net import capabilities, interrupts, processes
 from emulator.plan import capacity
 from emulator.plan.describe import describe_fabric, describe_path, fabric_data, route_hops, routes_of
 from emulator.plan.folders import check_out_folder, folder_plans, folder_specs, is_program_folder
-from emulator.results.calls import MODEL_STEPS, write_model_steps
+from emulator.results.calls import write_model_steps
 from emulator.results.trace import write_model_trace
 from emulator.records.metrics import MODEL_HEADER, avg_busbw_line, model_row
 from emulator.spec.experiment import OFFLOADS, Experiment, SpecError, load_experiment, make_run
@@ -65,8 +65,10 @@ def cmd_model(args) -> int:
     runs, steps, traced = [], [], []
     if args.out is not None:
         check_out_folder(args.out)
-        if os.path.exists(os.path.join(args.out, MODEL_STEPS)):   # what an earlier prediction wrote stays
-            raise SpecError(f"--out {args.out} already holds {MODEL_STEPS}; choose a new folder or move it")
+        held = sorted(os.listdir(args.out)) if os.path.isdir(args.out) else []
+        if held:   # as `run --out`: a new or empty folder, so nothing already there is overwritten
+            said = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+            raise SpecError(f"--out {args.out} is not empty (it holds {said}); choose a new or empty folder")
     predicted = pipeline.predict(_experiment(args, check_kernel=False), args.method, args.jitter, args.emulated,
                                  _ModelProgress())
     for index, run in enumerate(predicted):
@@ -171,14 +173,13 @@ def cmd_plan(args) -> int:
     spec = _experiment(args, check_kernel=False).runs[0]
     datapath = "user" if spec.datapath == "auto" else spec.datapath
     try:
-        mbps, basis = capacity.per_core(capacity.load(), datapath, spec.mtu, resolve_offload(datapath, spec.offload))
+        budget = capacity.faithful_budget(capacity.load(), datapath, spec.mtu,
+                                          resolve_offload(datapath, spec.offload), cores)
     except (LookupError, ValueError) as e:
         raise SpecError(str(e)) from None
-    budget = servers.Server("server", mbps * cores, max_hosts)
     print(progress.describe(spec, spec.ranks or len(spec.fabric().hosts)) + " (plan over servers)")
-    print(servers.server_plan(plan_run(spec), names, budget,
-                              f"{cores} cores x {mbps:.0f} link-Mbit/s per core, the {datapath} datapath at MTU "
-                              f"{spec.mtu}: {basis}"))
+    print(servers.server_plan(plan_run(spec), names, servers.Server.of("server", budget, max_hosts),
+                              f"the {datapath} datapath at MTU {spec.mtu}: {budget.basis}"))
     return 0
 
 

@@ -8,6 +8,7 @@ import time
 
 from emulator.records.metrics import TABLE_HEADER, algbw_mbps, avg_busbw_line, table_row
 from emulator.inputs import size_name
+from emulator.plan.modelled_jobs import PLACEMENT_WIDTH, placement_cell
 from emulator.spec.experiment import RunSpec
 
 
@@ -57,7 +58,7 @@ def print_table(rows: list[dict]) -> None:
     print(avg_busbw_line(summary.busbw_mbps))
 
 
-JOB_HEADER = "#  job              ranks  placement     iter   time(ms)  compute(ms)  exposed comm(ms)"
+JOB_HEADER = "#  job              ranks  placement             iter   time(ms)  compute(ms)  exposed comm(ms)"
 
 
 def print_jobs(rows: list[dict], measured: bool = True) -> None:
@@ -66,23 +67,14 @@ def print_jobs(rows: list[dict], measured: bool = True) -> None:
     (both from the model when `measured` is False)."""
     print(JOB_HEADER + ("   model(ms)  slowdown  verdict" if measured else "   alone(ms)  slowdown"))
     for r in rows:
-        line = (f"  {r['job'][:16]:16} {r['ranks']:>6}  {placement_cell(r['placement']):12} {r['iteration']:>5} "
+        placed = placement_cell(r["placement"])
+        line = (f"  {r['job'][:16]:16} {r['ranks']:>6}  {placed:{PLACEMENT_WIDTH}} {r['iteration']:>5} "
                 f"{r['time_s'] * 1e3:>10.1f} {r['compute_s'] * 1e3:>12.1f} {r['comm_s'] * 1e3:>17.1f}")
         if measured:
             line += f" {r['model_time_s'] * 1e3:>11.1f} {r['slowdown']:>9.2f}  {r['fidelity']}"
         else:
             line += f" {r['alone_s'] * 1e3:>11.1f} {r['slowdown']:>9.2f}"
         print(line)
-
-
-def placement_cell(placement: str, width: int = 12) -> str:
-    """A placement as the jobs table shows it: a mapping's name, or a host
-    list too long for the column as its count (jobs.csv keeps the list),
-    never a name cut in two."""
-    if len(placement) <= width:
-        return placement
-    hosts = placement.split()[1:] if placement.startswith("hosts ") else []
-    return f"{len(hosts)} hosts" if hosts else placement[:width - 1] + "~"
 
 
 class Progress:

@@ -55,7 +55,11 @@ def _red_ecn(packets: int, frame: int, rate_mbps: float, threshold: int, tso: bo
 
 
 def _fq_codel(packets: int, frame: int, rate_mbps: float, threshold: int, tso: bool) -> list[str]:
-    return ["fq_codel", "limit", str(packets), "ecn"]
+    # its limit counts packets, and a TSO segment is up to a burst of frames:
+    # bound its bytes too, as fifo and red do (memory_limit counts each
+    # packet's buffer, a little over its bytes: at most the queue asked for)
+    memory = ["memory_limit", str(packets * frame)] if tso else []
+    return ["fq_codel", "limit", str(packets), *memory, "ecn"]
 
 
 FIFO = Discipline("fifo", "fifo: a packet FIFO of the queue's depth, drop-tail (a plain switch port)",

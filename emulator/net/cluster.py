@@ -148,16 +148,18 @@ def facts_of(datapath: str, offload: str, mtu: int) -> dict:
     except (RuntimeError, ValueError) as e:
         found = {"datapath": None, "dataplane": str(e)}
     calibration = capacity.load()
-    try:
-        faithful, basis = capacity.lookup(calibration, found["datapath"] or "user", mtu, offload)
+    try:   # the rule a run on one machine is checked by: its budget shrinks past the calibration's ports
+        budget = capacity.faithful_budget(calibration, found["datapath"] or "user", mtu, offload)
+        faithful, basis, ports, exponent = budget.faithful_mbps, budget.basis, budget.ports, budget.exponent
     except LookupError as e:
-        faithful, basis = None, str(e)
+        faithful, basis, ports, exponent = None, str(e), 0, 0.0
     with open("/proc/sys/kernel/random/boot_id") as f:
         boot = f.read().strip()
     from emulator.net.capabilities import congestion_controls, qdiscs
     return {"uid": os.geteuid(), "boot_id": boot, "mininet": VERSION, "ovs": ovs[0] if ovs else "",
             "congestion_controls": congestion_controls(), "qdiscs": qdiscs(),
             "project": version(), "cpus": os.cpu_count(), "faithful_mbps": faithful, "basis": basis,
+            "calibrated_ports": ports, "port_exponent": exponent,
             "calibrated_on": calibration.machine, **found}
 
 
@@ -435,8 +437,8 @@ def open_servers(plan, log=print) -> "Servers":
         for name, remote in remotes.items():
             if name not in servers.shared:
                 servers.locks[name] = _hold(remote, spec.tcp)
-        budgets = [spread.Server(n, facts[n]["faithful_mbps"] or 0.0, MAX_EMULATED_HOSTS) for n in spec.servers]
-        placement = _placement(plan, budgets, spec.placement, log)
+        budgets = [spread.server_of(n, facts[n], MAX_EMULATED_HOSTS) for n in spec.servers]
+        placement = _placement(plan, budgets, spec.placement, log, facts[head]["basis"])
         split = spread.split_nodes(plan.fabric, placement)
         if split:
             raise SpecError(f"servers: placement {spec.placement} would split nodes of accelerators across "
@@ -487,7 +489,7 @@ def _hold(remote: Remote, tcp: str) -> subprocess.Popen:
     return proc
 
 
-def _placement(plan, budgets, method: str, log):
+def _placement(plan, budgets, method: str, log, head_basis: str):
     from emulator.plan import servers as spread
     traffic = spread.traffic_of(plan)
     chosen = None
@@ -496,6 +498,10 @@ def _placement(plan, budgets, method: str, log):
         text = spread.describe(placed, plan.fabric, plan.spec.mtu)
         log(text.replace("\n", " (this run's)\n", 1) if each == method else text)
         chosen = placed if each == method else chosen
+    alone = spread.as_one_machine(chosen, head_basis)
+    if alone:   # the whole fabric on the head: checked as a run on one machine is
+        log(alone.describe(plan.spec.host_rate_mbps))
+        return chosen
     over = chosen.overloaded()
     if over:
         raise ClusterError(f"the {method} placement is past a server's budget: {'; '.join(over)} (more servers, "

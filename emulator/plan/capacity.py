@@ -431,43 +431,83 @@ def calibration_ports() -> tuple[int, int]:
     return switch_ports(build(PROBE_TOPOLOGY)), switch_ports(build(MANY_PORTS_TOPOLOGY))
 
 
+@dataclass(frozen=True)
+class Budget:
+    """What one machine emulates faithfully: the calibrated load (times
+    cores over the calibration's, for a server of other size), which holds
+    up to the calibration fabric's switch ports and shrinks past them
+    (port_scaled). The one rule a run on one machine, `plan` and the
+    placement over servers all check."""
+    faithful_mbps: float     # link-Mbit/s at up to `ports` switch ports
+    ports: int               # the calibration fabric's switch ports (0: no shrinking, the kernel datapath)
+    exponent: float          # how fast past them (port_exponent)
+    basis: str               # how it was found
+    scaling: str = ""        # how the exponent was found
+
+    def at(self, ports: int) -> float:
+        """The faithful link-Mbit/s of this machine holding `ports` switch ports."""
+        return port_scaled(self.faithful_mbps, ports, self.ports, self.exponent)
+
+    def said_at(self, ports: int) -> str:
+        if not self.ports or ports <= self.ports:
+            return self.basis
+        return (f"{self.basis}; scaled by ({self.ports}/{ports} switch ports) ** {self.exponent:.2f}, the "
+                f"calibration's fabric having {self.ports} ({self.scaling})")
+
+
+def port_scaled(faithful_mbps: float, ports: int, calibrated_ports: int, exponent: float) -> float:
+    """The faithful load at `ports` switch ports: as calibrated up to the
+    calibration fabric's, then as (its ports / these) ** exponent (the
+    userspace datapath polls every port in one loop)."""
+    if not calibrated_ports or ports <= calibrated_ports:
+        return faithful_mbps
+    return faithful_mbps * (calibrated_ports / ports) ** exponent
+
+
+def faithful_budget(calibration: Calibration, datapath: str, mtu: int, offload: str,
+                    cores: int | None = None) -> Budget:
+    """The Budget of a machine for a dataplane setting: this one's
+    calibration (cores None), or a server of `cores` cores taken to give
+    the calibrated figure per core times its cores (Open vSwitch forwards
+    on every core: an assumption, until servers of that size are
+    calibrated). LookupError if not calibrated, or the calibration does not
+    say its cores."""
+    faithful, basis = lookup(calibration, datapath, mtu, offload)
+    if cores is not None:
+        source = reference_for(datapath, offload) if calibration.source == "reference" or not calibration.points \
+            else calibration   # a file may hold TCP sharing alone
+        if not source.cpus:
+            raise LookupError(f"the calibration does not say how many cores it was measured on ({source.machine!r})")
+        basis = f"{cores} cores x {faithful / source.cpus:.0f} per core ({faithful:.0f} over {source.cpus}); {basis}"
+        faithful = faithful / source.cpus * cores
+    if datapath != "user":   # the kernel's switches do not poll their ports in one loop
+        return Budget(faithful, 0, 0.0, basis)
+    exponent, how = port_exponent(calibration, datapath, mtu, offload)
+    return Budget(faithful, calibration_ports()[0], exponent, basis, how)
+
+
+def server_budget(budget: Budget, ports: int) -> tuple[float, str]:
+    """(faithful link-Mbit/s, how it was found) of a machine holding `ports` switch ports."""
+    return budget.at(ports), budget.said_at(ports)
+
+
 def assess(plan, calibration: Calibration, datapath: str, offload: str) -> Assessment:
     """The run's peak load (the model's, at the plan's rates) against the
     faithful load of its datapath, MTU and offload (as the dataplane picked
-    them) on this machine. The userspace datapath polls every switch port
-    in one thread, so its faithful load shrinks with the ports beyond
-    those of the calibration's fabric (port_exponent: on the reference
-    machine a 32-host BiGraph, with four times the ports, kept its verdict
-    at 1,920 link-Mbit/s and lost it at 2,560, against 7,994 calibrated;
-    on a machine whose ports cost twice as much, the k=4 fat-tree, with
-    five times the ports, kept it at 800 and lost it at 1,480, against
-    9,435 calibrated: docs/capacity.md)."""
-    spec = plan.spec
+    them) on this machine, at its fabric's switch ports (Budget). The
+    userspace datapath polls every switch port in one thread, so its
+    faithful load shrinks with the ports beyond those of the calibration's
+    fabric (port_exponent: on the reference machine a 32-host BiGraph, with
+    four times the ports, kept its verdict at 1,920 link-Mbit/s and lost it
+    at 2,560, against 7,994 calibrated; on a machine whose ports cost twice
+    as much, the k=4 fat-tree, with five times the ports, kept it at 800
+    and lost it at 1,480, against 9,435 calibrated: docs/capacity.md)."""
     peak = max((p.peak_switch_mbps for p in plan.predictions.values()), default=0.0)
     try:
-        faithful, basis = lookup(calibration, datapath, spec.mtu, offload)
+        budget = faithful_budget(calibration, datapath, plan.spec.mtu, offload)
     except LookupError as e:
         return Assessment(peak, None, str(e))
-    ports, calibrated = switch_ports(plan.fabric), calibration_ports()[0]
-    if datapath == "user" and ports > calibrated:
-        exponent, how = port_exponent(calibration, datapath, spec.mtu, offload)
-        faithful *= (calibrated / ports) ** exponent
-        basis += (f"; scaled by ({calibrated}/{ports} switch ports) ** {exponent:.2f}, the calibration's fabric "
-                  f"having {calibrated} ({how})")
-    return Assessment(peak, faithful, basis)
-
-
-def per_core(calibration: Calibration, datapath: str, mtu: int, offload: str) -> tuple[float, str]:
-    """(faithful link-Mbit/s per core, how it was found): the calibrated
-    figure over the cores it was measured on. Open vSwitch forwards on
-    every core, so a server of c cores is taken to give c times this: an
-    assumption, until servers of that size are calibrated."""
-    faithful, basis = lookup(calibration, datapath, mtu, offload)
-    if calibration.source == "reference" or not calibration.points:   # a file may hold TCP sharing alone
-        calibration = reference_for(datapath, offload)
-    if not calibration.cpus:
-        raise LookupError(f"the calibration does not say how many cores it was measured on ({calibration.machine!r})")
-    return faithful / calibration.cpus, f"{faithful:.0f} over {calibration.cpus} cores; {basis}"
+    return Assessment(peak, *server_budget(budget, switch_ports(plan.fabric)))
 
 
 def scaled_rate(rate_mbps: float, factor: float) -> float:

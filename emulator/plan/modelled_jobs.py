@@ -4,6 +4,8 @@ rows jobs.csv gives them before anything is measured (`model`, and a run's
 prediction); the results set the measured iterations beside them."""
 from __future__ import annotations
 
+import re
+
 from emulator.model.iterations import iterations, modelled
 
 
@@ -38,3 +40,32 @@ def placement_name(job, mapping: str) -> str:
     if isinstance(job.placement, tuple):
         return "hosts " + " ".join(job.placement)
     return job.placement or mapping
+
+
+PLACEMENT_WIDTH = 20   # the placement column of the jobs tables
+
+
+def placement_cell(placement: str, width: int = PLACEMENT_WIDTH) -> str:
+    """A placement as the jobs tables show it: whole where it fits, a list
+    of hosts too long for the column as its range and count ("bgh0..bgh7
+    (8 hosts)", hosts numbered one after another) or its count (jobs.csv
+    keeps the list), never a name cut in two."""
+    if len(placement) <= width:
+        return placement
+    hosts = placement.split()[1:] if placement.startswith("hosts ") else []
+    if not hosts:
+        return placement[:width - 1] + "~"
+    first, last = _host_range(hosts)
+    said = f"{first}..{last} ({len(hosts)} hosts)" if first else ""
+    return said if said and len(said) <= width else f"{len(hosts)} hosts"
+
+
+def _host_range(hosts: list[str]) -> tuple[str, str]:
+    """(first, last) of hosts named one prefix and numbers one after another; ("", "") otherwise."""
+    parts = [re.fullmatch(r"(.*?)(\d+)", h) for h in hosts]
+    if not all(parts) or len({m.group(1) for m in parts}) != 1:
+        return "", ""
+    numbers = [int(m.group(2)) for m in parts]
+    if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        return "", ""
+    return hosts[0], hosts[-1]

@@ -15,13 +15,15 @@ save bytes. Two placements:
   A fabric that fits on fewer servers than it is given gets fewer: bytes
   that stay on one server cost no tunnel.
 
-A server's budget is its calibrated faithful load in link-Mbit/s (summed
-over switch traversals, as emulator.plan.capacity counts it) and the most
+A server's budget is its faithful load in link-Mbit/s (summed over switch
+traversals) at the switch ports placed on it, by the rule a run on one
+machine is checked with (emulator.plan.capacity.Budget), and the most
 emulated hosts it may hold. The run's peak load (the model's) is shared out
 over the servers in proportion to the bytes their switches forward.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -29,6 +31,7 @@ import numpy as np
 
 from emulator.fabric.graph import Fabric
 from emulator.inputs import to_int
+from emulator.plan.capacity import Assessment, Budget, port_scaled
 from emulator.spec.experiment import PLACEMENTS, server_names
 
 # VXLAN over IPv4 wraps every frame in an outer IPv4 header (20 bytes), UDP
@@ -42,8 +45,18 @@ MAX_PASSES = 50
 @dataclass(frozen=True)
 class Server:
     name: str
-    faithful_mbps: float     # link-Mbit/s it emulates faithfully (its calibration)
+    faithful_mbps: float     # link-Mbit/s it emulates faithfully up to `ports` switch ports (its calibration)
     max_hosts: int           # emulated hosts it may hold
+    ports: int = 0           # past this many switch ports its budget shrinks (0: it does not; capacity.Budget)
+    exponent: float = 0.0    # as (ports / its switch ports) ** exponent
+
+    @classmethod
+    def of(cls, name: str, budget: Budget, max_hosts: int) -> "Server":
+        return cls(name, budget.faithful_mbps, max_hosts, budget.ports, budget.exponent)
+
+    def budget_at(self, ports: int) -> float:
+        """Its faithful link-Mbit/s holding `ports` switch ports."""
+        return port_scaled(self.faithful_mbps, ports, self.ports, self.exponent)
 
 
 @dataclass
@@ -55,6 +68,14 @@ class Placement:
     hosts: list[int]         # emulated hosts on each server
     switches: list[int]      # switches on each server
     crossing: dict[tuple[int, int], float]   # (server i, server j), i < j -> bytes between them, both ways
+    ports: list[int] = field(default_factory=list)   # switch ports on each server
+
+    def budget_mbps(self, server: int) -> float:
+        """The server's faithful link-Mbit/s at the switch ports placed on it."""
+        return self.servers[server].budget_at(self.ports[server] if self.ports else 0)
+
+    def on_head_only(self) -> bool:
+        return all(s == 0 for s in self.where.values())
 
     @property
     def cross_bytes(self) -> float:
@@ -64,9 +85,10 @@ class Placement:
         """What is past its budget on each server that is, in words."""
         out = []
         for s, server in enumerate(self.servers):
-            if self.load_mbps[s] > server.faithful_mbps:
+            budget = self.budget_mbps(s)
+            if self.load_mbps[s] > budget * (1 + 1e-6):
                 out.append(f"{server.name} carries {self.load_mbps[s]:.0f} link-Mbit/s, faithful up to "
-                           f"{server.faithful_mbps:.0f}")
+                           f"{budget:.0f} at its {self.ports[s] if self.ports else 0} switch ports")
             if self.hosts[s] > server.max_hosts:
                 out.append(f"{server.name} holds {self.hosts[s]} hosts, at most {server.max_hosts}")
         return out
@@ -97,6 +119,7 @@ class Traffic:
                 self.between[a, b] += nbytes
                 self.between[b, a] += nbytes
         self.hosts = np.array([len(fabric.hosts_on(name)) for name in self.switches])
+        self.ports = np.array([len(fabric.ports(name)) for name in self.switches])
         total = self.forwarded.sum()
         self.load = self.forwarded / total * peak_mbps if total else np.zeros(n)
 
@@ -139,18 +162,31 @@ def _bins(n: int, k: int) -> list[int]:
 
 
 def _overload(traffic: Traffic, servers: list[Server], owner: np.ndarray) -> tuple[float, int]:
-    load, hosts = _sums(traffic, owner, len(servers))
-    budget, limit = _budgets(servers)
-    return float(_over(load, budget).sum()), int(np.maximum(hosts - limit, 0).sum())
+    load, hosts, ports = _sums(traffic, owner, len(servers))
+    cap = _capacities(servers)
+    limit = np.array([s.max_hosts for s in servers])
+    return float(_over(load, cap(np.arange(len(servers)), ports)).sum()), int(np.maximum(hosts - limit, 0).sum())
 
 
-def _sums(traffic: Traffic, owner: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _sums(traffic: Traffic, owner: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per server: the load, hosts and switch ports its switches bring."""
     return (np.bincount(owner, weights=traffic.load, minlength=k),
-            np.bincount(owner, weights=traffic.hosts, minlength=k))
+            np.bincount(owner, weights=traffic.hosts, minlength=k),
+            np.bincount(owner, weights=traffic.ports, minlength=k))
 
 
-def _budgets(servers: list[Server]) -> tuple[np.ndarray, np.ndarray]:
-    return np.array([s.faithful_mbps for s in servers]), np.array([s.max_hosts for s in servers])
+def _capacities(servers: list[Server]):
+    """cap(server indices, their switch ports) -> their budgets: Server.budget_at, over arrays."""
+    faithful = np.array([s.faithful_mbps for s in servers], dtype=float)
+    calibrated = np.array([s.ports for s in servers], dtype=float)
+    exponent = np.array([s.exponent for s in servers], dtype=float)
+
+    def cap(server, ports):
+        scaled = (calibrated[server] > 0) & (ports > calibrated[server])
+        with np.errstate(over="ignore", divide="ignore"):
+            factor = np.where(scaled, (calibrated[server] / np.maximum(ports, 1)) ** exponent[server], 1.0)
+        return faithful[server] * factor
+    return cap
 
 
 def _over(load, budget):
@@ -160,32 +196,33 @@ def _over(load, budget):
 
 def _best_change(traffic: Traffic, servers: list[Server], owner: np.ndarray) -> np.ndarray | None:
     """The owner array after the best single move or swap, or None if none
-    lowers the cost: the overload past budgets first, then the bytes that
-    cross. Every move and swap is weighed at once, from each switch's bytes
-    to each server (conn)."""
+    lowers the cost: the overload past budgets (each at the switch ports
+    the change leaves on its server) first, then the bytes that cross.
+    Every move and swap is weighed at once, from each switch's bytes to
+    each server (conn)."""
     k, n = len(servers), len(owner)
-    load, hosts = _sums(traffic, owner, k)
-    budget, limit = _budgets(servers)
+    load, hosts, ports = _sums(traffic, owner, k)
+    cap = _capacities(servers)
+    limit = np.array([s.max_hosts for s in servers])
+    fixed = lambda server, _ports: limit[server]   # noqa: E731 -- hosts: a budget that ports do not change
     conn = traffic.between @ np.eye(k)[owner]                    # (n, k) bytes from switch u to server s
     own = conn[np.arange(n), owner]
     # moves: switch u to server s (rows u, columns s)
-    d_load = traffic.load[:, None]
-    d_hosts = traffic.hosts[:, None]
     a = owner[:, None]
-    move = (_changed(load, budget, a, d_load, np.arange(k)[None, :], n, k),
-            _changed(hosts, limit, a, d_hosts, np.arange(k)[None, :], n, k),
+    to = np.arange(k)[None, :]
+    move = (_changed(load, ports, cap, a, traffic.load[:, None], traffic.ports[:, None], to, n, k),
+            _changed(hosts, ports, fixed, a, traffic.hosts[:, None], traffic.ports[:, None], to, n, k),
             own[:, None] - conn)                                  # cut change: bytes to the old server now cross
     # swaps: switch u with switch v (rows u, columns v), on different servers
     b = owner[None, :]
-    shift_load = traffic.load[:, None] - traffic.load[None, :]
-    shift_hosts = traffic.hosts[:, None] - traffic.hosts[None, :]
-    swap = (_changed(load, budget, a, shift_load, b, n, n),
-            _changed(hosts, limit, a, shift_hosts, b, n, n),
+    shift_ports = traffic.ports[:, None] - traffic.ports[None, :]
+    swap = (_changed(load, ports, cap, a, traffic.load[:, None] - traffic.load[None, :], shift_ports, b, n, n),
+            _changed(hosts, ports, fixed, a, traffic.hosts[:, None] - traffic.hosts[None, :], shift_ports, b, n, n),
             own[:, None] - conn[:, owner] + own[None, :] - conn[:, owner].T + 2 * traffic.between)
     moves = owner[:, None] != np.arange(k)[None, :]
     swaps = np.triu(owner[:, None] != owner[None, :], 1)
     best = None
-    base = (float(_over(load, budget).sum()), int(np.maximum(hosts - limit, 0).sum()), 0.0)
+    base = (float(_over(load, cap(np.arange(k), ports)).sum()), int(np.maximum(hosts - limit, 0).sum()), 0.0)
     for kind, (dm, dh, dc), allowed in (("move", move, moves), ("swap", swap, swaps)):
         if not allowed.any():
             continue
@@ -206,14 +243,15 @@ def _best_change(traffic: Traffic, servers: list[Server], owner: np.ndarray) -> 
     return trial
 
 
-def _changed(total: np.ndarray, budget: np.ndarray, a: np.ndarray, delta: np.ndarray, b: np.ndarray,
-             rows: int, cols: int) -> np.ndarray:
-    """Change of the overload past `budget` when `delta` leaves server a
-    for server b (arrays broadcast to rows x cols); a == b changes nothing."""
+def _changed(total: np.ndarray, ports: np.ndarray, cap, a: np.ndarray, delta: np.ndarray, d_ports: np.ndarray,
+             b: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Change of the overload past the budgets cap(server, ports) when
+    `delta` and `d_ports` switch ports leave server a for server b (arrays
+    broadcast to rows x cols); a == b changes nothing."""
     a, b = np.broadcast_to(a, (rows, cols)), np.broadcast_to(b, (rows, cols))
-    delta = np.broadcast_to(delta, (rows, cols))
-    before = _over(total[a], budget[a]) + _over(total[b], budget[b])
-    after = _over(total[a] - delta, budget[a]) + _over(total[b] + delta, budget[b])
+    delta, d_ports = np.broadcast_to(delta, (rows, cols)), np.broadcast_to(d_ports, (rows, cols))
+    before = _over(total[a], cap(a, ports[a])) + _over(total[b], cap(b, ports[b]))
+    after = _over(total[a] - delta, cap(a, ports[a] - d_ports)) + _over(total[b] + delta, cap(b, ports[b] + d_ports))
     return np.where(a == b, 0.0, after - before)
 
 
@@ -242,13 +280,29 @@ def _placement(method: str, traffic: Traffic, servers: list[Server], owner: np.n
     return Placement(method, servers, where,
                      load_mbps=np.bincount(owner, weights=traffic.load, minlength=k).tolist(),
                      hosts=np.bincount(owner, weights=traffic.hosts, minlength=k).astype(int).tolist(),
-                     switches=np.bincount(owner, minlength=k).tolist(), crossing=crossing)
+                     switches=np.bincount(owner, minlength=k).tolist(), crossing=crossing,
+                     ports=np.bincount(owner, weights=traffic.ports, minlength=k).astype(int).tolist())
 
 
 def place(traffic: Traffic, servers: list[Server], method: str) -> Placement:
     if method not in PLACEMENTS:
         raise ValueError(f"unknown placement {method!r}; choose one of: {', '.join(PLACEMENTS)}")
     return switch_bin(traffic, servers) if method == "switch-bin" else by_traffic(traffic, servers)
+
+
+def server_of(name: str, facts: dict, max_hosts: int) -> Server:
+    """A server's budget from the facts it answered (emulator.net.cluster.facts_of)."""
+    return Server(name, facts["faithful_mbps"] or 0.0, max_hosts, facts.get("calibrated_ports", 0),
+                  facts.get("port_exponent", 0.0))
+
+
+def as_one_machine(placement: Placement, basis: str) -> Assessment | None:
+    """A placement that puts the whole fabric on the head is a run on one
+    machine: the check such a run makes (warned, not refused), in its
+    words; None for a placement over several servers."""
+    if not placement.on_head_only():
+        return None
+    return Assessment(placement.load_mbps[0], placement.budget_mbps(0), basis)
 
 
 def crossing_links(fabric: Fabric, placement: Placement) -> list:
@@ -273,14 +327,18 @@ def servers_needed(traffic: Traffic, budget: Server, most: int = 4096) -> Placem
     hold the run within their budgets. ValueError if even `most` do not
     (one switch alone past a server's budget)."""
     n = len(traffic.switches)
-    if traffic.load.max(initial=0) > budget.faithful_mbps or traffic.hosts.max(initial=0) > budget.max_hosts:
-        raise ValueError(f"one switch alone carries {traffic.load.max():.0f} link-Mbit/s and "
-                         f"{traffic.hosts.max()} hosts: more than one server's budget "
-                         f"({budget.faithful_mbps:.0f} link-Mbit/s, {budget.max_hosts} hosts)")
+    alone = [budget.budget_at(int(p)) for p in traffic.ports]
+    over = [i for i in range(n) if traffic.load[i] > alone[i] * (1 + 1e-6) or traffic.hosts[i] > budget.max_hosts]
+    if over:
+        i = over[0]
+        raise ValueError(f"one switch alone carries {traffic.load[i]:.0f} link-Mbit/s and "
+                         f"{traffic.hosts[i]} hosts: more than one server's budget "
+                         f"({alone[i]:.0f} link-Mbit/s at its {traffic.ports[i]} switch ports, "
+                         f"{budget.max_hosts} hosts)")
     low = max(1, math.ceil(traffic.load.sum() / budget.faithful_mbps),
               math.ceil(traffic.hosts.sum() / budget.max_hosts))
     for count in range(low, min(most, n) + 1):
-        servers = [Server(f"server{i + 1}", budget.faithful_mbps, budget.max_hosts) for i in range(count)]
+        servers = [dataclasses.replace(budget, name=f"server{i + 1}") for i in range(count)]
         placement = _fit(traffic, servers)
         if not placement.overloaded():
             return placement
@@ -318,11 +376,12 @@ def describe(placement: Placement, fabric: Fabric, mtu: int) -> str:
              "traffic": "by traffic (fewest bytes across servers within budgets)"}[placement.method]
     lines = [f"# placement {title}: {_bytes(placement.cross_bytes)} across servers"]
     for s, server in enumerate(placement.servers):
-        share = placement.load_mbps[s] / server.faithful_mbps if server.faithful_mbps else math.inf
+        budget = placement.budget_mbps(s)
+        share = placement.load_mbps[s] / budget if budget else math.inf
         switches = [n for n in placement.nodes_on(s) if fabric.is_switch(n)]
         lines.append(f"  {server.name}{' (head)' if s == 0 else ''}: {placement.switches[s]} switches, "
                      f"{placement.hosts[s]}/{server.max_hosts} hosts, {placement.load_mbps[s]:.0f}/"
-                     f"{server.faithful_mbps:.0f} link-Mbit/s ({share:.0%})"
+                     f"{budget:.0f} link-Mbit/s ({share:.0%})"
                      + (f": {_names(switches)}" if switches else ""))
     need = tunnel_mbps(fabric, placement, mtu)
     for (a, b), nbytes in sorted(placement.crossing.items()):
@@ -378,13 +437,16 @@ def server_plan(plan, names: list[str] | None, budget: Server, basis: str) -> st
     placements; with none named, the fewest servers like `budget` that
     hold the run, placed by traffic."""
     traffic = traffic_of(plan)
-    lines = [f"# budget per server: {budget.faithful_mbps:.0f} link-Mbit/s and at most {budget.max_hosts} "
+    ports = int(traffic.ports.sum())
+    past = (f" up to {budget.ports} switch ports, as ({budget.ports}/ports) ** {budget.exponent:.2f} past them,"
+            if budget.ports else "")
+    lines = [f"# budget per server: {budget.faithful_mbps:.0f} link-Mbit/s{past} and at most {budget.max_hosts} "
              f"hosts ({basis})",
-             f"# the run: {len(plan.fabric.switches)} switches, {len(plan.fabric.hosts)} hosts, peak "
-             f"{traffic.load.sum():.0f} link-Mbit/s (the model's), {_bytes(traffic.forwarded.sum())} forwarded "
-             f"by switches"]
+             f"# the run: {len(plan.fabric.switches)} switches ({ports} switch ports), {len(plan.fabric.hosts)} "
+             f"hosts, peak {traffic.load.sum():.0f} link-Mbit/s (the model's), {_bytes(traffic.forwarded.sum())} "
+             f"forwarded by switches; one server holding it all is faithful up to {budget.budget_at(ports):.0f}"]
     if names:
-        servers = [Server(name, budget.faithful_mbps, budget.max_hosts) for name in names]
+        servers = [dataclasses.replace(budget, name=name) for name in names]
         lines += [describe(place(traffic, servers, method), plan.fabric, plan.spec.mtu) for method in PLACEMENTS]
         return "\n".join(lines)
     try:

@@ -17,10 +17,12 @@ from emulator.model.simulation import link_loads_per_step
 from emulator.results.calls import SERIES_KEYS, SPEC_KEYS
 from emulator.results.verdict import trusted
 from emulator.spec.experiment import RunSpec
+from emulator.plan.modelled_jobs import PLACEMENT_WIDTH, placement_cell
 from emulator.results.plots import (RUN_COLUMNS, call_name, call_use, capture_plot, fabric_drawing, fabric_story, heatmap_extent,
                             job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
                             utilisation_heatmap)
 from emulator.records.tables import TABLES, TableError, read_fabric, read_table
+from emulator.results import damage
 from emulator.inputs import InputError, as_name, read_text
 from emulator.routes.user_policy import label
 
@@ -170,8 +172,7 @@ def write_report(out_dir: str, plans) -> str:
     return the summary. Every input is read and checked first (TableError
     names a damaged file), and every output replaces its file whole, so a
     failure leaves the folder as it was."""
-    tables = read_folder(out_dir)
-    check_runs(out_dir, tables, [plan.spec for plan in plans])
+    tables = read_folder(out_dir, plans)
     check_outputs(out_dir)
     parts = []
     collectives, jobs = tables["collectives.csv"], tables["jobs.csv"]
@@ -224,7 +225,7 @@ def bottleneck_scopes(links: pd.DataFrame | None) -> str:
 def write_program_report(out_dir: str) -> str:
     """An `exec` folder's plots and capture_flows.csv; returns its summary
     (the program's own, read before anything is written)."""
-    tables = read_folder(out_dir)
+    tables = read_folder(out_dir, [])
     try:
         text = read_text(os.path.join(out_dir, "summary.txt"))
     except InputError as e:
@@ -306,10 +307,16 @@ def write_capture_flows(out_dir: str, tables: dict) -> None:
 WRITTEN_ONLY = ("link_loads.csv",)   # tables the report writes afresh: not its input
 
 
-def read_folder(out_dir: str) -> dict:
+def read_folder(out_dir: str, plans: list | None = None) -> dict:
     """Every table and fabric.json the report reads, checked, by file name
-    (None where missing); and the flows of the pcaps captures.csv lists."""
+    (None where missing), the tables against the runs' `plans` (check_runs,
+    then damage.check: None plans them again); and the flows of the pcaps
+    captures.csv lists."""
+    damage.byte_order_marks(out_dir)
     tables = {name: read_table(os.path.join(out_dir, name)) for name in TABLES if name not in WRITTEN_ONLY}
+    if plans:
+        check_runs(out_dir, tables, [plan.spec for plan in plans])
+    damage.check(out_dir, plans, tables)
     tables["fabric.json"] = read_fabric(os.path.join(out_dir, "fabric.json"))
     tables["capture_flows.csv"] = capture_flows(out_dir, tables["captures.csv"])
     return tables
@@ -429,13 +436,15 @@ def job_summary(d: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_jobs(s: pd.DataFrame) -> str:
-    lines = [f"{'topology':26} {'policy':13} {'algorithm':16} {'job':12} {'jobs':>4} {'ranks':>5} {'placement':12} "
+    lines = [f"{'topology':26} {'policy':13} {'algorithm':16} {'job':12} {'jobs':>4} {'ranks':>5} "
+             f"{'placement':{PLACEMENT_WIDTH}} "
              f"{'iter(ms)':>9} {'compute':>8} {'exposed':>8} {'model':>8} {'model exp':>9} {'meas/model':>10} "
              f"{'alone':>8} {'alone(model)':>12} {'slowdown':>8} {'(model)':>7} {'verdict':>8}  label"]
     for r in s.itertuples():
         jobs = f"{r.jobs}+{r.background_flows}" if r.background_flows else str(r.jobs)   # +: background flows
         lines.append(f"{r.topology:26} {r.policy:13} {str(r.algorithm):16} {r.job[:12]:12} {jobs:>4} {r.ranks:5d} "
-                     f"{str(r.placement)[:12]:12} {r.time_s * 1e3:9.1f} {r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
+                     f"{placement_cell(str(r.placement)):{PLACEMENT_WIDTH}} {r.time_s * 1e3:9.1f} "
+                     f"{r.compute_s * 1e3:8.1f} {r.comm_s * 1e3:8.1f} "
                      f"{r.model_time_s * 1e3:8.1f} {r.model_comm_s * 1e3:9.1f} {r.meas_over_model:10.2f} "
                      f"{_num(r.alone_s * 1e3, '8.1f')} {r.alone_model_s * 1e3:12.1f} "
                      f"{_num(r.measured_slowdown, '8.2f')} {r.slowdown:7.2f} {f'{r.ok}/{r.iterations} ok':>8}  {r.label}")

@@ -19,6 +19,7 @@ import threading
 import time
 
 from emulator import version
+from emulator.inputs import size_name
 from emulator.progress import duration
 from emulator.preflight import results_dir
 from emulator.plan.predictions import model_version
@@ -216,22 +217,39 @@ def _label(plan: Sweep, row: dict) -> str:
 
 
 def confirm_text(rows: list[dict]) -> str:
-    """Does the emulation order the confirmed points as the model did?"""
+    """Does the emulation order the confirmed points as the model did? Said
+    with the fabric and size of each side: [confirm] may emulate a smaller
+    fabric, or other sizes, than the sweep modelled; then also whether the
+    model of the emulated runs orders them as measured."""
     pairs = confirmed_pairs(rows)
     if len(pairs) < 2:
         return "# confirmed: fewer than two points emulated; no order to compare"
     same, total = sweeps.order_agreement([(p["sweep_model"], p["emulated"]) for p in pairs])
     verdicts = sum(p["verdict"] == "ok" for p in pairs)
-    return (f"# confirmed: {len(pairs)} points emulated ({verdicts} passed the fidelity verdict); the measured order "
+    swept, emulated = _sides(pairs, "sweep_"), _sides(pairs, "")
+    text = (f"# confirmed: {len(pairs)} points emulated ({verdicts} passed the fidelity verdict); the measured order "
             f"{'matches' if same == total else 'differs from'} the model's ({same} of {total} pairs in the same "
-            "order)")
+            f"order); model: the points as swept ({swept}); measured: ")
+    if swept == emulated:
+        return text + "the same fabric and size"
+    alike, _ = sweeps.order_agreement([(p["model"], p["emulated"]) for p in pairs])
+    return (text + f"[confirm]'s fabric and size ({emulated}), whose own model orders them "
+            f"{'as measured' if alike == total else 'otherwise'} ({alike} of {total} pairs)")
+
+
+def _sides(pairs: list[dict], side: str) -> str:
+    """The topologies and sizes of one side of the confirmed pairs, in words."""
+    topologies = sorted({p[side + "topology"] for p in pairs})
+    sizes = sorted({int(p[side + "size"] or 0) for p in pairs})
+    said = ", ".join(topologies)
+    return said + (f" at {', '.join(size_name(n) for n in sizes)}" if any(sizes) else "")
 
 
 def confirmed_pairs(rows: list[dict]) -> list[dict]:
     """Per emulated point, at the largest size of each: the sweep model's
-    time, the model's on the emulated run, the emulated time and the verdict."""
-    model = {(r["key"], r["size_bytes"]): float(r["model_time_s"]) for r in rows
-             if r["emulated"] != "yes" and r["model_time_s"]}
+    time, the model's on the emulated run, the emulated time and the
+    verdict, and the topology and size of each side."""
+    model = {(r["key"], r["size_bytes"]): r for r in rows if r["emulated"] != "yes" and r["model_time_s"]}
     emulated = {}
     for r in rows:
         if r["emulated"] == "yes" and r["emulated_time_s"]:
@@ -241,9 +259,11 @@ def confirmed_pairs(rows: list[dict]) -> list[dict]:
         row = max(group, key=lambda r: int(r["size_bytes"] or 0))
         sized = [(k, s) for k, s in model if k == key]
         if sized:
-            size = max(sized, key=lambda ks: int(ks[1] or 0))
-            pairs.append({"sweep_model": model[size], "model": float(row["model_time_s"]),
-                          "emulated": float(row["emulated_time_s"]), "verdict": row["verdict"]})
+            swept = model[max(sized, key=lambda ks: int(ks[1] or 0))]
+            pairs.append({"sweep_model": float(swept["model_time_s"]), "model": float(row["model_time_s"]),
+                          "emulated": float(row["emulated_time_s"]), "verdict": row["verdict"],
+                          "sweep_topology": swept["topology"], "sweep_size": swept["size_bytes"],
+                          "topology": row["topology"], "size": row["size_bytes"]})
     return pairs
 
 

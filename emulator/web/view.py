@@ -168,8 +168,10 @@ def folder_messages(folder: str) -> list[dict]:
     """What `bigraph-emu report --web` shows of a folder: its fabric, its
     finished calls, and its end (the demo's story for a demo's folder, and
     the plots)."""
+    from emulator.results import damage
     from emulator.results.report import demo_story
     from emulator.records.tables import read_fabric, read_table
+    damage.check(folder)   # a damaged folder is refused, as `report` refuses it
     fabric = read_fabric(os.path.join(folder, "fabric.json"))
     if fabric is None:
         raise ValueError(f"{folder} has no fabric.json: there is nothing to draw")

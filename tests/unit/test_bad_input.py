@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import shutil
+import struct
 import signal
 import subprocess
 
@@ -753,6 +754,10 @@ def jobs_only(**cells):
     return [("collectives.csv", None), ("jobs.csv", _csv(rows))]
 
 
+# a pcap whose one record's header claims 100 bytes and 10 follow (a capture cut short)
+PCAP_CUT = (struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1) + struct.pack("<IIII", 0, 0, 100, 100)
+            + b"x" * 10)
+CAPTURES_OF_X = b"call,link,file,start_unix_s\n0,bgs0>bgh0,x.pcap,0\n"
 RANDOM = bytes((i * 7919 + 13) % 256 for i in range(3000))   # the same 'random' bytes every time
 
 
@@ -900,6 +905,28 @@ REPORT_CASES = [
     ("fabric port negative", [fabric_changed({"a_port": -1})], ["fabric.json", "a_port = -1"]),
     ("fabric dpid of 5000 digits", [(FABRIC, lambda data: data.replace(b'"dpid": 1', b'"dpid": ' + b"9" * 5000, 1))],
      ["fabric.json", "not JSON"]),
+    # damage the tables' types cannot show (emulator/results/damage.py)
+    ("collectives with a byte-order mark", [("collectives.csv", lambda data: b"\xef\xbb\xbf" + data)],
+     ["collectives.csv", "line 1", "byte-order mark"]),
+    ("links with a byte-order mark", [("links.csv", lambda data: b"\xef\xbb\xbf" + data)],
+     ["links.csv", "byte-order mark"]),
+    ("steps that end before they start", [edit_cell("steps.csv", "end_s", "-1", 2)],
+     ["steps.csv", "row 3", "ends at -1 s, before it starts"]),
+    ("steps of a rank the run lacks", [edit_cell("steps.csv", "rank", "99", 1)],
+     ["steps.csv", "row 2", "rank 99", "its run has 4"]),
+    ("links of a call the run lacks", [edit_cell("links.csv", "call", "999")],
+     ["links.csv", "row 1", "call 999"]),
+    ("links of negative use", [edit_cell("links.csv", "util", "-0.5", 1)], ["links.csv", "row 2", "util -0.5", "negative"]),
+    ("collectives of negative use", [edit_cell("collectives.csv", "max_link_util", "-1")],
+     ["collectives.csv", "row 1", "max_link_util -1", "negative"]),
+    ("link_jobs of negative bytes", [("link_jobs.csv", b"link,job,bytes\nl,a,-5\n")],
+     ["link_jobs.csv", "row 1", "bytes -5", "negative"]),
+    ("a pcap that claims more than it holds", [("x.pcap", PCAP_CUT), ("captures.csv", CAPTURES_OF_X)],
+     ["x.pcap", "record 1 at byte 24", "claims 100 bytes", "holds 10 more"]),
+    ("web: links of negative use", [edit_cell("links.csv", "util", "-0.5", 1)], ["links.csv", "row 2", "negative"],
+     ["--web", "{folder}"]),
+    ("web: steps of a rank the run lacks", [edit_cell("steps.csv", "rank", "99", 1)], ["steps.csv", "rank 99"],
+     ["--web", "{folder}"]),
     # report --web of the demo's folder reads link_loads.csv (the web page is never served here)
     ("second folder of another fabric than its spec.json", [], ["other", "collectives.csv", "spec.json has"],
      ["{folder}", "{other}"]),
@@ -983,6 +1010,25 @@ def test_the_good_results_folder_reports(capsys, tmp_path, results_folder):
 
 def test_a_workload_folder_as_run_writes_it_reports(capsys, tmp_path):
     """The checks take what the emulator's writers write for jobs too (jobs.csv, ops.csv, link_jobs.csv)."""
+    folder = workload_folder(tmp_path)
+    assert cli.main(["report", str(folder)]) == 0, capsys.readouterr().err
+    assert {"jobs.png", "job_links.png", "summary.txt", "link_jobs.csv"} <= set(os.listdir(folder))
+
+
+@pytest.mark.parametrize("name", ["jobs.csv", "ops.csv"])
+def test_a_job_the_workload_lacks_is_refused(capsys, tmp_path, name):
+    folder = workload_folder(tmp_path)
+    file, change = edit_cell(name, "job", "ghost", 1)
+    (folder / file).write_bytes(change((folder / file).read_bytes()))
+    before = snapshot(str(folder))
+    assert cli.main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"{name}: row 2: job 'ghost': the workload has no such job (it has stream, train)" in err
+    assert snapshot(str(folder)) == before
+
+
+def workload_folder(tmp_path):
+    """A folder of the two-tenants workload as `run` writes it, from the model's step ends."""
     import dataclasses
     from emulator.plan.run_plan import plan_run
     from emulator.results.calls import CallRecord, write_call
@@ -993,13 +1039,12 @@ def test_a_workload_folder_as_run_writes_it_reports(capsys, tmp_path):
     folder.mkdir()
     (folder / "spec.json").write_text(json.dumps({"name": "t", "runs": [dataclasses.asdict(plan.spec)]}))
     ends = plan.predictions[0].step_end_s
-    steps = [[{"start": ends[r][k - 1] if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
+    steps = [[{"start": min(ends[r][k - 1], ends[r][k]) if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
                "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
              for r in range(plan.ranks)]
     for call in plan.calls:
         write_call(str(folder), plan, call, CallRecord(steps, {}), "user")
-    assert cli.main(["report", str(folder)]) == 0, capsys.readouterr().err
-    assert {"jobs.png", "job_links.png", "summary.txt", "link_jobs.csv"} <= set(os.listdir(folder))
+    return folder
 
 
 @pytest.mark.parametrize("case, changes, words, argv", REPORT_CASES, ids=[c[0] for c in REPORT_CASES])

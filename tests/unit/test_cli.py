@@ -935,7 +935,16 @@ def test_model_out_refuses_a_folder_that_holds_an_earlier_prediction(tmp_path, c
     out = str(tmp_path / "m")
     assert cli.main(["model", "-b", "64K", "-e", "64K", "--out", out]) == 0
     before = (tmp_path / "m" / "model_steps.csv").read_text()
-    (tmp_path / "m" / "notes.txt").write_text("mine")   # other files are never touched
     assert cli.main(["model", "-a", "halving-doubling", "-b", "64K", "-e", "64K", "--out", out]) == 2
-    assert "already holds model_steps.csv" in capsys.readouterr().err
+    assert f"--out {out} is not empty (it holds model_steps.csv)" in capsys.readouterr().err
     assert (tmp_path / "m" / "model_steps.csv").read_text() == before
+
+
+def test_model_out_refuses_a_folder_of_other_files_as_run_does(tmp_path, capsys):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "notes.txt").write_text("mine")
+    assert cli.main(["model", "-b", "64K", "-e", "64K", "--out", str(tmp_path / "m")]) == 2
+    assert "is not empty (it holds notes.txt)" in capsys.readouterr().err
+    assert os.listdir(tmp_path / "m") == ["notes.txt"]
+    (tmp_path / "e").mkdir()   # an empty folder is taken, as by run
+    assert cli.main(["model", "-b", "64K", "-e", "64K", "--out", str(tmp_path / "e")]) == 0

@@ -249,7 +249,7 @@ def test_jobs_csv_presents_an_elastic_job_as_one_job_with_its_ranks_per_iteratio
     path.write_text(elastic())
     plan = plan_run(make_run({"workload": str(path), "repetitions": 1, "warmup": 0, "topology": ONE_SWITCH}))
     ends = plan.predictions[0].step_end_s
-    records = [[{"start": ends[r][k - 1] if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
+    records = [[{"start": min(ends[r][k - 1], ends[r][k]) if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
                  "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
                for r in range(plan.ranks)]
     rows = job_rows(plan, Call(0, 0, 0), CallRecord(records, {}))

@@ -25,6 +25,14 @@ def test_red_ecn_marks_from_k_packets_on_the_instantaneous_queue():
 
 def test_fq_codel_has_the_queue_depth_and_ecn():
     assert FQ_CODEL.qdisc(64, 1514, 8.0, 0, False) == ["fq_codel", "limit", "64", "ecn"]
+
+
+def test_fq_codel_under_tso_bounds_its_bytes_as_fifo_does():
+    """A TSO segment is up to 64 KiB: 100 of them would be seven times the
+    100 frames of MTU 9000 asked for."""
+    args = FQ_CODEL.qdisc(100, 9014, 50.0, 0, True)
+    assert args == ["fq_codel", "limit", "100", "memory_limit", str(100 * 9014), "ecn"]
+    assert args[args.index("memory_limit") + 1] == FIFO.qdisc(100, 9014, 50.0, 0, True)[-1]
     assert FQ_CODEL.marks and FQ_CODEL.marks_field == "ecn_mark"
 
 

@@ -290,7 +290,7 @@ def test_report_reads_the_workload_the_folder_keeps_after_the_original_has_gone(
     (folder / "spec.json").write_text(json.dumps({"name": "t", "runs": [dataclasses.asdict(spec)],
                                                   "workload_copies": copies}))
     ends = plan.predictions[0].step_end_s
-    steps = [[{"start": ends[r][k - 1] if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
+    steps = [[{"start": min(ends[r][k - 1], ends[r][k]) if k else 0.0, "end": ends[r][k], "sent": sum(t.nbytes for t in s.sends),
                "received": sum(t.nbytes for t in s.recvs)} for k, s in enumerate(plan.schedules[0].steps[r])]
              for r in range(plan.ranks)]
     for call in plan.calls:

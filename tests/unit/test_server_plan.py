@@ -1,5 +1,6 @@
 """A fabric over several servers (pure): the bytes every link carries, the
 two placements, the servers a run needs, and `bigraph-emu plan`."""
+import dataclasses
 import itertools
 
 import numpy as np
@@ -156,13 +157,41 @@ def test_bad_servers_flag_is_named(text, what):
         servers.parse_servers(text)
 
 
-def test_per_core_budget_is_the_calibration_over_its_cores():
+def test_a_servers_budget_is_the_calibration_over_its_cores_times_its_cores():
     cal = capacity.Calibration("box, 4 CPUs", "2026-12-02", [capacity.Point("user", 9000, "off", 8000, 4000, 300)],
                                "/x.json")
-    assert capacity.per_core(cal, "user", 9000, "off")[0] == 1000
+    assert capacity.faithful_budget(cal, "user", 9000, "off", cores=2).faithful_mbps == 2000
     assert capacity.REFERENCE.cpus == 2
     with pytest.raises(LookupError, match="cores"):
-        capacity.per_core(capacity.Calibration("box", "", cal.points, "/x.json"), "user", 9000, "off")
+        capacity.faithful_budget(capacity.Calibration("box", "", cal.points, "/x.json"), "user", 9000, "off", 2)
+
+
+def test_one_machine_plan_and_placement_check_one_capacity_rule():
+    """A 32-host BiGraph ring at 50 Mbit/s asks 2,300 link-Mbit/s at 64
+    switch ports, four times the calibration's: the check of a run on one
+    machine, `plan` for 2-core servers and the placement of a run over
+    servers (budgets from each server's facts) all give it 1,998 on one
+    machine, and each of two servers holds its half."""
+    plan = _plan(topology="bigraph:m=4,n=8", mapping="naive", algorithm="ring", policy="shortest",
+                 host_rate_mbps=50, switch_rate_mbps=50, mtu=9000, offload="tso")
+    one = capacity.assess(plan, capacity.REFERENCE, "user", "tso")
+    assert one.peak_mbps == pytest.approx(2300, rel=0.01) and one.faithful_mbps == pytest.approx(7994 / 4)
+    assert one.fits is False
+    planned = Server.of("s", capacity.faithful_budget(capacity.REFERENCE, "user", 9000, "tso", cores=2), 256)
+    budget = capacity.faithful_budget(capacity.REFERENCE, "user", 9000, "tso")   # what facts_of answers
+    facts = {"faithful_mbps": budget.faithful_mbps, "calibrated_ports": budget.ports, "port_exponent": budget.exponent}
+    placed = servers.server_of("head", facts, 256)
+    traffic = servers.traffic_of(plan)
+    for server in (planned, placed):
+        whole = servers.place(traffic, [server], "traffic")
+        assert whole.budget_mbps(0) == pytest.approx(one.faithful_mbps) and whole.overloaded()
+        alone = servers.as_one_machine(whole, "reference")
+        assert alone.faithful_mbps == pytest.approx(one.faithful_mbps) and alone.fits is False
+        assert "WARNING" in alone.describe(50)
+        two = servers.place(traffic, [server, dataclasses.replace(server, name="lab2")], "traffic")
+        assert not two.overloaded() and servers.as_one_machine(two, "") is None
+        assert all(two.load_mbps[s] <= two.budget_mbps(s) for s in (0, 1))
+    assert len(servers.servers_needed(traffic, planned).servers) == 2
 
 
 def test_plan_command_prints_both_placements(capsys, monkeypatch):
@@ -173,14 +202,16 @@ def test_plan_command_prints_both_placements(capsys, monkeypatch):
     assert code == 0
     assert "switch-bin (Mininet's SwitchBinPlacer)" in out and "by traffic" in out
     assert "head (head): 4 switches, 16/256 hosts" in out
-    assert "1 cores x 1559 link-Mbit/s per core" in out
+    assert "1 cores x 1559 per core" in out
+    assert "faithful up to 780 at its 32 switch ports" in out   # 1559 at 16 ports, halved at twice as many
 
 
 def test_plan_command_without_servers_says_how_many(capsys, monkeypatch):
     monkeypatch.setenv(capacity.ENV_FILE, "/nonexistent/calibration.json")
     code = cli.main(["plan", "-t", "bigraph:m=4,n=8", "-a", "halving-doubling", "-m", "hdrm", "-b", "4M",
                      "--server-cores", "1", "--offload", "off"])
-    assert code == 0 and "# needs 3 servers" in capsys.readouterr().out   # 3200 link-Mbit/s, 1559 a server
+    # 3200 link-Mbit/s; a server holds 1559 at up to 16 switch ports, the fabric has 64
+    assert code == 0 and "# needs 4 servers" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("flags, what", [(["--servers", "a,a"], "twice"), (["--server-cores", "0"], "at least 1"),

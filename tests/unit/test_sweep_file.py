@@ -203,3 +203,25 @@ def test_a_sweep_of_one_factor_says_why_it_has_no_sweep_png(tmp_path, capsys):
     said = capsys.readouterr().out
     assert "# no sweep.png: it draws the time over two factors besides the topology, and this sweep varies 1" in said
     assert not os.path.exists(os.path.join(out, "sweep.png"))
+
+
+def _confirm_rows(emulated_topology: str, emulated_size: str) -> list[dict]:
+    """Three points modelled on a 32-host BiGraph at 64 MiB, emulated as given."""
+    rows = []
+    for key, model_s, measured_s in (("a", 1.0, 0.30), ("b", 2.0, 0.20), ("c", 3.0, 0.40)):
+        rows.append({"key": key, "topology": "bigraph:m=4,n=8", "size_bytes": str(64 << 20), "emulated": "",
+                     "model_time_s": str(model_s), "emulated_time_s": "", "verdict": ""})
+        rows.append({"key": key, "topology": emulated_topology, "size_bytes": emulated_size, "emulated": "yes",
+                     "model_time_s": str(measured_s * 1.05), "emulated_time_s": str(measured_s), "verdict": "ok"})
+    return rows
+
+
+def test_confirm_says_which_fabric_each_side_of_the_order_is():
+    from emulator.sweep.run import confirm_text
+    smaller = confirm_text(_confirm_rows("bigraph:m=2,n=4", str(1 << 20)))
+    assert "model: the points as swept (bigraph:m=4,n=8 at 64M)" in smaller
+    assert "measured: [confirm]'s fabric and size (bigraph:m=2,n=4 at 1M)" in smaller
+    assert "differs from the model's (2 of 3 pairs" in smaller
+    assert "whose own model orders them as measured (3 of 3 pairs)" in smaller
+    same = confirm_text(_confirm_rows("bigraph:m=4,n=8", str(64 << 20)))
+    assert same.endswith("measured: the same fabric and size") and "[confirm]" not in same

@@ -273,6 +273,17 @@ def test_job_summary_finds_the_measured_alone_run():
     assert "2.00" in format_jobs(s)
 
 
+def test_the_reports_jobs_table_shows_a_host_list_placement_as_its_range():
+    import pandas as pd
+    from emulator.results.report import format_jobs, job_summary
+    hosts = "hosts " + " ".join(f"bgh{i}" for i in range(8))
+    row = {"topology": "t", "policy": "ecmp", "algorithm": "ring", "ranks": 8, "placement": hosts, "label": "",
+           "compute_s": 0.1, "comm_s": 0.5, "model_time_s": 1.0, "model_comm_s": 0.9, "alone_model_s": 0.5,
+           "slowdown": 2.0, "fidelity": "ok", "job": "a", "jobs": 1, "time_s": 1.2}
+    text = format_jobs(job_summary(pd.DataFrame([row])))
+    assert " bgh0..bgh7 (8 hosts) " in text and "hosts bgh0 b " not in text
+
+
 def test_jobs_csv_takes_its_slowdown_over_the_measured_alone_run_where_there_is_one():
     import pandas as pd
     from emulator.results.report import with_measured_alone
@@ -414,8 +425,10 @@ def test_a_job_of_small_messages_that_misses_its_model_is_called_latency_bound(t
 
 
 def test_the_jobs_table_never_cuts_a_host_name_in_two():
-    from emulator.progress import placement_cell
+    from emulator.plan.modelled_jobs import placement_cell
     assert placement_cell("hdrm") == "hdrm"
-    assert placement_cell("hosts bgh0 bgh1 bgh2 bgh3") == "4 hosts"
+    assert placement_cell("hosts bgh0 bgh1 bgh2 bgh3") == "bgh0..bgh3 (4 hosts)"
+    assert placement_cell("hosts bgh0 bgh1 bgh2 bgh3 bgh4 bgh5 bgh6 bgh7") == "bgh0..bgh7 (8 hosts)"
+    assert placement_cell("hosts bgh0 bgh2 bgh4 bgh6 bgh8") == "5 hosts"   # not one after another
     assert placement_cell("hosts bgh0") == "hosts bgh0"
-    assert placement_cell("a-very-long-mapping-name") == "a-very-long~"
+    assert placement_cell("a-very-long-mapping-name-of-a-job") == "a-very-long-mapping~"
