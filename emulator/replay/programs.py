@@ -201,7 +201,7 @@ class Program:
             os.makedirs(os.path.join(self.out, R.RANKS_FOLDER), exist_ok=True)
             folders = [os.path.join(R.RANKS_FOLDER, str(r)) for r in ranks]
             with subprocess.Popen(remote.command(["tar", "-C", AWAY_ROOT, "-cf", "-", "--ignore-failed-read",
-                                                  *folders]), stdout=subprocess.PIPE) as there:
+                                                  "--warning=no-failed-read", *folders]), stdout=subprocess.PIPE) as there:
                 subprocess.run(["tar", "-C", self.out, "-xf", "-"], stdin=there.stdout, check=False)
             remote.run(["rm", "-rf", AWAY_ROOT])
             self.collected.update(ranks)

@@ -35,7 +35,8 @@ def ring(servers: str | None, placement: str, size: str = "1M") -> list[str]:
 
 
 def _run(args, out) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "emulator.cli", *args, "--out", out],
+    at = args.index("--") if "--" in args else len(args)   # exec's program after "--" takes no flag of ours
+    done = subprocess.run([sys.executable, "-m", "emulator.cli", *args[:at], "--out", out, *args[at:]],
                           capture_output=True, text=True, timeout=1800)
     print(done.stdout[-3000:], done.stderr[-2000:])
     return done
