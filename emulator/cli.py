@@ -294,7 +294,7 @@ def cmd_report(args) -> int:
         return 0
     plans = folder_plans(args.folder[0], specs[0])
     _rejudge(args.folder[0], plans)
-    pipeline.write_reports(args.folder[0], plans)
+    pipeline.write_reports(args.folder[0], plans, shown=True)
     return 0
 
 

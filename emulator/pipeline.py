@@ -239,10 +239,12 @@ def _replay(emu, plan, out: str, progress: "Progress", verdicts: list[str], page
     return True
 
 
-def write_reports(out: str, plans) -> None:
+def write_reports(out: str, plans, shown: bool = False) -> None:
+    """summary.txt and the plots; the summary printed where the run's own
+    table did not already show it (several runs, or `shown`: `report`)."""
     from emulator.results.report import write_report
     text = write_report(out, plans)
-    if len(plans) > 1:
+    if len(plans) > 1 or shown:
         print("# summary (median busbw in Mbit/s; model: the flow model's busbw)")
         print(text)
 

@@ -676,6 +676,7 @@ def test_report_reads_new_keys_back(capsys, tmp_path, monkeypatch):
     assert cli.main(["report", str(tmp_path)]) == 0
     runs = json.loads((tmp_path / "spec.json").read_text())["runs"]
     assert make_run(runs[0]) == spec
+    assert (tmp_path / "summary.txt").read_text().strip() in capsys.readouterr().out   # one run: printed too
 
 
 def test_topo_path_every_policy_on_bigraph(capsys):
