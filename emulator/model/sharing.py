@@ -111,6 +111,8 @@ class NetworkBound:
     the calibrated setting nearest it, said."""
     sharing: Sharing | None   # None: no setting calibrated anywhere
     stands_in: str = ""       # "": the run's own setting; else which setting stood in for it, and how to measure it
+    drain_s: float = 0.0      # the deepest full queue emptied at its link's rate: the longest a resent segment
+                              # waits behind it, and what a full queue adds to the RTT a timeout is set from
 
     def factor(self, flows: int) -> float:
         """The measured factor for `flows` flows on a link, never below 1:

@@ -244,15 +244,17 @@ def network_bound(spec, calibration: Calibration) -> NetworkBound:
     reference machine's, for the run's congestion control, MTU and shallower
     queue; where neither measured that setting, the nearest calibrated one, said."""
     tcp, mtu, queue = spec.tcp, spec.mtu, min(spec.host_queue_packets, spec.switch_queue_packets)
+    drain_s = max(packets * mtu * 8 / (rate * 1e6) for packets, rate in
+                  ((spec.host_queue_packets, spec.host_rate_mbps), (spec.switch_queue_packets, spec.switch_rate_mbps)))
     found, _ = sharing_for(calibration, tcp, mtu, queue)
     if found:
-        return NetworkBound(found)
+        return NetworkBound(found, drain_s=drain_s)
     mine = {p.setting() for p in calibration.sharing}
     near = nearest_setting(calibration.sharing + [p for p in REFERENCE.sharing if p.setting() not in mine],
                            tcp, mtu, queue)
     return NetworkBound(near, f"the nearest calibrated point to this run's {tcp} MTU {mtu} {queue}-packet queue "
                               f"(`bigraph-emu calibrate --tcp-sharing 2,4,8,16 --tcp {tcp} --mtu {mtu} "
-                              f"--queue {queue}`)")
+                              f"--queue {queue}`)", drain_s)
 
 
 def save(calibration: Calibration, path: str | None = None) -> str:

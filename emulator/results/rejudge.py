@@ -91,7 +91,7 @@ def _held(name: str, row: dict, plan, bound) -> str:
     if key not in plan.predictions or not (model_s and time_s):
         return row["fidelity"]
     return held_to_bound(row["fidelity"], time_s, model_s, max_min_s, plan.predictions[key].most_flows_on_a_link,
-                         _seconds(row.get("tcp_timeouts")), bound)
+                         _seconds(row.get("tcp_timeouts")), _seconds(row.get("queue_drops")), bound)
 
 
 def _seconds(text) -> float | None:

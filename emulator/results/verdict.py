@@ -106,17 +106,20 @@ def fidelity(time_over_model: float, counters: dict, shared_flows: int = 1, mode
         if why:
             return held_to_bound(f"{NETWORK}{time_over_model:.2f}x {model}: {why}; the machine kept up", time_s,
                                  model_s, model_s if max_min_s is None else max_min_s, shared_flows,
-                                 counters.get("tcp_timeouts"), bound)
+                                 counters.get("tcp_timeouts"), counters.get("queue_drops"), bound)
         reasons.append(f"{time_over_model:.2f}x the model" + _likely_cause(time_over_model, counters, latency_share))
     return "FAIL: " + "; ".join(reasons) if reasons else "ok"
 
 
-def held_to_bound(verdict: str, time_s: float, model_s: float, max_min_s: float, flows: int, timeouts,
+def held_to_bound(verdict: str, time_s: float, model_s: float, max_min_s: float, flows: int, timeouts, drops,
                   bound: NetworkBound | None) -> str:
     """A network verdict of a call slower than its model, held to what was
     measured explains of it: max-min's time times the TCP-sharing factor
-    for its most flows on a link, within TOLERANCE, and RTO_MIN_S for each
-    retransmission timeout counted (`timeouts`; blank: none counted). Within
+    for its most flows on a link, within TOLERANCE; where a queue dropped
+    (`drops`), one loss recovered at the call's tail, its resent segment
+    behind a full queue (the bound's drain_s); and for each retransmission
+    timeout counted (`timeouts`; blank: none counted) Linux's least one,
+    RTO_MIN_S over the RTT, which a full queue stretches by drain_s. Within
     that it says so; beyond, the call fails naming the seconds unexplained.
     Any other verdict, a call not slower than its model (an iteration ahead,
     out of step) and a verdict already held to it stay as they are."""
@@ -125,10 +128,13 @@ def held_to_bound(verdict: str, time_s: float, model_s: float, max_min_s: float,
     bound = bound or NetworkBound(None)
     known = timeouts not in (None, "") and timeouts == timeouts   # NaN: a blank read by pandas
     counted = int(timeouts) if known else 0
-    sharing_s, timeouts_s = max_min_s * bound.factor(flows) * (1 + TOLERANCE), counted * RTO_MIN_S
+    sharing_s = max_min_s * bound.factor(flows) * (1 + TOLERANCE)
+    recovery_s = bound.drain_s if drops and drops == drops else 0.0
+    timeouts_s = counted * (RTO_MIN_S + bound.drain_s)
     said = f"{counted} timeout{'' if counted == 1 else 's'} {timeouts_s:.1f} s" if known else "no timeouts counted"
-    explains = f"sharing explains {sharing_s / model_s:.2f}x ({bound.describe(flows)}) and {said}"
-    unexplained = time_s - sharing_s - timeouts_s
+    recovered = f", a loss recovered behind a full queue {recovery_s:.2f} s" if recovery_s else ""
+    explains = f"sharing explains {sharing_s / model_s:.2f}x ({bound.describe(flows)}){recovered} and {said}"
+    unexplained = time_s - sharing_s - recovery_s - timeouts_s
     if unexplained <= 0:
         return f"{verdict}; {EXPLAINED}: {explains}"
     return (f"FAIL: {NETWORK}{time_s / model_s:.2f}x, {explains}: {unexplained:.3g} s unexplained "

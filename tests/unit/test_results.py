@@ -3,6 +3,7 @@ analysis of a results folder (emulator/results/report.py), on synthetic runs."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import statistics
 
 import pytest
@@ -357,11 +358,13 @@ def test_a_latency_bound_call_says_so_whichever_way_it_missed_the_model():
     assert not machine_failed(fidelity(0.50, quiet, latency_share=0.71))             # the model's, not the machine's
 
 
-def _bound(tcp: str = "bbr", mtu: int = 1500, queue: int = 100):
-    """The reference machine's TCP-sharing factors for a setting (bbr, MTU 1500: 1.05x for 4 flows, 1.16x for 15)."""
+def _bound(tcp: str = "bbr", mtu: int = 1500, queue: int = 100, drain: bool = False):
+    """The reference machine's TCP-sharing factors for a setting (bbr, MTU 1500: 1.05x for 4 flows, 1.16x for 15);
+    without `drain`, no time for a queue's drain (the sharing and timeouts' arithmetic alone)."""
     from emulator.plan import capacity
-    return capacity.network_bound(make_run({"tcp": tcp, "mtu": mtu, "host_queue_packets": queue,
-                                            "switch_queue_packets": queue}), capacity.REFERENCE)
+    bound = capacity.network_bound(make_run({"tcp": tcp, "mtu": mtu, "host_queue_packets": queue,
+                                             "switch_queue_packets": queue}), capacity.REFERENCE)
+    return bound if drain else dataclasses.replace(bound, drain_s=0.0)
 
 
 LOSSY = {"cpu_busy": 0.2, "ovs_cpu": 0.2, "queue_drops": 120, "tcp_retrans": 150, "tcp_spurious": 10,
@@ -403,6 +406,26 @@ def test_a_call_slower_than_max_min_for_the_networks_own_reasons_is_trusted_as_f
     assert fidelity(1.4, {**lossy, "cpu_busy": 0.95}, 4, model_s=1.0).startswith("FAIL")      # machine busy
     assert fidelity(1.4, {**lossy, "saturated_util": 0.7}, 4, model_s=1.0).startswith("FAIL") # links below their rate
     assert fidelity(0.5, lossy, 4, model_s=1.0).startswith("FAIL")                            # faster than the model
+
+
+def test_a_loss_at_a_calls_tail_and_each_timeout_wait_behind_a_full_queue():
+    """A full queue's drain (packets x MTU at the link's rate) once for a call whose queues dropped, and on top of
+    each timeout's 0.2 s (Linux's RTO is the RTT, which the full queue stretches, plus at least 0.2 s)."""
+    from emulator.results.verdict import NETWORK
+    bound = _bound(mtu=9000, drain=True)   # 100 packets of 9000 B at the default 50 Mbit/s: 0.144 s
+    assert bound.drain_s == pytest.approx(0.144)
+    # 4 flows with bbr at MTU 9000: sharing 1.00x, 1.15x with the tolerance, and the drain 0.144 s: 1.294 s of a
+    # 1 s model
+    lossy = {**LOSSY, "tcp_timeouts": 0}
+    within = fidelity(1.29, lossy, 4, model_s=1.0, bound=bound)
+    assert within.startswith(NETWORK) and within.endswith("a loss recovered behind a full queue 0.14 s and 0 timeouts 0.0 s")
+    assert fidelity(1.30, lossy, 4, model_s=1.0, bound=bound).startswith(f"FAIL: {NETWORK}1.30x")
+    # a timeout: 0.2 s and the drain again, 1.638 s
+    assert fidelity(1.63, {**LOSSY, "tcp_timeouts": 1}, 4, model_s=1.0, bound=bound).startswith(NETWORK)
+    assert fidelity(1.65, {**LOSSY, "tcp_timeouts": 1}, 4, model_s=1.0, bound=bound).startswith("FAIL")
+    # no drop: no loss to recover, the drain explains nothing
+    even = {**lossy, "queue_drops": 0, "tcp_retrans": 0, "tcp_spurious": 0, "saturated_util": 0.98}
+    assert fidelity(1.2, even, 4, model_s=1.0, bound=bound).startswith(f"FAIL: {NETWORK}1.20x")
 
 
 def test_a_network_call_beyond_what_sharing_and_timeouts_explain_fails_naming_the_seconds_unexplained():
@@ -452,7 +475,7 @@ def test_the_bound_stands_on_the_runs_calibrated_setting_or_names_the_nearest():
     assert capacity.network_bound(spec, mine).factor(4) == 1.3
     # held once: a verdict already held to the bound is left as it is
     held = fidelity(1.4, {**LOSSY, "tcp_timeouts": 2}, 4, model_s=1.0, bound=_bound())
-    assert held_to_bound(held, 1.4, 1.0, 1.0, 4, 2, _bound()) == held
+    assert held_to_bound(held, 1.4, 1.0, 1.0, 4, 2, 120, _bound()) == held
 
 
 def test_a_congested_call_slowed_by_uneven_shares_without_a_loss_is_the_networks_as_far_as_sharing_explains():
