@@ -937,7 +937,7 @@ def test_model_out_refuses_a_folder_that_holds_an_earlier_prediction(tmp_path, c
     assert cli.main(["model", "-b", "64K", "-e", "64K", "--out", out]) == 0
     before = (tmp_path / "m" / "model_steps.csv").read_text()
     assert cli.main(["model", "-a", "halving-doubling", "-b", "64K", "-e", "64K", "--out", out]) == 2
-    assert f"--out {out} is not empty (it holds model_steps.csv)" in capsys.readouterr().err
+    assert f"--out {out} is not empty (it holds model_steps.csv, trace.json)" in capsys.readouterr().err
     assert (tmp_path / "m" / "model_steps.csv").read_text() == before
 
 
