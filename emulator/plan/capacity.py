@@ -26,6 +26,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from emulator.fabric.queues import BURST_MS
 from emulator.fabric.topology import build
 from emulator.inputs import read_text
@@ -457,13 +459,16 @@ class Budget:
                 f"calibration's fabric having {self.ports} ({self.scaling})")
 
 
-def port_scaled(faithful_mbps: float, ports: int, calibrated_ports: int, exponent: float) -> float:
+def port_scaled(faithful_mbps, ports, calibrated_ports, exponent):
     """The faithful load at `ports` switch ports: as calibrated up to the
-    calibration fabric's, then as (its ports / these) ** exponent (the
-    userspace datapath polls every port in one loop)."""
-    if not calibrated_ports or ports <= calibrated_ports:
-        return faithful_mbps
-    return faithful_mbps * (calibrated_ports / ports) ** exponent
+    calibration fabric's (no shrinking where that is 0), then as (its ports
+    / these) ** exponent (the userspace datapath polls every port in one
+    loop). Numbers, or numpy arrays of them (a placement weighs every move
+    at once)."""
+    scaled = (np.asarray(calibrated_ports) > 0) & (np.asarray(ports) > calibrated_ports)
+    with np.errstate(over="ignore", divide="ignore"):
+        factor = np.where(scaled, (np.asarray(calibrated_ports, dtype=float) / np.maximum(ports, 1)) ** exponent, 1.0)
+    return float(faithful_mbps * factor) if factor.ndim == 0 else faithful_mbps * factor
 
 
 def faithful_budget(calibration: Calibration, datapath: str, mtu: int, offload: str,
@@ -488,11 +493,6 @@ def faithful_budget(calibration: Calibration, datapath: str, mtu: int, offload: 
     return Budget(faithful, calibration_ports()[0], exponent, basis, how)
 
 
-def server_budget(budget: Budget, ports: int) -> tuple[float, str]:
-    """(faithful link-Mbit/s, how it was found) of a machine holding `ports` switch ports."""
-    return budget.at(ports), budget.said_at(ports)
-
-
 def assess(plan, calibration: Calibration, datapath: str, offload: str) -> Assessment:
     """The run's peak load (the model's, at the plan's rates) against the
     faithful load of its datapath, MTU and offload (as the dataplane picked
@@ -509,7 +509,8 @@ def assess(plan, calibration: Calibration, datapath: str, offload: str) -> Asses
         budget = faithful_budget(calibration, datapath, plan.spec.mtu, offload)
     except LookupError as e:
         return Assessment(peak, None, str(e))
-    return Assessment(peak, *server_budget(budget, switch_ports(plan.fabric)))
+    ports = switch_ports(plan.fabric)
+    return Assessment(peak, budget.at(ports), budget.said_at(ports))
 
 
 def scaled_rate(rate_mbps: float, factor: float) -> float:

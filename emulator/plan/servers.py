@@ -181,12 +181,7 @@ def _capacities(servers: list[Server]):
     calibrated = np.array([s.ports for s in servers], dtype=float)
     exponent = np.array([s.exponent for s in servers], dtype=float)
 
-    def cap(server, ports):
-        scaled = (calibrated[server] > 0) & (ports > calibrated[server])
-        with np.errstate(over="ignore", divide="ignore"):
-            factor = np.where(scaled, (calibrated[server] / np.maximum(ports, 1)) ** exponent[server], 1.0)
-        return faithful[server] * factor
-    return cap
+    return lambda server, ports: port_scaled(faithful[server], ports, calibrated[server], exponent[server])
 
 
 def _over(load, budget):
