@@ -13,7 +13,7 @@ import os
 from emulator.plan.capacity import network_bound
 from emulator.plan.run_plan import WORKLOAD_KEY
 from emulator.records.tables import read_table
-from emulator.results.report import check_runs, replacing, write_csv
+from emulator.results.report import check_runs, write_csv
 from emulator.results.verdict import EXPLAINED, NETWORK, held_to_bound
 
 CHANGES = "verdict_changes.csv"
@@ -48,10 +48,7 @@ def rejudge_folder(out_dir: str, plans, calibration) -> tuple[int, list[dict]]:
     for name, (columns, rows) in rewritten.items():
         write_csv(os.path.join(out_dir, name), columns, rows)
     if changes:
-        with replacing(os.path.join(out_dir, CHANGES)) as tmp, open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=CHANGE_COLUMNS)
-            writer.writeheader()
-            writer.writerows(changes)
+        write_csv(os.path.join(out_dir, CHANGES), CHANGE_COLUMNS, changes)
     return judged, changes
 
 
