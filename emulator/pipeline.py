@@ -110,7 +110,7 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
     with open(os.path.join(work, "spec.json"), "w") as f:
         # each run as planned: offload "auto" resolved to what this machine gives it
         json.dump({"name": experiment.name, "runs": [dataclasses.asdict(p.spec) for p in plans],
-                   "workload_copies": copies}, f, indent=1)
+                   "workload_copies": copies, "file_copies": keep_files(experiment.runs, work)}, f, indent=1)
     with open(os.path.join(work, "capacity.json"), "w") as f:
         json.dump([c.to_dict() for c in preflight.capacity_checks(plans)], f, indent=1)
     progress = Progress(preflight.predicted_calls(plans))
@@ -129,7 +129,7 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
         write_reports(work, plans)
         write_trace(work)
     except BaseException:
-        if sorted(set(os.listdir(work)) - {WORKLOADS}) == ["capacity.json", "spec.json"]:   # it failed before creating anything
+        if sorted(set(os.listdir(work)) - {WORKLOADS, FILES}) == ["capacity.json", "spec.json"]:   # it failed before creating anything
             shutil.rmtree(work)
         else:
             print(f"# the run did not finish; what it measured is in {work}/", file=sys.stderr)
@@ -160,6 +160,7 @@ def _emulate(experiment: Experiment, plans, out: str, page) -> int:
 
 
 WORKLOADS = "workloads"   # a results folder keeps a copy of every workload file it ran in here
+FILES = "files"           # and of every topology file and policy of one's own, here
 
 
 def keep_workloads(runs: list[RunSpec], folder: str) -> dict[str, str]:
@@ -182,6 +183,21 @@ def keep_workloads(runs: list[RunSpec], folder: str) -> dict[str, str]:
             else:
                 shutil.copyfile(file, copy)
         copies[workload] = workload_file(workload)[0] + os.path.join(place, os.path.relpath(files[0], top))
+    return copies
+
+
+def keep_files(runs: list[RunSpec], folder: str) -> dict[str, str]:
+    """Copy every topology file and policy file (file:PATH) the runs name
+    into FOLDER/files/K/; returns {the name as the spec gives it: file:COPY,
+    relative to FOLDER}, which spec.json keeps, as for workloads. (A
+    policy's own imports are not copied.)"""
+    from emulator.fabric.files import PREFIX, is_file, path_of
+    copies = {}
+    for name in dict.fromkeys(n for spec in runs for n in (spec.topology, spec.policy) if is_file(n)):
+        place = os.path.join(FILES, str(len(copies)), os.path.basename(path_of(name)))
+        os.makedirs(os.path.join(folder, os.path.dirname(place)))
+        shutil.copyfile(path_of(name), os.path.join(folder, place))
+        copies[name] = PREFIX + place
     return copies
 
 

@@ -48,32 +48,42 @@ def folder_specs(folder: str) -> list[RunSpec]:
     """The runs of a results folder's spec.json, each workload read from
     the copy the folder keeps of it (older folders: from where spec.json
     says); SpecError if it is not one."""
-    from emulator.records.tables import read_runs, read_workload_copies
+    from emulator.records.tables import read_file_copies, read_runs, read_workload_copies
     if not os.path.isdir(folder):
         raise SpecError(f"{folder}: no such results folder")
     runs = read_runs(folder)
     if not any(os.path.exists(os.path.join(folder, name)) for name in ("collectives.csv", "jobs.csv", "ranks.csv")):
         raise SpecError(f"{folder} has no collectives.csv, jobs.csv or ranks.csv: its run measured nothing")
-    copies = read_workload_copies(folder)
+    copies, files = read_workload_copies(folder), read_file_copies(folder)
     specs = []
     for i, run in enumerate(runs):
         kept = copies.get(run["workload"]) if isinstance(run.get("workload"), str) else None
+        run = {**run, **({"workload": kept} if kept else {}), **_kept_files(run, files)}
         try:
-            specs.append(make_run({**run, "workload": kept} if kept else run))
+            specs.append(make_run(run))
         except SpecError as e:
             raise SpecError(f"{os.path.join(folder, 'spec.json')}: run {i + 1}: {e}") from None
     return specs
 
 
+def _kept_files(run: dict, files: dict[str, str]) -> dict:
+    """The run's topology and policy files that the folder keeps, read from its copies."""
+    return {key: files[run[key]] for key in ("topology", "policy") if isinstance(run.get(key), str) and run[key] in files}
+
+
 def folder_plans(folder: str, specs: list[RunSpec]) -> list:
-    """The plans of a folder's runs, each in its place, its workload named
-    as when it ran (the tables say that name, not the copy's)."""
+    """The plans of a folder's runs, each in its place, its workload,
+    topology and policy files named as when it ran (the tables say those
+    names, not the copies')."""
     from emulator.plan.run_plan import plan_run
     from emulator.records.tables import read_runs
     plans = []
     for i, (spec, run) in enumerate(zip(specs, read_runs(folder))):
         plan = dataclasses.replace(plan_run(spec), run=i)
-        plan.spec = dataclasses.replace(spec, workload=run.get("workload", ""))
+        named = {key: run.get(key, getattr(spec, key)) for key in ("topology", "policy")}
+        plan.spec = dataclasses.replace(spec, workload=run.get("workload", ""), **named)
+        if named["topology"] != spec.topology:   # read from the copy
+            plan.fabric = dataclasses.replace(plan.fabric, topology=named["topology"].strip())
         plans.append(plan)
     return plans
 

@@ -196,6 +196,17 @@ def read_workload_copies(folder: str) -> dict[str, str]:
     return joined
 
 
+def read_file_copies(folder: str) -> dict[str, str]:
+    """spec.json's file_copies: {a topology or policy as spec.json names it
+    (file:PATH): file:COPY, joined to the folder}; older folders have none."""
+    from emulator.fabric.files import PREFIX, path_of
+    path = os.path.join(folder, "spec.json")
+    copies = _json(path).get("file_copies", {})
+    if not isinstance(copies, dict) or not all(isinstance(v, str) and v.startswith(PREFIX) for v in copies.values()):
+        raise TableError(f"{path}: file_copies must be a table of file:PATH = file:COPY")
+    return {name: PREFIX + os.path.join(folder, path_of(copy)) for name, copy in copies.items()}
+
+
 def read_fabric(path: str) -> Fabric | None:
     """fabric.json, checked as far as the drawing relies on it; None if missing."""
     if not os.path.lexists(path):

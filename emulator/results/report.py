@@ -22,6 +22,7 @@ from emulator.results.plots import (RUN_COLUMNS, call_name, call_use, capture_pl
                             job_link_bars, job_timeline, one_run, run_name, runs_of, step_timeline, timeline_bars,
                             utilisation_heatmap)
 from emulator.records.tables import TABLES, TableError, read_fabric, read_table
+from emulator.fabric.files import PREFIX, is_file, path_of
 from emulator.results import damage
 from emulator.inputs import InputError, as_name, read_text
 from emulator.routes.user_policy import label
@@ -252,19 +253,27 @@ def check_runs(out_dir: str, tables: dict, specs: list[RunSpec]) -> None:
     algorithm, mapping, collective or size is not that run's (a file copied
     in from another folder). Tables without a run column (older folders)
     must name one of the runs."""
-    runs = pd.DataFrame([{"topology": s.fabric().topology, "policy": s.policy, "algorithm": s.algorithm,
+    runs = pd.DataFrame([{"topology": _file_named(s.topology) if is_file(s.topology) else s.fabric().topology,
+                          "policy": _file_named(s.policy), "algorithm": s.algorithm,
                           "mapping": s.mapping, "collective": s.collective} for s in specs])
     for name, d in tables.items():
         if name not in TABLES or d is None:
             continue
         path = os.path.join(out_dir, name)
         keys = [k for k in runs.columns if k in d and (k != "collective" or name == "collectives.csv")]
+        d = d.assign(**{k: d[k].map(_file_named) for k in ("topology", "policy") if k in d})
         if "run" not in d:
             _check_some_run(path, d, runs[keys])
             continue
         _check_its_run(path, d, runs[keys])
         if "size_bytes" in d and name in ("collectives.csv", "steps.csv"):
             _check_sizes(path, d, [set() if s.workload else set(s.sizes) for s in specs])
+
+
+def _file_named(value):
+    """A topology or policy file by its file name: the folder's copy of it
+    ran, and the tables name the original (file:PATH) wherever it was."""
+    return PREFIX + os.path.basename(path_of(value)) if isinstance(value, str) and is_file(value) else value
 
 
 def _check_some_run(path: str, d: pd.DataFrame, runs: pd.DataFrame) -> None:

@@ -33,3 +33,4 @@ def test_allreduce_on_the_abilene_file(tmp_path, clean_machine):
     with open(out / "fabric.json") as f:
         fabric = json.load(f)
     assert len(fabric["switches"]) == 11 and fabric["params"]["labels"]["bgs0"] == "New York"
+    assert (out / "files" / "0" / "abilene.graphml").read_bytes() == open(ABILENE, "rb").read()   # report reads it

@@ -20,7 +20,8 @@ from emulator.results.calls import COLLECTIVE_COLUMNS, STEP_COLUMNS, CallRecord,
 from emulator.spec.experiment import make_run
 
 MEASURED = os.path.join(os.path.dirname(__file__), "..", "fixtures", "results-without-links")
-SIMAI_EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "simai-example.txt")
+EXPERIMENTS = os.path.join(os.path.dirname(__file__), "..", "..", "experiments")
+SIMAI_EXAMPLE = os.path.join(EXPERIMENTS, "simai-example.txt")
 
 
 def assert_png(path):
@@ -299,6 +300,42 @@ def test_report_reads_the_workload_the_folder_keeps_after_the_original_has_gone(
     assert cli.main(["report", str(folder)]) == 0, capsys.readouterr().err
     assert set(pd.read_csv(folder / "link_jobs.csv").workload) == {str(workload)}
     assert "imported" in (folder / "summary.txt").read_text()
+
+
+def test_report_reads_the_topology_and_policy_files_the_folder_keeps_after_they_have_moved(tmp_path, capsys):
+    """A run on a topology file with a policy of one's own: the folder keeps
+    both; with the originals gone, the report plans from the copies and its
+    tables and summary still name the files as the run did."""
+    from emulator import cli
+    from emulator.pipeline import keep_files
+    from emulator.results.calls import write_call
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    shutil.copyfile(os.path.join(EXPERIMENTS, "topologies", "two-tier.toml"), mine / "two-tier.toml")
+    shutil.copyfile(os.path.join(EXPERIMENTS, "policies", "avoid_busiest.py"), mine / "avoid_busiest.py")
+    spec = make_run({"topology": f"file:{mine / 'two-tier.toml'}", "policy": f"file:{mine / 'avoid_busiest.py'}",
+                     "sizes": ["64K"], "repetitions": 1, "warmup": 0})
+    plan = plan_run(spec)
+    folder = tmp_path / "res"
+    folder.mkdir()
+    copies = keep_files([spec, spec], str(folder))
+    assert copies == {spec.topology: "file:" + os.path.join("files", "0", "two-tier.toml"),
+                      spec.policy: "file:" + os.path.join("files", "1", "avoid_busiest.py")}
+    (folder / "spec.json").write_text(json.dumps({"name": "t", "runs": [dataclasses.asdict(spec)],
+                                                  "file_copies": copies}))
+    size = plan.calls[0].size_bytes
+    ends = plan.predictions[size].step_end_s
+    steps = [[{"start": min(ends[r][k - 1], ends[r][k]) if k else 0.0, "end": ends[r][k],
+               "sent": sum(t.nbytes for t in s.sends), "received": sum(t.nbytes for t in s.recvs)}
+              for k, s in enumerate(plan.schedules[size].steps[r])] for r in range(plan.ranks)]
+    write_call(str(folder), plan, plan.calls[0], CallRecord(steps, {}), "user")
+    shutil.rmtree(mine)
+    assert cli.main(["report", str(folder)]) == 0, capsys.readouterr().err
+    assert set(pd.read_csv(folder / "collectives.csv").topology) == {plan.fabric.topology}
+    assert str(mine / "two-tier.toml") in (folder / "summary.txt").read_text()
+    (folder / "spec.json").write_text(json.dumps({"name": "t", "runs": [dataclasses.asdict(spec)]}))   # an older folder
+    assert cli.main(["report", str(folder)]) == 2
+    assert "avoid_busiest.py: cannot read it" in capsys.readouterr().err   # named, exit 2
 
 
 def test_keep_workloads_copies_an_imported_workload_once(tmp_path):
