@@ -5,10 +5,12 @@ this machine's model uses, the results folder."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shutil
 import time
 
+from emulator.fabric.queues import DISCIPLINES
 from emulator.results.verdict import LATENCY_BOUND
 from emulator.inputs import size_name
 from emulator.progress import duration
@@ -36,7 +38,7 @@ def prepare(experiment: Experiment, out: str | None):
         else:
             print(check.describe(plan.spec.host_rate_mbps))
     plans = with_sharing(plans)
-    for line in filter(None, map(latency_bound, plans)):
+    for line in filter(None, [f(plan) for plan in plans for f in (latency_bound, shallow_queue)]):
         print(line)
     return plans, folder
 
@@ -52,6 +54,22 @@ def latency_bound(plan) -> str:
     return (f"# latency-bound: per-message latency and least step times are most of the model's time at "
             f"{', '.join(bound)}; those calls measure this machine's hosts and switches more than the links "
             f"(larger messages or slower links measure the links)") if bound else ""
+
+
+def shallow_queue(plan) -> str:
+    """A line naming the shallowest switch port queue when it drains before
+    its discipline would mark (fq_codel marks only packets that waited its
+    target): there the run sees drops, not marks; "" otherwise."""
+    chosen = DISCIPLINES[plan.spec.queue_discipline]
+    frame = plan.spec.mtu + 14
+    link = min(plan.fabric.links, key=lambda l: l.queue_packets / l.rate_mbps)
+    held_ms = link.queue_packets * frame * 8 / (link.rate_mbps * 1000)
+    if held_ms >= chosen.target_ms:
+        return ""
+    deep = math.ceil(chosen.target_ms * link.rate_mbps * 1000 / (frame * 8))
+    return (f"# queue: {chosen.name} marks packets that waited {chosen.target_ms:g} ms, but link {link.a}-{link.b}'s "
+            f"queue of {link.queue_packets} packets ({frame} bytes) drains in {held_ms:.1f} ms at "
+            f"{link.rate_mbps:g} Mbit/s: it drops before it marks (a queue of {deep} packets or more marks)")
 
 
 def with_sharing(plans) -> list:
@@ -134,7 +152,7 @@ def offers_congestion_control(name: str, where: str = "tcp") -> None:
 
 
 def offers_queue_discipline(name: str) -> None:
-    from emulator.fabric.queues import DISCIPLINES, FIFO
+    from emulator.fabric.queues import FIFO
     from emulator.net.capabilities import qdisc_available
     wanted = DISCIPLINES[name]
     if wanted is FIFO or qdisc_available(wanted.module, wanted.config):

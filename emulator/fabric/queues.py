@@ -38,6 +38,8 @@ class Discipline:
     kinds: tuple[str, ...]      # the kinds `tc -s qdisc` reports for it
     marks_field: str = ""       # its count of ECN marks in `tc -s -j qdisc`
     threshold: bool = False     # marks from a threshold the run may set (ecn_threshold_packets)
+    target_ms: float = 0.0      # marks only after packets waited this long: a shallower queue drops first
+
 
 
 def _fifo(packets: int, frame: int, rate_mbps: float, threshold: int, tso: bool) -> list[str]:
@@ -69,7 +71,7 @@ RED_ECN = Discipline("red-ecn", "red-ecn: drop-tail FIFO that marks ECN on every
                      "sch_red", "CONFIG_NET_SCH_RED", True, _red_ecn, ("red",), "marked", threshold=True)
 FQ_CODEL = Discipline("fq_codel", "fq_codel: flow-queue CoDel with ECN (marks after 5 ms of standing queue)",
                       "sch_fq_codel", "CONFIG_NET_SCH_FQ_CODEL", True, _fq_codel, ("fq_codel",),
-                      "ecn_mark")
+                      "ecn_mark", target_ms=5.0)
 
 DISCIPLINES: dict[str, Discipline] = {d.name: d for d in (FIFO, RED_ECN, FQ_CODEL)}
 

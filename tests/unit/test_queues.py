@@ -56,3 +56,16 @@ def test_a_discipline_is_looked_up_by_name():
     with pytest.raises(ValueError, match="unknown queue discipline 'codel'; choose one of: fifo, red-ecn, fq_codel"):
         discipline("codel")
     assert list(DISCIPLINES) == ["fifo", "red-ecn", "fq_codel"]
+
+
+def test_a_run_says_before_it_starts_when_fq_codel_s_queue_drains_before_its_target():
+    from emulator.plan.run_plan import plan_run
+    from emulator.preflight import shallow_queue
+    from emulator.spec.experiment import make_run
+    shallow = {"topology": "bigraph:m=2,n=4", "queue_discipline": "fq_codel", "mtu": 1500,
+               "host_queue_packets": 20, "switch_queue_packets": 20}
+    line = shallow_queue(plan_run(make_run(shallow)))   # 20 frames of 1514 bytes at 50 Mbit/s: 4.8 ms
+    assert line.startswith("# queue: fq_codel marks packets that waited 5 ms")
+    assert "20 packets (1514 bytes) drains in 4.8 ms at 50 Mbit/s" in line and "a queue of 21 packets" in line
+    assert shallow_queue(plan_run(make_run({**shallow, "switch_queue_packets": 21, "host_queue_packets": 21}))) == ""
+    assert shallow_queue(plan_run(make_run({**shallow, "queue_discipline": "red-ecn"}))) == ""   # no target
