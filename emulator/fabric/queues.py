@@ -41,7 +41,6 @@ class Discipline:
     target_ms: float = 0.0      # marks only after packets waited this long: a shallower queue drops first
 
 
-
 def _fifo(packets: int, frame: int, rate_mbps: float, threshold: int, tso: bool) -> list[str]:
     # TSO segments are up to a burst long: count bytes (`packets` full
     # frames), as a switch's buffer would
