@@ -23,6 +23,7 @@ import os
 
 import pandas as pd
 
+from emulator.inputs import size_name
 from emulator.records.tables import read_runs, read_table
 
 TRACE = "trace.json"
@@ -183,13 +184,6 @@ def call_offsets(tables: list) -> dict:
     return offsets
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale} {unit}"
-    return f"{n} B"
-
-
 def step_events(steps: pd.DataFrame, offsets: dict) -> list[dict]:
     """A process per run, a thread per rank: each call a slice, its steps
     in it (merged per phase beyond STEP_SLICES_MAX)."""
@@ -206,7 +200,7 @@ def step_events(steps: pd.DataFrame, offsets: dict) -> list[dict]:
                    for rank in sorted(rows["rank"].unique())]
         for key, call in rows.groupby("key", sort=False):
             shift, end = offsets[key], call.end_s.max()
-            name = f"{_size(key[1])} rep {key[2]}"
+            name = f"{size_name(key[1])} rep {key[2]}"
             for rank, ranked in call.groupby("rank", sort=True):
                 events.append(complete(name, shift + min(0.0, ranked.start_s.min()), shift + end, pid, int(rank),
                                        {"size_bytes": key[1], "repetition": key[2], "call_ms": round(end * 1e3, 3)}))
@@ -323,7 +317,7 @@ def model_events(runs: list[dict]) -> list[dict]:
         clock = 0.0
         for size in run["sizes"]:
             ends = [s["end_s"] for s in run["steps"] if s["size_bytes"] == size["size_bytes"]]
-            events.append(complete(_size(size["size_bytes"]), clock, clock + size["time_s"], pid, 0,
+            events.append(complete(size_name(size["size_bytes"]), clock, clock + size["time_s"], pid, 0,
                                    {"time_ms": round(size["time_s"] * 1e3, 3),
                                     "busbw_mbps": round(size["busbw_mbps"], 3)}))
             begin = 0.0

@@ -76,7 +76,7 @@ def test_synthetic_folder_follows_the_format():
     kinds = {e["ph"] for e in events}
     assert kinds == {"M", "X", "C"}
     calls = [e for e in events if e["ph"] == "X" and e["tid"] == 0 and e["name"].endswith(("rep 0", "rep 1"))]
-    assert [c["name"] for c in calls] == ["1 MiB rep 0", "1 MiB rep 1"]
+    assert [c["name"] for c in calls] == ["1M rep 0", "1M rep 1"]
     # the warm-up call (links only) ran first: the counted calls follow it, one after the other
     assert calls[0]["ts"] == pytest.approx(0.5e6) and calls[1]["ts"] >= calls[0]["ts"] + calls[0]["dur"]
 
