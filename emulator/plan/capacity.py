@@ -259,6 +259,13 @@ def network_bound(spec, calibration: Calibration) -> NetworkBound:
                               f"--queue {queue}`)", drain_s)
 
 
+def job_bounds(plan, calibration: Calibration) -> dict[str, NetworkBound]:
+    """network_bound for each congestion control of the plan's jobs' own
+    (a job's `tcp`), by its name: their iterations are held to it."""
+    own = set(plan.congestion_controls()) - {"", plan.spec.tcp}
+    return {tcp: network_bound(dataclasses.replace(plan.spec, tcp=tcp), calibration) for tcp in sorted(own)}
+
+
 def save(calibration: Calibration, path: str | None = None) -> str:
     """Write `calibration` merged into what `path` already holds; returns the path."""
     path = path or calibration_path()

@@ -56,6 +56,7 @@ class RunPlan:
     run: int = 0                          # its place in the experiment: the `run` column of every table
     sharing: Sharing | None = None        # TCP's measured sharing the model stretches steps by (None: max-min)
     bound: NetworkBound | None = None     # TCP's measured sharing the verdict holds network verdicts to (None: none)
+    job_bounds: dict[str, NetworkBound] = field(default_factory=dict)   # the same for jobs' own congestion controls
     links: EmulatedLinks | None = None    # what the model adds for links emulated on this machine (None: the network alone)
     _latency: dict[int, float] = field(default_factory=dict, init=False, repr=False)   # latency_share's, by key
 
@@ -79,6 +80,10 @@ class RunPlan:
             left = bare(flatten(self.schedules[key]), self.hosts).time_s
             self._latency[key] = max(0.0, 1 - left / full) if full else 0.0
         return self._latency[key]
+
+    def bound_of(self, tcp: str) -> NetworkBound | None:
+        """The bound of a job's own congestion control `tcp` ("": the run's)."""
+        return self.job_bounds.get(tcp, self.bound)
 
     def congestion_controls(self) -> list[str]:
         """Each rank's TCP congestion control: its job's own, or "" (the run's, every host's)."""

@@ -44,7 +44,7 @@ def job_rows(plan, call, record) -> list[dict]:
                                               model_s=m["time_s"],
                                               latency_share=plan.latency_share(call.size_bytes),
                                               workload_over_model=workload if layout.job.name in sharing else None,
-                                              bound=plan.bound),
+                                              bound=plan.bound_of(layout.job.tcp)),
                          **{key: "" if counters.get(key) is None else counters[key] for key in COUNTER_COLUMNS},
                          "counters_of": counted, "tcp": layout.job.tcp or plan.spec.tcp, "label": plan.spec.label})
     return rows

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import os
 
-from emulator.plan.capacity import network_bound
+from emulator.plan.capacity import job_bounds, network_bound
 from emulator.plan.run_plan import WORKLOAD_KEY
 from emulator.records.tables import read_table
 from emulator.results.report import check_runs, write_csv
@@ -30,6 +30,7 @@ def rejudge_folder(out_dir: str, plans, calibration) -> tuple[int, list[dict]]:
     tables = {name: read_table(os.path.join(out_dir, name)) for name in TABLES}
     check_runs(out_dir, tables, [plan.spec for plan in plans])
     bounds = [network_bound(plan.spec, calibration) for plan in plans]
+    own = [job_bounds(plan, calibration) for plan in plans]   # jobs' own congestion controls
     judged, changes, rewritten = 0, [], {}
     for name in TABLES:
         if tables[name] is None or "fidelity" not in tables[name]:
@@ -40,7 +41,7 @@ def rejudge_folder(out_dir: str, plans, calibration) -> tuple[int, list[dict]]:
             if found is None or not _unheld(row["fidelity"]):
                 continue
             judged += 1
-            new = _held(name, row, plans[found], bounds[found])
+            new = _held(name, row, plans[found], own[found].get(row.get("tcp", ""), bounds[found]))
             if new != row["fidelity"]:
                 changes.append({"call": _call_name(name, row), "old_verdict": row["fidelity"], "new_verdict": new})
                 row["fidelity"] = new
