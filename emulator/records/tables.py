@@ -185,26 +185,26 @@ def read_workload_copies(folder: str) -> dict[str, str]:
     """spec.json's workload_copies: {a run's workload as spec.json names it:
     the copy the folder keeps, its path joined to the folder}; older folders have none."""
     from emulator.spec.experiment import workload_file
-    path = os.path.join(folder, "spec.json")
-    copies = _json(path).get("workload_copies", {})
-    if not isinstance(copies, dict) or not all(isinstance(v, str) for v in copies.values()):
-        raise TableError(f"{path}: workload_copies must be a table of workload = the copy's path")
-    joined = {}
-    for workload, copy in copies.items():
-        prefix, file = workload_file(copy)
-        joined[workload] = prefix + os.path.join(folder, file)
-    return joined
+    return _copies(folder, "workload_copies", "workload = the copy's path", workload_file)
 
 
 def read_file_copies(folder: str) -> dict[str, str]:
     """spec.json's file_copies: {a topology or policy as spec.json names it
     (file:PATH): file:COPY, joined to the folder}; older folders have none."""
-    from emulator.fabric.files import PREFIX, path_of
+    from emulator.fabric.files import PREFIX, is_file, path_of
+    return _copies(folder, "file_copies", "file:PATH = file:COPY",
+                   lambda copy: (PREFIX, path_of(copy)) if is_file(copy) else None)
+
+
+def _copies(folder: str, key: str, form: str, split) -> dict[str, str]:
+    """spec.json's table `key` of copies the folder keeps, each copy's path
+    joined to the folder; `split` parts a copy into (prefix, path), None if
+    it is not one."""
     path = os.path.join(folder, "spec.json")
-    copies = _json(path).get("file_copies", {})
-    if not isinstance(copies, dict) or not all(isinstance(v, str) and v.startswith(PREFIX) for v in copies.values()):
-        raise TableError(f"{path}: file_copies must be a table of file:PATH = file:COPY")
-    return {name: PREFIX + os.path.join(folder, path_of(copy)) for name, copy in copies.items()}
+    copies = _json(path).get(key, {})
+    if not isinstance(copies, dict) or not all(isinstance(copy, str) and split(copy) for copy in copies.values()):
+        raise TableError(f"{path}: {key} must be a table of {form}")
+    return {name: prefix + os.path.join(folder, file) for name, copy in copies.items() for prefix, file in [split(copy)]}
 
 
 def read_fabric(path: str) -> Fabric | None:
