@@ -83,8 +83,7 @@ def with_sharing(plans) -> list:
         print(f"# model: {model}")
         if plan.links:
             print(f"# model's links: {plan.links.basis}")
-        shared.append(dataclasses.replace(plan, sharing=found, bound=capacity.network_bound(plan.spec, calibration),
-                                          job_bounds=capacity.job_bounds(plan, calibration)))
+        shared.append(dataclasses.replace(capacity.with_bounds(plan, calibration), sharing=found))
     return shared
 
 

@@ -259,11 +259,13 @@ def network_bound(spec, calibration: Calibration) -> NetworkBound:
                               f"--queue {queue}`)", drain_s)
 
 
-def job_bounds(plan, calibration: Calibration) -> dict[str, NetworkBound]:
-    """network_bound for each congestion control of the plan's jobs' own
-    (a job's `tcp`), by its name: their iterations are held to it."""
+def with_bounds(plan, calibration: Calibration):
+    """The plan with the bounds its network verdicts are held to: the run's
+    (network_bound), and one for each congestion control of its jobs' own
+    (a job's `tcp`), by its name."""
     own = set(plan.congestion_controls()) - {"", plan.spec.tcp}
-    return {tcp: network_bound(dataclasses.replace(plan.spec, tcp=tcp), calibration) for tcp in sorted(own)}
+    return dataclasses.replace(plan, bound=network_bound(plan.spec, calibration), job_bounds={
+        tcp: network_bound(dataclasses.replace(plan.spec, tcp=tcp), calibration) for tcp in sorted(own)})
 
 
 def save(calibration: Calibration, path: str | None = None) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import os
 
-from emulator.plan.capacity import job_bounds, network_bound
+from emulator.plan.capacity import with_bounds
 from emulator.plan.run_plan import WORKLOAD_KEY
 from emulator.records.tables import read_table
 from emulator.results.report import check_runs, write_csv
@@ -29,8 +29,7 @@ def rejudge_folder(out_dir: str, plans, calibration) -> tuple[int, list[dict]]:
     TableError names a damaged table, before anything is written."""
     tables = {name: read_table(os.path.join(out_dir, name)) for name in TABLES}
     check_runs(out_dir, tables, [plan.spec for plan in plans])
-    bounds = [network_bound(plan.spec, calibration) for plan in plans]
-    own = [job_bounds(plan, calibration) for plan in plans]   # jobs' own congestion controls
+    plans = [with_bounds(plan, calibration) for plan in plans]
     judged, changes, rewritten = 0, [], {}
     for name in TABLES:
         if tables[name] is None or "fidelity" not in tables[name]:
@@ -41,7 +40,7 @@ def rejudge_folder(out_dir: str, plans, calibration) -> tuple[int, list[dict]]:
             if found is None or not _unheld(row["fidelity"]):
                 continue
             judged += 1
-            new = _held(name, row, plans[found], own[found].get(row.get("tcp", ""), bounds[found]))
+            new = _held(name, row, plans[found])
             if new != row["fidelity"]:
                 changes.append({"call": _call_name(name, row), "old_verdict": row["fidelity"], "new_verdict": new})
                 row["fidelity"] = new
@@ -79,9 +78,10 @@ def _plan_of(name: str, row: dict, plans) -> int | None:
     return None
 
 
-def _held(name: str, row: dict, plan, bound) -> str:
-    """The row's verdict held to the bound, from its times and timeouts and
-    the most flows its run's model put on a link."""
+def _held(name: str, row: dict, plan) -> str:
+    """The row's verdict held to its plan's bound (a job's own congestion
+    control's, by the row's tcp), from its times and timeouts and the most
+    flows its run's model put on a link."""
     key = int(row["size_bytes"]) if name == "collectives.csv" else WORKLOAD_KEY
     model_s = _seconds(row.get("model_time_s"))
     max_min_s = _seconds(row.get("max_min_time_s")) or model_s   # jobs.csv, older folders: the model is max-min
@@ -89,7 +89,8 @@ def _held(name: str, row: dict, plan, bound) -> str:
     if key not in plan.predictions or not (model_s and time_s):
         return row["fidelity"]
     return held_to_bound(row["fidelity"], time_s, model_s, max_min_s, plan.predictions[key].most_flows_on_a_link,
-                         _seconds(row.get("tcp_timeouts")), _seconds(row.get("queue_drops")), bound)
+                         _seconds(row.get("tcp_timeouts")), _seconds(row.get("queue_drops")),
+                         plan.bound_of(row.get("tcp", "")))
 
 
 def _seconds(text) -> float | None:

@@ -603,10 +603,11 @@ def test_a_job_of_its_own_congestion_control_is_held_to_that_congestion_control_
     path.write_text('[[job]]\nname = "a"\nranks = 4\ntcp = "bbr"\nops = [{op = "allreduce", bytes = "1M"}]\n'
                     '[[job]]\nname = "b"\nranks = 4\nops = [{op = "allreduce", bytes = "1M"}]\n')
     plan = plan_run(make_run({"topology": "bigraph:m=2,n=4", "workload": str(path), "tcp": "cubic", "mtu": 1500}))
-    own = capacity.job_bounds(plan, capacity.REFERENCE)
+    plan = capacity.with_bounds(plan, capacity.REFERENCE)
+    own = plan.job_bounds
     assert list(own) == ["bbr"]   # job b runs the run's cubic: the run's bound
     assert own["bbr"].describe(4) == capacity.network_bound(make_run({"tcp": "bbr", "mtu": 1500}),
                                                             capacity.REFERENCE).describe(4)
     assert "bbr MTU" in own["bbr"].describe(4)
-    plan.bound, plan.job_bounds = capacity.network_bound(plan.spec, capacity.REFERENCE), own
+    assert plan.bound.describe(4) == capacity.network_bound(plan.spec, capacity.REFERENCE).describe(4)
     assert plan.bound_of("bbr") is own["bbr"] and plan.bound_of("") is plan.bound
